@@ -1,0 +1,100 @@
+"""The command line: an argparse table and a thin dispatch. No logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+from typing import Mapping, Optional, Sequence
+
+from . import __version__
+from .commands import COMMANDS
+from .errors import ExitCode, TfgpuError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"installer.commands.{COMMANDS[name][0]}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+    common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    parser = _Parser(
+        prog="tfgpu-install",
+        description="A working, verified TensorFlow GPU environment from one command.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        _module(name).add_arguments(p)
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`tfgpu-install --profile stable` means `tfgpu-install install --profile stable`.
+
+    Only the global flags may stand before a command name; anything else starts an install.
+    """
+    for i, arg in enumerate(argv):
+        if arg in ("-h", "--help", "--version"):
+            return argv
+        if arg in ("--json", "--debug"):
+            continue
+        if arg in COMMANDS:
+            return argv
+        break
+    return ["install"] + argv
+
+
+def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args_list
+    debug = "--debug" in args_list
+    try:
+        parser = build_parser()
+        if not args_list:
+            parser.print_help()
+            return int(ExitCode.USAGE)
+        args = parser.parse_args(_with_default_command(args_list))
+        from .context import build_context
+        from .console import render
+
+        ctx = build_context(environ, debug=args.debug)
+        result = _module(args.command).run(args, ctx)
+        render(result, as_json=args.json)
+        return int(result.exit_code)
+    except TfgpuError as err:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        from .console import render_error
+
+        render_error(err, as_json)
+        return int(err.code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: run the same command again to resume, or `tfgpu-install rollback`\n")
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:  # a bug: one readable line unless --debug
+        if debug:
+            raise
+        from .console import render_error
+
+        render_error(
+            TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
+            as_json,
+        )
+        return int(ExitCode.FAILURE)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

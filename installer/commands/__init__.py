@@ -1,0 +1,18 @@
+"""One module per command: `add_arguments(parser)` and `run(args, ctx) -> Result`.
+
+Modules import their heavy dependencies inside `run`, so `probe`/`plan` start fast.
+"""
+
+# name -> (module, one-line help). Order is the order of `--help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "install": ("install", "probe, resolve, provision, verify and snapshot a TensorFlow GPU env (default)"),
+    "probe": ("probe", "what this machine has, each value with its source"),
+    "plan": ("plan", "the TensorFlow/CUDA/cuDNN/Python combination this machine can run, and why"),
+    "profiles": ("profiles", "list the profiles"),
+    "rollback": ("rollback", "undo the last install, or return to a snapshot"),
+    "status": ("status", "steps done and pending, last verification"),
+    "verify": ("verify", "layered GPU check ending in a real matmul"),
+    "doctor": ("doctor", "diagnose a broken setup, or classify a pasted log"),
+    "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
+    "check": ("check", "drift between the live env and its last known-good snapshot"),
+}

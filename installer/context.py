@@ -1,0 +1,85 @@
+"""The Context: built once in main(), passed everywhere.
+
+Nothing else reads os.environ or Path.home() directly, so a test can point the
+whole tool at a temp root (TFGPU_ROOT) and temp state/cache/data dirs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from .runner import Runner, SubprocessRunner
+
+# Called by long steps to report progress: (what, done, total or None).
+ProgressFn = Callable[[str, float, Optional[float]], None]
+
+
+def _no_progress(what: str, done: float, total: Optional[float]) -> None:
+    return None
+
+
+@dataclass
+class Context:
+    runner: Runner
+    environ: Mapping[str, str]
+    root: Path  # prefix for system paths (/proc, /sys, /etc, /usr/local); "/" for real use
+    home: Path
+    state_dir: Path  # journals, locks, snapshots
+    cache_dir: Path  # downloads keyed by sha256
+    data_dir: Path  # default location of created envs
+    overrides: dict[str, str] = field(default_factory=dict)  # TFGPU_OVERRIDE_* without prefix, lower-case
+    progress: ProgressFn = _no_progress
+    debug: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # test-only hooks (e.g. kill points)
+
+    def sys_path(self, path: str) -> Path:
+        """A system path (absolute, e.g. '/proc/driver/nvidia/version') under the root prefix."""
+        return self.root / path.lstrip("/") if str(self.root) != "/" else Path(path)
+
+    def env(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        return self.environ.get(name, default)
+
+
+def _platform_dirs(environ: Mapping[str, str]) -> tuple[Path, Path, Path]:
+    import platformdirs  # only needed when no TFGPU_*_DIR is given
+
+    return (
+        Path(platformdirs.user_state_dir("tfgpu-install")),
+        Path(platformdirs.user_cache_dir("tfgpu-install")),
+        Path(platformdirs.user_data_dir("tfgpu-install")),
+    )
+
+
+def build_context(
+    environ: Optional[Mapping[str, str]] = None,
+    runner: Optional[Runner] = None,
+    debug: bool = False,
+) -> Context:
+    """The one place that reads the process environment."""
+    env = dict(os.environ if environ is None else environ)
+    home = Path(env.get("HOME") or str(Path.home()))
+    root = Path(env.get("TFGPU_ROOT", "/"))
+    if all(k in env for k in ("TFGPU_STATE_DIR", "TFGPU_CACHE_DIR", "TFGPU_DATA_DIR")):
+        state, cache, data = (Path(env[k]) for k in ("TFGPU_STATE_DIR", "TFGPU_CACHE_DIR", "TFGPU_DATA_DIR"))
+    else:
+        state, cache, data = _platform_dirs(env)
+        state = Path(env.get("TFGPU_STATE_DIR", str(state)))
+        cache = Path(env.get("TFGPU_CACHE_DIR", str(cache)))
+        data = Path(env.get("TFGPU_DATA_DIR", str(data)))
+    overrides = {
+        k[len("TFGPU_OVERRIDE_"):].lower(): v for k, v in env.items() if k.startswith("TFGPU_OVERRIDE_")
+    }
+    return Context(
+        runner=runner if runner is not None else SubprocessRunner(path=env.get("PATH")),
+        environ=env,
+        root=root,
+        home=home,
+        state_dir=state,
+        cache_dir=cache,
+        data_dir=data,
+        overrides=overrides,
+        debug=debug,
+    )

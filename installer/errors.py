@@ -1,0 +1,123 @@
+"""One error family. Core code raises these; only the console layer prints them.
+
+Each error carries a message (what went wrong), a hint (the fix), a kebab-case
+reference (stable, greppable, documented) and an exit code from ExitCode.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Optional
+
+
+class ExitCode(IntEnum):
+    """Documented in README.md ("Exit codes"). Never renumber: scripts depend on them."""
+
+    OK = 0
+    FAILURE = 1  # an unexpected internal error (a bug): run with --debug and report it
+    USAGE = 2  # bad command line
+    NO_GPU = 3  # no usable NVIDIA GPU/driver found (probe/install without --allow-cpu)
+    UNSATISFIABLE = 4  # no TensorFlow/CUDA/cuDNN/Python combination fits this machine and profile
+    BAD_INPUT = 5  # malformed profile/knowledge YAML, snapshot, nvidia-smi file, archive
+    ENVIRONMENT = 6  # target env unusable: path is a file, wrong Python, no permission, disk full
+    STEP_FAILED = 7  # a provisioning step failed; the journal allows resume or rollback
+    DOWNLOAD = 8  # download failed or checksum mismatch
+    VERIFY_FAILED = 9  # verification ran and a layer failed
+    LOCKED = 10  # another tfgpu-install holds this environment's lock
+    DRIFT = 11  # `check`: the env drifted from its known-good snapshot
+    INCOMPATIBLE_HOST = 12  # snapshot restore refused: host does not meet the snapshot's contract
+    DIAGNOSED = 13  # `doctor` found a broken layer
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class TfgpuError(Exception):
+    """Base of every error the tool reports to a user."""
+
+    code: ExitCode = ExitCode.FAILURE
+    ref: str = "internal-error"
+
+    def __init__(
+        self,
+        message: str,
+        hint: Optional[str] = None,
+        *,
+        ref: Optional[str] = None,
+        code: Optional[ExitCode] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if ref is not None:
+            self.ref = ref
+        if code is not None:
+            self.code = code
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "error": self.ref,
+            "message": self.message,
+            "hint": self.hint,
+            "exit_code": int(self.code),
+        }
+
+
+class UsageError(TfgpuError):
+    code = ExitCode.USAGE
+    ref = "usage"
+
+
+class NoGpuError(TfgpuError):
+    code = ExitCode.NO_GPU
+    ref = "no-gpu"
+
+
+class UnsatisfiableError(TfgpuError):
+    code = ExitCode.UNSATISFIABLE
+    ref = "unsatisfiable"
+
+
+class BadInputError(TfgpuError):
+    code = ExitCode.BAD_INPUT
+    ref = "bad-input"
+
+
+class EnvironmentProblem(TfgpuError):
+    code = ExitCode.ENVIRONMENT
+    ref = "environment"
+
+
+class StepFailed(TfgpuError):
+    code = ExitCode.STEP_FAILED
+    ref = "step-failed"
+
+
+class DownloadError(TfgpuError):
+    code = ExitCode.DOWNLOAD
+    ref = "download-failed"
+
+
+class VerifyFailed(TfgpuError):
+    code = ExitCode.VERIFY_FAILED
+    ref = "verify-failed"
+
+
+class LockedError(TfgpuError):
+    code = ExitCode.LOCKED
+    ref = "env-locked"
+
+
+class DriftFound(TfgpuError):
+    code = ExitCode.DRIFT
+    ref = "drift"
+
+
+class IncompatibleHost(TfgpuError):
+    code = ExitCode.INCOMPATIBLE_HOST
+    ref = "incompatible-host"
+
+
+class RunnerError(TfgpuError):
+    """A command could not be started or timed out (not: exited non-zero)."""
+
+    code = ExitCode.FAILURE
+    ref = "command-failed"

@@ -1,0 +1,1 @@
+"""Provisioning steps: each with a stable id, check / apply / undo."""

@@ -1,0 +1,48 @@
+"""Shared test fixtures: a Context pointed at temp dirs, and the recorded real outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from installer.context import Context, build_context
+
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS / "fixtures"
+# Real outputs captured from public reports (copied from ../shared/fixtures; see its README).
+SHARED_FIXTURES = FIXTURES / "shared"
+
+
+def load_cases(kind_dir: str) -> list[dict[str, Any]]:
+    """Every case file under tests/fixtures/shared/<kind_dir>/, parsed."""
+    cases = []
+    for path in sorted((SHARED_FIXTURES / kind_dir).glob("*.yaml")):
+        with open(path) as fh:
+            cases.append(yaml.safe_load(fh))
+    return cases
+
+
+@pytest.fixture
+def tmp_env(tmp_path: Path) -> dict[str, str]:
+    """A process environment whose state/cache/data dirs and system root are temp dirs."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path / "home"),
+        "TFGPU_ROOT": str(tmp_path / "root"),
+        "TFGPU_STATE_DIR": str(tmp_path / "state"),
+        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+        "TFGPU_DATA_DIR": str(tmp_path / "data"),
+    }
+    for name in ("home", "root", "state", "cache", "data"):
+        (tmp_path / name).mkdir()
+    return env
+
+
+@pytest.fixture
+def ctx(tmp_env: dict[str, str]) -> Iterator[Context]:
+    """A real Context (real SubprocessRunner) confined to temp dirs."""
+    yield build_context(tmp_env)

@@ -1,0 +1,30 @@
+"""The CLI layer: usage errors, the default command, --version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from installer.cli import _with_default_command, main
+from installer.errors import ExitCode
+
+
+def test_default_command_is_install() -> None:
+    assert _with_default_command(["--profile", "stable"]) == ["install", "--profile", "stable"]
+    assert _with_default_command(["-y", "--profile", "stable"])[0] == "install"
+    assert _with_default_command(["probe", "--json"]) == ["probe", "--json"]
+    assert _with_default_command(["--help"]) == ["--help"]
+
+
+def test_unknown_flag_is_usage_error(capsys, tmp_env) -> None:  # type: ignore[no-untyped-def]
+    code = main(["probe", "--no-such-flag"], environ=tmp_env)
+    assert code == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "--help" in err
+
+
+def test_version_as_real_subprocess() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "installer", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("tfgpu-install ")
