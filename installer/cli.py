@@ -6,11 +6,14 @@ import argparse
 import importlib
 import sys
 from types import ModuleType
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from . import __version__
 from .commands import COMMANDS
 from .errors import ExitCode, TfgpuError, UsageError
+
+if TYPE_CHECKING:
+    from .runner import Runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +58,12 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["install"] + argv
 
 
-def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+def main(
+    argv: Optional[Sequence[str]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    runner: Optional["Runner"] = None,
+) -> int:
+    """`runner` lets tests run a command in-process against recorded outputs (ReplayRunner)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args_list
     debug = "--debug" in args_list
@@ -68,7 +76,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         from .context import build_context
         from .console import render
 
-        ctx = build_context(environ, debug=args.debug)
+        ctx = build_context(environ, runner=runner, debug=args.debug)
         result = _module(args.command).run(args, ctx)
         render(result, as_json=args.json)
         return int(result.exit_code)

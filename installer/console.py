@@ -58,7 +58,7 @@ def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None
     from rich.markup import escape
 
     con = _console(out)
-    con.print(f"[bold red]error[/bold red] [{escape(err.ref)}]: {escape(err.message)}")
+    con.print(f"[bold red]error[/bold red] {escape('[' + err.ref + ']')}: {escape(err.message)}")
     if err.hint:
         con.print(f"[yellow]fix:[/yellow] {escape(err.hint)}")
 

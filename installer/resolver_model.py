@@ -32,6 +32,7 @@ class Choice:
 class Rejection:
     tensorflow: str
     reasons: tuple[str, ...]
+    summary: str = ""  # one short line ("CUDA 12.5 > driver's 12.2; GPU 0 cc 3.7: no kernels") for tables
 
 
 @dataclass(frozen=True)

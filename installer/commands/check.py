@@ -1,17 +1,22 @@
-"""`tfgpu-install check` (placeholder until its issue lands)."""
+"""`tfgpu-install check [--env PATH]`: drift from the last known-good snapshot.
+
+Exit 0: no drift; 11 (DRIFT): something changed (for scripts and cron).
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from ..context import Context
-from ..errors import TfgpuError
 from ..report import Result
+from .common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    add_env_flag(p)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    raise TfgpuError("`check` is not implemented yet", ref="not-implemented")
+    from ..snapshot_cmds import check
+
+    return check(args, ctx)

@@ -1,17 +1,60 @@
-"""`tfgpu-install snapshot` (placeholder until its issue lands)."""
+"""`tfgpu-install snapshot export|restore|list|show|diff|bundle`."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..context import Context
-from ..errors import TfgpuError
+from ..errors import UsageError
 from ..report import Result
+from .common import add_assume_flags, add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    sub = p.add_subparsers(dest="snapshot_command", metavar="ACTION", parser_class=type(p))
+    sub.required = True
+    ex = sub.add_parser("export", help="write a snapshot of an env (native YAML, requirements, conda, pylock)")
+    add_env_flag(ex)
+    ex.add_argument("-o", "--output", metavar="FILE", help="where to write it (native format: default the store)")
+    ex.add_argument("--format", choices=("tfgpu", "requirements", "conda", "pylock"), default="tfgpu")
+    ex.add_argument("--no-hashes", action="store_true", help="skip looking up package hashes on the index")
+    ex.add_argument("--index-url", metavar="URL", help="the index to look hashes up on (default: as pip/uv are set)")
+    re_ = sub.add_parser("restore", help="rebuild the env a snapshot describes, after checking this host")
+    re_.add_argument("file", metavar="FILE", help="a snapshot file or stored snapshot id")
+    add_env_flag(re_)
+    re_.add_argument("--offline", metavar="DIR", help="install only from a bundle made by `snapshot bundle`")
+    re_.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
+    re_.add_argument("--allow-cpu", action="store_true", help="restore on a host without a usable GPU")
+    re_.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    add_assume_flags(re_)
+    sub.add_parser("list", help="stored snapshots, oldest first")
+    sh = sub.add_parser("show", help="one snapshot")
+    sh.add_argument("id", metavar="ID", help="id, unique id prefix, or file")
+    df = sub.add_parser("diff", help="what differs between two snapshots")
+    df.add_argument("a", metavar="A")
+    df.add_argument("b", metavar="B")
+    bu = sub.add_parser("bundle", help="download every wheel a snapshot needs, with hashes, for offline restore")
+    bu.add_argument("file", metavar="FILE", help="a snapshot file or stored snapshot id")
+    bu.add_argument("-o", "--output", metavar="DIR", required=True, help="the bundle directory")
+    bu.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
+    for sp in (ex, re_, sh, df, bu):
+        sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+        sp.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    raise TfgpuError("`snapshot` is not implemented yet", ref="not-implemented")
+    from .. import snapshot_cmds
+
+    handler = {
+        "export": snapshot_cmds.export,
+        "restore": snapshot_cmds.restore,
+        "list": snapshot_cmds.list_,
+        "show": snapshot_cmds.show,
+        "diff": snapshot_cmds.diff,
+        "bundle": snapshot_cmds.bundle,
+    }.get(args.snapshot_command)
+    if handler is None:
+        raise UsageError("snapshot needs an action", "export, restore, list, show, diff or bundle")
+    return handler(args, ctx)
+
+

@@ -1,17 +1,80 @@
-"""`tfgpu-install status` (placeholder until its issue lands)."""
+"""`tfgpu-install status [--env PATH]`: the env's steps (done, pending, interrupted) and its
+last verification. Read-only: it runs each step's check(), never apply()."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..context import Context
-from ..errors import TfgpuError
-from ..report import Result
+from ..errors import ExitCode, TfgpuError
+from ..report import Block, Result, Text, table
+from .common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    add_env_flag(p)
+
+
+def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
+    try:
+        from ..verify import read_record
+
+        doc = read_record(ctx, env)
+    except Exception as exc:  # an unreadable record is reported, not fatal
+        return {"ok": False, "summary": f"unreadable verification record: {exc}"}
+    if not doc:
+        return None
+    report = doc.get("report") or {}
+    return {
+        "ok": bool(report.get("ok")),
+        "gpu_verified": bool(report.get("gpu_verified")),
+        "when": report.get("when"),
+        "summary": report.get("summary"),
+        "mode": report.get("mode"),
+    }
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    raise TfgpuError("`status` is not implemented yet", ref="not-implemented")
+    from ..envs import target_env
+    from ..executor import Executor
+    from ..journal import Journal, step_states
+    from .rollback import journal_steps
+
+    env = target_env(ctx, args.env)
+    journal = Journal.for_env(ctx, env)
+    entries = journal.entries()
+    if not entries:
+        return Result(
+            data={"env": str(env), "installed": False, "steps": [], "verification": None},
+            blocks=[Text(f"no install recorded for {env}", "warn"),
+                    Text("install one with: tfgpu-install --profile stable", "dim")],
+        )
+    states = step_states(entries)
+    rows: list[dict[str, str]] = []
+    ex = Executor(ctx, env, journal=journal)
+    for step in journal_steps(ctx, entries):
+        try:
+            live = ex.preview(step).status  # done | unchanged | pending
+        except TfgpuError as err:
+            live = f"problem: {err.message}"
+        journaled = states.get(step.id, "-")
+        if journaled in ("interrupted", "failed") and live != "done":
+            live = journaled
+        rows.append({"id": step.id, "state": live, "journal": journaled, "describe": step.describe()})
+    verification = _verification(ctx, env)
+    blocks: list[Block] = [table(f"status of {env}", ("step", "state", "journal", "what"),
+                                 [(r["id"], r["state"], r["journal"], r["describe"]) for r in rows])]
+    if verification is None:
+        blocks.append(Text("never verified", "warn"))
+    else:
+        style = "ok" if verification["ok"] else "error"
+        gpu = "GPU" if verification.get("gpu_verified") else "CPU only"
+        blocks.append(Text(f"last verification ({verification.get('when') or '?'}, {gpu}): "
+                           f"{verification.get('summary') or ('passed' if verification['ok'] else 'failed')}", style))
+    complete = bool(rows) and all(r["state"] in ("done", "unchanged") for r in rows)
+    return Result(
+        data={"env": str(env), "installed": True, "complete": complete, "steps": rows, "verification": verification},
+        blocks=blocks,
+        exit_code=int(ExitCode.OK),
+    )

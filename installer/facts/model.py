@@ -55,6 +55,7 @@ class Host:
     sudo_user: Optional[str] = None
     os_id: Optional[str] = None  # "ubuntu", "windows"
     source: str = "/etc/os-release"
+    glibc_source: Optional[str] = None  # "confstr", "ldd --version", "override:flag", "override:env"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,14 @@ class Tools:
 
 
 @dataclass(frozen=True)
+class SourceTried:
+    """One place the probe looked for the driver/GPUs, and what it found there (for "no GPU" reports)."""
+
+    source: str  # "nvml", "nvidia-smi", "/proc/driver/nvidia/version", "lspci", ...
+    outcome: str  # "driver 535.104.05, 2 GPUs" / "not found" / the error it gave
+
+
+@dataclass(frozen=True)
 class Facts:
     driver: Driver
     gpus: tuple[Gpu, ...]
@@ -101,6 +110,7 @@ class Facts:
     ld_library_path: Optional[str] = None
     problems: tuple[Problem, ...] = ()
     gpu_on_pci: Optional[bool] = None  # lspci / sysfs saw an NVIDIA display device
+    sources_tried: tuple[SourceTried, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The probe JSON contract (keys documented in README: never rename)."""

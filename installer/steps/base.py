@@ -38,3 +38,38 @@ class Step(ABC):
 
     def to_json(self) -> dict[str, str]:
         return {"id": self.id, "describe": self.describe()}
+
+
+# --- test-only fault hooks (read from the environment; inert unless a test sets them) ---
+# TFGPU_TEST_KILL_AT="<step-id>:before|middle|after"  -> SIGKILL this process there
+# TFGPU_TEST_FAIL_AT="<step-id>:before|middle|after:enospc|eacces" -> raise that OSError there
+# TFGPU_TEST_STOP_AT="<step-id>:before|middle|after"  -> SIGSTOP there (concurrency tests)
+# The executor calls checkpoint() at "before" and "after" (and "undo", before undoing a step
+# in a rollback); a step calls it at its midpoint
+# (after it has changed something, before it has finished), so tests can interrupt it.
+
+
+def checkpoint(ctx: Context, step_id: str, where: str) -> None:
+    """A point where fault-injection tests may kill or fail this run. No-op in real use."""
+    here = f"{step_id}:{where}"
+    kill_at = ctx.extra.get("kill_at") or ctx.env("TFGPU_TEST_KILL_AT")
+    if kill_at and kill_at == here:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    stop_at = ctx.extra.get("stop_at") or ctx.env("TFGPU_TEST_STOP_AT")
+    if stop_at and stop_at == here:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSTOP)
+    fail_at = ctx.extra.get("fail_at") or ctx.env("TFGPU_TEST_FAIL_AT")
+    if fail_at and fail_at.rsplit(":", 1)[0] == here:
+        import errno
+
+        kind = fail_at.rsplit(":", 1)[1]
+        code = {"enospc": errno.ENOSPC, "eacces": errno.EACCES, "erofs": errno.EROFS}.get(kind, errno.EIO)
+        import os
+
+        raise OSError(code, os.strerror(code), f"(test fault at {here})")

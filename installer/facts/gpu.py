@@ -1,0 +1,455 @@
+"""Pure parsers for what NVIDIA's tools print. Each takes text and never raises.
+
+Covers the default `nvidia-smi` table in every header format since R3xx (no CUDA field
+before R410; "CUDA Version: 12.2"; "CUDA Version: ERR!" on WSL2; the R610 relabel
+"KMD Version" / "CUDA UMD Version"; a tool version that differs from the driver inside
+containers and WSL2), `--query-gpu` CSV, `nvidia-smi -q`, the failure messages,
+/proc/driver/nvidia/version, /sys/module/nvidia/version and `lspci -nn`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+# Re-exported: callers read every NVIDIA text format from this module.
+from .devices import _VERSION
+from .devices import PciGpu as PciGpu
+from .devices import cuda_from_int as cuda_from_int
+from .devices import is_version as is_version
+from .devices import parse_lspci as parse_lspci
+from .devices import parse_proc_driver_version as parse_proc_driver_version
+from .devices import parse_sys_module_version as parse_sys_module_version
+
+__all__ = [
+    "PciGpu", "cuda_from_int", "is_version", "parse_lspci", "parse_proc_driver_version", "parse_sys_module_version",
+    "SmiGpu", "MigDevice", "SmiReading", "parse_nvidia_smi", "parse_smi_table", "parse_smi_q", "parse_query_gpu",
+    "parse_smi_failure", "QUERY_FIELDS", "QUERY_FIELDS_OLD",
+]
+
+# The fields we ask `nvidia-smi --query-gpu` for. Drivers before ~R510 reject compute_cap.
+QUERY_FIELDS: tuple[str, ...] = (
+    "index", "name", "uuid", "pci.bus_id", "driver_version", "compute_cap", "memory.total",
+)
+QUERY_FIELDS_OLD: tuple[str, ...] = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
+
+# States of one nvidia-smi reading.
+OK = "ok"
+NO_DEVICES = "no-devices"  # "No devices were found"
+NO_DRIVER = "no-driver"  # "couldn't communicate with the NVIDIA driver", NVRM probe failures
+VERSION_MISMATCH = "version-mismatch"  # "Driver/library version mismatch": upgraded, not rebooted
+NVML_FAILED = "nvml-failed"  # other "Failed to initialize NVML: ..." (containers, WSL2 blocked)
+NOT_INSTALLED = "not-installed"  # "nvidia-smi: command not found"
+UNRECOGNIZED = "unrecognized"  # nothing we know how to read
+
+_RE_TOOL = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + r")")
+# "Driver Version" until R610, "KMD Version" after; table uses "X: v", -q uses "X   : v".
+_RE_DRIVER = re.compile(r"(?:Driver|KMD) Version\s*:\s*(\S+)")
+_RE_CUDA = re.compile(r"CUDA( UMD)? Version\s*:\s*([^\s|]+)")
+_RE_GPU_ROW = re.compile(
+    r"^\|\s*(\d+)\s+(.*?)\s+(On|Off|N/A|WDDM|TCC)\s*\|"
+    r"(?:\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]))?"
+)
+_RE_MEM = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_RE_MIG_ROW = re.compile(
+    r"^\|\s*(\d+)\s+(\d+|N/A)\s+(\d+|N/A)\s+(\d+)\s*\|\s*(\d+)\s*MiB\s*/\s*(\d+)\s*MiB"
+)
+_RE_QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_RE_ATTACHED = re.compile(r"^\s*Attached GPUs\s*:\s*(\d+)")
+_RE_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_RE_Q_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
+_RE_NVML_LIB = re.compile(r"NVML library version:\s*(" + _VERSION + r")")
+_RE_CSV_HEADER = re.compile(r"^[a-z_.]+(?: \[[^\]]+\])?(?:, *[a-z_.]+(?: \[[^\]]+\])?)*$")
+_KNOWN_QUERY_FIELDS = set(QUERY_FIELDS) | {"gpu_name", "gpu_uuid", "gpu_bus_id", "count", "memory.used"}
+
+_NA = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "ERR!", "[ERR!]"}
+
+
+@dataclass(frozen=True)
+class SmiGpu:
+    index: Optional[int]
+    name: Optional[str]
+    name_truncated: bool = False  # the table cuts long names ("NVIDIA GeForce RTX 3060 ...")
+    bus_id: Optional[str] = None
+    memory_mib: Optional[int] = None
+    compute_capability: Optional[str] = None
+    uuid: Optional[str] = None
+    driver_version: Optional[str] = None
+    mig_mode: Optional[str] = None  # "Enabled" / "Disabled" where printed
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    gpu: int
+    gi: Optional[int]
+    ci: Optional[int]
+    mig_dev: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class SmiReading:
+    """What one nvidia-smi output (table, -q, CSV or failure text, or several joined) says."""
+
+    state: str
+    driver_version: Optional[str] = None
+    tool_version: Optional[str] = None  # "NVIDIA-SMI x": differs from the driver in containers/WSL2
+    cuda_version: Optional[str] = None  # only when the field holds a version
+    cuda_field: str = "absent"  # "absent" (pre-R410) | "ok" | "error" ("ERR!", "N/A")
+    cuda_raw: Optional[str] = None  # the field as printed
+    cuda_label: Optional[str] = None  # "CUDA Version" | "CUDA UMD Version"
+    gpus: tuple[SmiGpu, ...] = ()
+    mig_devices: tuple[MigDevice, ...] = ()
+    gpu_count: Optional[int] = None  # "Attached GPUs" (-q)
+    message: Optional[str] = None  # the failure line, as printed
+    nvml_library_version: Optional[str] = None  # printed with a version mismatch
+    formats: tuple[str, ...] = ()  # what was recognized: table, query-csv, -q, failure, nvrm-log
+    invalid_field: Optional[str] = None  # 'Field "compute_cap" is not a valid field to query.'
+    module_version: Optional[str] = None  # an "NVRM version:" line pasted along (/proc/driver/nvidia/version)
+
+    @property
+    def tool_differs(self) -> bool:
+        return bool(self.tool_version and self.driver_version and self.tool_version != self.driver_version)
+
+
+def _int(text: str) -> Optional[int]:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _clean_name(raw: str) -> tuple[str, bool]:
+    name = raw.strip()
+    for tail in ("...", "\u2026"):
+        if name.endswith(tail):
+            return name[: -len(tail)].rstrip(), True
+    return name, False
+
+
+# ---------------------------------------------------------------- failures
+
+
+def parse_smi_failure(text: str) -> Optional[tuple[str, str]]:
+    """(state, message) when the text holds a known nvidia-smi / NVRM failure, else None."""
+    for line in text.splitlines():
+        s = line.strip()
+        low = s.lower()
+        if "no devices were found" in low:
+            return NO_DEVICES, s
+        if "couldn't communicate with the nvidia driver" in low or "could not communicate with the nvidia driver" in low:
+            return NO_DRIVER, s
+        if "driver/library version mismatch" in low:
+            return VERSION_MISMATCH, s
+        if low.startswith("failed to initialize nvml"):
+            return NVML_FAILED, s
+        if "nvidia-smi: command not found" in low or "nvidia-smi: not found" in low:
+            return NOT_INSTALLED, s
+        if "nvrm:" in low and (
+            "probe routine was not called" in low
+            or "no nvidia graphics adapter probed" in low
+            or "no nvidia gpu found" in low
+            or "rminitadapter failed" in low
+        ):
+            return NO_DRIVER, s
+    return None
+
+
+# ---------------------------------------------------------------- header
+
+
+def _parse_header(text: str) -> dict[str, Optional[str]]:
+    out: dict[str, Optional[str]] = {}
+    m = _RE_TOOL.search(text)
+    if m:
+        out["tool_version"] = m.group(1)
+    for m in _RE_DRIVER.finditer(text):
+        if is_version(m.group(1)):
+            out["driver_version"] = m.group(1)
+            break
+    # R610+ -q may print both the deprecated "CUDA Version" and "CUDA UMD Version": prefer UMD.
+    found = list(_RE_CUDA.finditer(text))
+    found.sort(key=lambda m: 0 if m.group(1) else 1)
+    if found:
+        m = found[0]
+        raw = m.group(2)
+        out["cuda_label"] = "CUDA UMD Version" if m.group(1) else "CUDA Version"
+        out["cuda_raw"] = raw
+        if is_version(raw):
+            out["cuda_version"] = raw
+    return out
+
+
+# ---------------------------------------------------------------- default table
+
+
+def parse_smi_table(text: str) -> tuple[tuple[SmiGpu, ...], tuple[MigDevice, ...]]:
+    """GPU rows and MIG rows of the default table. Stops reading GPU rows at "Processes:"."""
+    gpus: list[SmiGpu] = []
+    migs: list[MigDevice] = []
+    section = "gpus"
+    for line in text.splitlines():
+        s = _RE_QUOTE.sub("", line).strip()  # a table pasted as a "> " quote still reads
+        if "Processes:" in s:
+            section = "processes"
+            continue
+        if "MIG devices:" in s:
+            section = "mig"
+            continue
+        if section == "mig":
+            m = _RE_MIG_ROW.match(s)
+            if m:
+                migs.append(
+                    MigDevice(
+                        gpu=int(m.group(1)),
+                        gi=_int(m.group(2)),
+                        ci=_int(m.group(3)),
+                        mig_dev=int(m.group(4)),
+                        memory_mib=int(m.group(6)),
+                    )
+                )
+            continue
+        if section != "gpus":
+            continue
+        m = _RE_GPU_ROW.match(s)
+        if m and m.group(2).strip():
+            name, truncated = _clean_name(m.group(2))
+            gpus.append(SmiGpu(index=int(m.group(1)), name=name, name_truncated=truncated, bus_id=m.group(4)))
+            continue
+        mm = _RE_MEM.search(s)
+        if mm and gpus and gpus[-1].memory_mib is None:
+            last = gpus[-1]
+            gpus[-1] = SmiGpu(**{**last.__dict__, "memory_mib": int(mm.group(2))})
+        elif gpus and s.startswith("|") and gpus[-1].mig_mode is None:
+            # Third row of a block (R450+): only the last cell, the MIG mode.
+            cells = [c.strip() for c in s.strip("|").split("|")]
+            if len(cells) >= 2 and not any(cells[:-1]) and cells[-1] in ("Enabled", "Disabled"):
+                gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": cells[-1]})
+    return tuple(gpus), tuple(migs)
+
+
+# ---------------------------------------------------------------- --query-gpu CSV
+
+
+def _none(value: str) -> Optional[str]:
+    v = value.strip()
+    return None if v in _NA else v
+
+
+def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tuple[SmiGpu, ...], Optional[str]]:
+    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`.
+
+    Returns (gpus, invalid_field). A header line (csv without noheader) is skipped.
+    """
+    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
+    if invalid:
+        return (), invalid.group(1)
+    fields = tuple(fields)
+    gpus: list[SmiGpu] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or _is_csv_header(s):
+            continue
+        cells = [c.strip() for c in s.split(",")]
+        if len(cells) < len(fields):
+            continue
+        if len(cells) > len(fields) and "name" in fields:
+            # A comma inside the name: glue the surplus back into it.
+            i = fields.index("name")
+            extra = len(cells) - len(fields)
+            cells = cells[:i] + [", ".join(cells[i : i + extra + 1])] + cells[i + extra + 1 :]
+        row = dict(zip(fields, cells))
+        index = _int(row.get("index", "")) if "index" in row else len(gpus)
+        mem_text = (row.get("memory.total") or "").replace("MiB", "").strip()
+        cc = _none(row.get("compute_cap", ""))
+        drv = _none(row.get("driver_version", ""))
+        name = _none(row.get("name", ""))
+        if "index" in row and index is None or len(cells) != len(fields):
+            continue  # not a data row (a prompt line, a message)
+        gpu = SmiGpu(
+            index=index,
+            name=name,
+            uuid=_none(row.get("uuid", "")),
+            bus_id=_none(row.get("pci.bus_id", "")),
+            driver_version=drv if is_version(drv) else None,
+            compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
+            memory_mib=_int(mem_text) if mem_text else None,
+        )
+        if not any((gpu.name, gpu.uuid, gpu.bus_id, gpu.driver_version, gpu.compute_capability, gpu.memory_mib)):
+            continue
+        gpus.append(gpu)
+    return tuple(gpus), None
+
+
+def _is_csv_header(line: str) -> bool:
+    names = [n.split(" [")[0].strip() for n in line.split(",")]
+    return bool(_RE_CSV_HEADER.match(line)) and all(n in _KNOWN_QUERY_FIELDS for n in names)
+
+
+def _csv_blocks(text: str) -> list[SmiGpu]:
+    """CSV blocks with a header line inside free text (a pasted `--query-gpu ... --format=csv`)."""
+    out: list[SmiGpu] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        s = lines[i].strip()
+        if s and _is_csv_header(s):
+            names = [n.split(" [")[0].strip() for n in s.split(",")]
+            fields = ["name" if n == "gpu_name" else n for n in names]
+            j = i + 1
+            block: list[str] = []
+            while j < len(lines) and lines[j].strip() and not lines[j].lstrip().startswith(("$", "#", ">")):
+                block.append(lines[j])
+                j += 1
+            gpus, _ = parse_query_gpu("\n".join(block), fields)
+            out.extend(gpus)
+            i = j
+        else:
+            i += 1
+    return out
+
+
+# ---------------------------------------------------------------- nvidia-smi -q
+
+
+def parse_smi_q(text: str) -> tuple[tuple[SmiGpu, ...], Optional[int]]:
+    """GPU blocks of `nvidia-smi -q` and its "Attached GPUs" count."""
+    gpus: list[dict[str, object]] = []
+    attached: Optional[int] = None
+    section: list[tuple[int, str]] = []  # (indent, key) of open sub-sections
+    for line in text.splitlines():
+        m = _RE_ATTACHED.match(line)
+        if m:
+            attached = int(m.group(1))
+            continue
+        m = _RE_Q_GPU.match(line.strip())
+        if m and not line.startswith(" "):
+            gpus.append({"index": len(gpus), "bus_id": m.group(1)})
+            section = []
+            continue
+        if not gpus:
+            continue
+        kv = _RE_Q_KV.match(line)
+        if not kv:
+            key = line.strip()
+            if key:
+                indent = len(line) - len(line.lstrip())
+                section = [(i, k) for i, k in section if i < indent] + [(indent, key)]
+            continue
+        indent = len(kv.group(1))
+        key, value = kv.group(2).strip(), kv.group(3)
+        section = [(i, k) for i, k in section if i < indent]
+        parent = section[-1][1] if section else ""
+        g = gpus[-1]
+        if key == "Product Name" and not parent:
+            name, trunc = _clean_name(value)
+            g["name"], g["name_truncated"] = name, trunc
+        elif key == "GPU UUID":
+            g["uuid"] = _none(value)
+        elif key == "Total" and parent == "FB Memory Usage":
+            mm = re.match(r"(\d+)\s*MiB", value)
+            if mm:
+                g["memory_mib"] = int(mm.group(1))
+        elif key == "Current" and parent == "MIG Mode":
+            g["mig_mode"] = _none(value)
+        elif key == "Minor Number" and not parent:
+            pass
+    out = tuple(
+        SmiGpu(
+            index=int(str(g["index"])),
+            name=g.get("name"),  # type: ignore[arg-type]
+            name_truncated=bool(g.get("name_truncated", False)),
+            bus_id=g.get("bus_id"),  # type: ignore[arg-type]
+            memory_mib=g.get("memory_mib"),  # type: ignore[arg-type]
+            uuid=g.get("uuid"),  # type: ignore[arg-type]
+            mig_mode=g.get("mig_mode"),  # type: ignore[arg-type]
+        )
+        for g in gpus
+    )
+    return out, attached
+
+
+# ---------------------------------------------------------------- any text
+
+
+def parse_nvidia_smi(text: str) -> SmiReading:
+    """Read any nvidia-smi output (default table, -q, CSV with header, failure text), or
+    several pasted together (a saved file, a colleague's paste). Never raises."""
+    try:
+        return _parse_nvidia_smi(text if isinstance(text, str) else "")
+    except Exception:  # a parser bug must not take the probe down: report unrecognized
+        return SmiReading(state=UNRECOGNIZED, message="nvidia-smi output could not be read")
+
+
+def _parse_nvidia_smi(text: str) -> SmiReading:
+    header = _parse_header(text)
+    formats: list[str] = []
+    table_gpus, migs = parse_smi_table(text)
+    if table_gpus or migs or ("NVIDIA-SMI" in text and header.get("driver_version")):
+        formats.append("table")
+    q_gpus: tuple[SmiGpu, ...] = ()
+    attached: Optional[int] = None
+    if "NVSMI LOG" in text or _RE_ATTACHED.search(text) or re.search(r"^\s*Product Name\s*:", text, re.M):
+        q_gpus, attached = parse_smi_q(text)
+        formats.append("-q")
+    csv_gpus = _csv_blocks(text)
+    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
+    if csv_gpus:
+        formats.append("query-csv")
+    failure = parse_smi_failure(text)
+    if failure:
+        formats.append("nvrm-log" if "NVRM:" in failure[1] else "failure")
+    nvml_lib = _RE_NVML_LIB.search(text)
+    module = parse_proc_driver_version(text)
+
+    # Prefer the source with full names: -q, then table; CSV supplies compute capability.
+    gpus: list[SmiGpu] = list(q_gpus or table_gpus)
+    if csv_gpus:
+        if not gpus:
+            gpus = list(csv_gpus)
+        else:
+            merged = []
+            for i, g in enumerate(gpus):
+                c = csv_gpus[i] if i < len(csv_gpus) else None
+                if c is not None:
+                    g = SmiGpu(
+                        **{
+                            **g.__dict__,
+                            "compute_capability": g.compute_capability or c.compute_capability,
+                            "uuid": g.uuid or c.uuid,
+                            "memory_mib": g.memory_mib or c.memory_mib,
+                            "name": c.name if (c.name and (g.name_truncated or not g.name)) else g.name,
+                            "name_truncated": g.name_truncated and not c.name,
+                        }
+                    )
+                merged.append(g)
+            gpus = merged
+    driver = header.get("driver_version")
+    if driver is None:
+        drvs = [g.driver_version for g in csv_gpus if g.driver_version]
+        driver = drvs[0] if drvs else None
+    if not formats and not driver:
+        return SmiReading(state=UNRECOGNIZED, invalid_field=invalid.group(1) if invalid else None,
+                          module_version=module)
+    state = OK
+    if failure and not gpus:
+        state = failure[0]
+    raw = header.get("cuda_raw")
+    return SmiReading(
+        state=state,
+        driver_version=driver,
+        tool_version=header.get("tool_version"),
+        cuda_version=header.get("cuda_version"),
+        cuda_field="absent" if raw is None else ("ok" if header.get("cuda_version") else "error"),
+        cuda_raw=raw,
+        cuda_label=header.get("cuda_label"),
+        gpus=tuple(gpus),
+        mig_devices=migs,
+        gpu_count=attached,
+        message=failure[1] if failure else None,
+        nvml_library_version=nvml_lib.group(1) if nvml_lib else None,
+        formats=tuple(formats),
+        invalid_field=invalid.group(1) if invalid else None,
+        module_version=module,
+    )

@@ -1,0 +1,142 @@
+"""Python interpreters on the machine (PATH, pyenv, conda envs) and the env tools present.
+
+Each interpreter is run once for its exact version (cheap, with a timeout), unless its
+path already says it unambiguously (pyenv's versions/3.11.7).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from ..context import Context
+from ..errors import RunnerError
+from .model import Problem, PythonInterp, Tools
+
+VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+TIMEOUT_S = 5.0
+_RE_EXACT = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_RE_PY_NAME = re.compile(r"^python3(?:\.\d+)?$")
+
+
+def parse_python_version(text: str) -> Optional[str]:
+    """"3.11.7" from the child's output (or `python -V`'s "Python 3.11.7"). Never raises."""
+    m = re.search(r"(?<![\d.])(\d+\.\d+\.\d+)", text or "")
+    return m.group(1) if m else None
+
+
+def parse_conda_env_list(text: str) -> tuple[str, ...]:
+    """Env prefixes from `conda env list --json` ({"envs": [...]})."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return ()
+    envs = doc.get("envs") if isinstance(doc, dict) else None
+    return tuple(e for e in envs if isinstance(e, str)) if isinstance(envs, list) else ()
+
+
+def version_from_path(path: str) -> Optional[str]:
+    """A pyenv install path names its exact version: ~/.pyenv/versions/3.11.7/bin/python."""
+    parts = Path(path).parts
+    if len(parts) >= 3 and parts[-2] == "bin" and _RE_EXACT.match(parts[-3]):
+        return parts[-3]
+    return None
+
+
+def _run_version(ctx: Context, path: str) -> Optional[str]:
+    try:
+        done = ctx.runner.run([path, "-c", VERSION_SCRIPT], desc=f"version of {path}", timeout=TIMEOUT_S)
+    except RunnerError:  # not executable: unknown, not fatal
+        return None
+    return parse_python_version(done.stdout) if done.ok else None
+
+
+def _path_candidates(ctx: Context) -> list[str]:
+    out: list[str] = []
+    for d in (ctx.environ.get("PATH") or "").split(os.pathsep):
+        # pyenv shims are bash wrappers that resolve to pyenv versions (listed below); running
+        # them is slow and they answer for whichever version is selected here.
+        if not d or "/.pyenv/shims" in d or d.endswith("pyenv/shims"):
+            continue
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for name in names:
+            if _RE_PY_NAME.match(name):
+                p = os.path.join(d, name)
+                if os.access(p, os.X_OK) and not os.path.isdir(p):
+                    out.append(p)
+    return out
+
+
+def _pyenv_candidates(ctx: Context) -> list[str]:
+    root = Path(ctx.environ.get("PYENV_ROOT") or (ctx.home / ".pyenv"))
+    try:
+        versions = sorted((root / "versions").iterdir())
+    except OSError:
+        return []
+    out = []
+    for v in versions:
+        for name in ("python3", "python"):
+            p = v / "bin" / name
+            if p.exists():
+                out.append(str(p))
+                break
+    return out
+
+
+def gather_tools(ctx: Context) -> Tools:
+    w = ctx.runner.which
+    return Tools(
+        conda=w("conda"),
+        mamba=w("mamba"),
+        micromamba=w("micromamba"),
+        uv=w("uv"),
+        nvcc=w("nvcc"),
+        nvidia_smi=w("nvidia-smi"),
+    )
+
+
+def gather_pythons(ctx: Context, tools: Tools) -> tuple[tuple[PythonInterp, ...], list[Problem]]:
+    problems: list[Problem] = []
+    found: list[PythonInterp] = []
+    seen: set[str] = set()
+
+    def add(path: str, source: str) -> None:
+        real = os.path.realpath(path)
+        if real in seen:
+            return
+        seen.add(real)
+        version = version_from_path(path) or _run_version(ctx, path)
+        if version is None:
+            problems.append(Problem("pythons", f"{path}: could not read its version"))
+            return
+        found.append(PythonInterp(path=path, version=version, source=source))
+
+    for p in _path_candidates(ctx):
+        add(p, "PATH")
+    for p in _pyenv_candidates(ctx):
+        add(p, "pyenv")
+    conda = tools.conda or tools.mamba or tools.micromamba
+    if conda:
+        argv = [conda, "env", "list", "--json"]
+        try:
+            done = ctx.runner.run(argv, desc="conda environments", timeout=15)
+            envs = parse_conda_env_list(done.stdout) if done.ok else ()
+        except RunnerError as exc:
+            envs = ()
+            problems.append(Problem("pythons", f"`{' '.join(argv)}` failed: {exc}"))
+        for prefix in envs:
+            py = Path(prefix) / "bin" / "python"
+            if py.exists():
+                add(str(py), f"conda:{Path(prefix).name}")
+    # Newest first within each origin (PATH first: that is what a bare `python3` runs).
+    order = {"PATH": 0, "pyenv": 1}
+    found.sort(key=lambda p: (order.get(p.source, 2), tuple(-int(x) for x in p.version.split(".") if x.isdigit())))
+    if not found:
+        problems.append(Problem("pythons", "no Python 3 interpreter found on PATH, in pyenv or in conda", "warning"))
+    return tuple(found), problems

@@ -1,0 +1,108 @@
+"""Hash-pinned locks for an installed package set, through `uv pip compile --format pylock.toml`.
+
+uv resolves each `name==version` (no dependencies: the set is already complete) against
+the configured index and writes a PEP 751 lock with each wheel's URL and sha256. We read
+the hashes into snapshots and hand the same file to users who ask for pylock.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from .context import Context
+from .errors import DownloadError, TfgpuError
+from .snapshot import Package, canonical_name
+from .steps.env import find_uv
+
+
+def index_args(ctx: Context, index_url: Optional[str] = None, find_links: Optional[str] = None) -> list[str]:
+    """Index flags for uv: an explicit URL wins, else the user's UV_/PIP_ settings (mirrors)."""
+    args: list[str] = []
+    url = index_url or ctx.env("UV_INDEX_URL") or ctx.env("PIP_INDEX_URL")
+    if url:
+        args += ["--index-url", url]
+    extra = ctx.env("UV_EXTRA_INDEX_URL") or ctx.env("PIP_EXTRA_INDEX_URL")
+    if extra and not index_url:
+        for u in extra.split():
+            args += ["--extra-index-url", u]
+    if find_links:
+        args += ["--find-links", find_links, "--no-index"]
+    return args
+
+
+@dataclass(frozen=True)
+class Lock:
+    text: str  # the pylock.toml as uv wrote it
+    packages: dict[str, dict[str, Any]]  # canonical name -> the [[packages]] table
+
+
+def parse_pylock(text: str) -> dict[str, dict[str, Any]]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.9/3.10 only
+        import tomli as tomllib
+    data = tomllib.loads(text)
+    return {canonical_name(p["name"]): p for p in data.get("packages", [])}
+
+
+def wheel_hashes(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    hashes = []
+    for wheel in entry.get("wheels", []) or []:
+        for algo, digest in (wheel.get("hashes") or {}).items():
+            hashes.append(f"{algo}:{digest}")
+    sdist = entry.get("sdist")
+    if sdist:
+        for algo, digest in (sdist.get("hashes") or {}).items():
+            hashes.append(f"{algo}:{digest}")
+    return tuple(hashes)
+
+
+def compile_lock(
+    ctx: Context,
+    packages: Sequence[Package],
+    python_version: str,
+    *,
+    index_url: Optional[str] = None,
+    find_links: Optional[str] = None,
+    timeout: float = 600,
+) -> Lock:
+    uv = find_uv(ctx)
+    if uv is None:
+        raise TfgpuError(
+            "uv is needed to look up the hashes of the installed packages and was not found",
+            "reinstall tfgpu-install (it depends on the `uv` package) or put uv on PATH (and unset TFGPU_NO_UV)",
+            ref="uv-missing",
+        )
+    py = ".".join(python_version.split(".")[:2])
+    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
+        req = os.path.join(tmp, "requirements.in")
+        with open(req, "w") as fh:
+            fh.write("".join(f"{p.requirement()}\n" for p in packages))
+        out = os.path.join(tmp, "pylock.toml")
+        argv = [uv, "pip", "compile", req, "--no-deps", "--format", "pylock.toml", "-o", out, "-q",
+                "--python-version", py, "--python-platform", "x86_64-manylinux_2_28", "--no-header"]
+        argv += index_args(ctx, index_url, find_links)
+        done = ctx.runner.run(argv, desc="look up package hashes", timeout=timeout)
+        if not done.ok:
+            raise DownloadError(
+                "could not look up the installed packages' hashes on the package index: "
+                + (done.stderr.strip().splitlines() or ["no output"])[-1],
+                "check the index (--index-url, PIP_INDEX_URL/UV_INDEX_URL) is reachable, "
+                "or use --no-hashes",
+                ref="lock-failed",
+            )
+        with open(out) as fh:
+            text = fh.read()
+    return Lock(text, parse_pylock(text))
+
+
+def with_hashes(packages: Sequence[Package], lock: Lock) -> tuple[Package, ...]:
+    out = []
+    for p in packages:
+        entry = lock.packages.get(p.key)
+        out.append(Package(p.name, p.version, wheel_hashes(entry) if entry else p.hashes))
+    return tuple(out)

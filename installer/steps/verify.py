@@ -1,0 +1,68 @@
+"""VerifyEnv ("verify.run"): the install's last step runs the layered GPU check in the env.
+
+check() is honest and cheap: True only when a recorded *successful* verification matches the
+env's current fingerprint (packages, activation, library files, driver, plan), so a re-run of a
+complete install does not re-verify, and any change does. apply() runs the check, records the
+report (success or not) and raises VerifyFailed naming the first failing layer. undo() removes
+the record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ..context import Context
+from ..errors import VerifyFailed
+from ..verify import CheckPlan, read_record, record_path, run_verification, verify_fingerprint, write_record
+from .base import Step, UndoRecord, checkpoint
+
+
+class VerifyEnv(Step):
+    id = "verify.run"
+    # The executor's own fingerprint skip applies too; check() already covers it.
+    fingerprinted = False
+
+    def __init__(self, env: Path, plan: CheckPlan, timeout: Optional[float] = None) -> None:
+        self.env = Path(env)
+        self.plan = plan
+        self.timeout = timeout
+
+    def describe(self) -> str:
+        where = "TensorFlow on the CPU (--allow-cpu)" if self.plan.cpu_only else "GPU layers 0-5, ending in a matmul"
+        return f"verify {self.env}: {where}"
+
+    def touches(self, ctx: Context) -> list[str]:
+        return [str(record_path(ctx, self.env))]
+
+    def check(self, ctx: Context) -> bool:
+        try:
+            doc = read_record(ctx, self.env)
+        except Exception:  # an unreadable record is simply not a verification
+            return False
+        if not doc or not doc.get("report", {}).get("ok"):
+            return False
+        try:
+            return bool(doc.get("fingerprint") == verify_fingerprint(ctx, self.env, self.plan))
+        except OSError:
+            return False
+
+    def apply(self, ctx: Context) -> UndoRecord:
+        report = run_verification(ctx, self.env, self.plan, timeout=self.timeout)
+        checkpoint(ctx, self.id, "middle")
+        path = write_record(ctx, self.env, report, verify_fingerprint(ctx, self.env, self.plan), self.plan)
+        ctx.extra["verify_report"] = report  # the snapshot step records it
+        if not report.ok:
+            bad = report.first_failure
+            what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()
+            raise VerifyFailed(f"verification failed at {what}",
+                               hint=(bad.hint if bad and bad.hint else "run `tfgpu-install doctor`")
+                               + f" (full report: `tfgpu-install verify --env {self.env}`)")
+        return {"record": str(path), "gpu_verified": report.gpu_verified, "mode": report.mode}
+
+    def undo(self, ctx: Context, record: UndoRecord) -> None:
+        path = Path(record.get("record") or record_path(ctx, self.env))
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,488 @@
+#!/usr/bin/env python3
+"""Benchmark: provisioning with tfgpu-install against pip and uv, side by side.
+
+    scripts/bench.py --quick [--reps N] [--out DIR]    the tests' local wheelhouse (minutes)
+    scripts/bench.py [--allow-cpu] [--reps N]          the real registry (TensorFlow's pins, GBs)
+
+Every measure runs its contenders interleaved (A B C, B C A, C A B ...) so drift in the
+machine (page cache, CPU frequency, the network) spreads over all of them. It reports the
+median and min/max of each, ratios within the run (ours / uv, ours / pip) against the targets
+of issue 8, a markdown table and a JSON file (default bench-results/, git-ignored).
+It never fails on a time: only a command that fails makes the exit status 1.
+Run it with the interpreter that has the tool installed (e.g. .venv-test/bin/python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+CONTENDERS = ("ours", "uv", "pip")
+SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk")
+# --assume flags: probe + plan measured without touching a driver (the real probe is also timed)
+ASSUME = ["--assume-driver", "550.54.15", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
+
+
+# --- statistics and reports (pure; tested) ---------------------------------------------
+
+
+def summarize(samples: Sequence[float]) -> dict[str, Any]:
+    """Median and spread of one contender's samples (seconds or bytes)."""
+    if not samples:
+        return {"n": 0, "median": None, "min": None, "max": None, "samples": []}
+    return {"n": len(samples), "median": statistics.median(samples), "min": min(samples),
+            "max": max(samples), "samples": list(samples)}
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or not b else a / b
+
+
+def rotations(items: Sequence[str], rep: int) -> list[str]:
+    """A B C, B C A, C A B ...: interleaved, each contender in each position in turn."""
+    k = rep % len(items) if items else 0
+    return list(items[k:]) + list(items[:k])
+
+
+def med(results: Mapping[str, Any], measure: str, who: str) -> Optional[float]:
+    return ((results.get("measures", {}).get(measure) or {}).get(who) or {}).get("median")
+
+
+def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each target of issue 8: the measured value, the limit, met or not (None: not measured)."""
+    r = results
+    cold = ratio(med(r, "cold", "ours"), med(r, "cold", "uv"))
+    verify = med(r, "warm", "ours.verify.run")
+    warm_ours, warm_uv = med(r, "warm", "ours"), med(r, "warm", "uv")
+    warm = ratio(None if warm_ours is None else warm_ours - (verify or 0.0), warm_uv)
+    noop = ratio(med(r, "noop", "ours"), med(r, "noop", "pip"))
+    plan = ratio(med(r, "plan", "ours"), med(r, "plan", "bare"))
+    disk = ratio(med(r, "disk", "ours.second"), med(r, "disk", "ours.first"))
+    restore = ratio(med(r, "restore", "ours"), med(r, "restore", "cold"))
+    rows = [
+        ("cold provision", "ours / uv", cold, 1.10),
+        ("warm provision minus verification", "(ours - verify) / uv", warm, 1.5),
+        ("no-op re-run", "ours / pip", noop, 0.5),
+        ("probe + plan", "ours / python -c pass", plan, 5.0),
+        ("second env on disk", "second / first", disk, 0.01),
+        ("restore from snapshot", "restore / cold provision", restore, None),
+    ]
+    return [{"target": t, "ratio_of": of, "value": v, "limit": lim,
+             "met": None if v is None or lim is None else v <= lim} for t, of, v, lim in rows]
+
+
+def _fmt(v: Optional[float], unit: str) -> str:
+    if v is None:
+        return "–"
+    if unit == "bytes":
+        for u in ("B", "KiB", "MiB", "GiB"):
+            if abs(v) < 1024 or u == "GiB":
+                return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
+            v /= 1024
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _cell(stat: Optional[Mapping[str, Any]], unit: str) -> str:
+    if not stat or stat.get("median") is None:
+        return "–"
+    spread = f" ({_fmt(stat['min'], unit)}–{_fmt(stat['max'], unit)})" if stat["n"] > 1 else ""
+    return _fmt(stat["median"], unit) + spread
+
+
+def _r(v: Optional[float]) -> str:
+    return "–" if v is None else f"{v:.2f}×"
+
+
+def render_markdown(results: Mapping[str, Any]) -> str:
+    """The README table: medians (min–max) per contender, the ratios, then the targets."""
+    m = results.get("measures", {})
+    lines = [f"mode: {results.get('mode')}, reps: {results.get('reps')}, {results.get('when', '')}",
+             "", "| measure | ours | uv | pip | ours/uv | ours/pip |", "|---|---|---|---|---|---|"]
+    for name, label in (("cold", "cold provision (empty caches)"), ("warm", "warm provision (hot caches)"),
+                        ("noop", "no-op re-run")):
+        if name in m:
+            row = m[name]
+            lines.append(f"| {label} | {_cell(row.get('ours'), 's')} | {_cell(row.get('uv'), 's')} | "
+                         f"{_cell(row.get('pip'), 's')} | {_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
+                         f"| {_r(ratio(med(results, name, 'ours'), med(results, name, 'pip')))} |")
+    if "warm" in m and m["warm"].get("ours.verify.run"):
+        lines.append(f"| … of which verification (ours) | {_cell(m['warm']['ours.verify.run'], 's')} | | | | |")
+    if "disk" in m:
+        d = m["disk"]
+        for who in ("first", "second"):
+            lines.append(f"| disk: {who} env{' (not shared with the first or the cache)' if who == 'second' else ''}"
+                         f" | {_cell(d.get('ours.' + who), 'bytes')} | {_cell(d.get('uv.' + who), 'bytes')} | "
+                         f"{_cell(d.get('pip.' + who), 'bytes')} | | |")
+    lines += ["", "| measure | A | B | A/B |", "|---|---|---|---|"]
+    if "restore" in m:
+        lines.append(f"| restore vs cold provision | {_cell(m['restore'].get('ours'), 's')} | "
+                     f"{_cell(m['restore'].get('cold'), 's')} | {_r(ratio(med(results, 'restore', 'ours'), med(results, 'restore', 'cold')))} |")
+    if "plan" in m:
+        p = m["plan"]
+        lines.append(f"| probe + plan (--assume) vs `python -c pass` | {_cell(p.get('ours'), 's')} | "
+                     f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours'), med(results, 'plan', 'bare')))} |")
+        if p.get("ours.probed"):
+            lines.append(f"| probe + plan (real probe) vs `python -c pass` | {_cell(p.get('ours.probed'), 's')} | "
+                         f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
+    lines += ["", "| target | ratio | measured | limit | met |", "|---|---|---|---|---|"]
+    for t in evaluate(results):
+        if t["value"] is None and t["limit"] is None:
+            continue
+        met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
+        lim = "–" if t["limit"] is None else (f"< {t['limit']:.0%}" if t["limit"] < 0.1 else f"≤ {t['limit']:.2f}×")
+        val = "–" if t["value"] is None else (f"{t['value']:.2%}" if t["limit"] and t["limit"] < 0.1 else f"{t['value']:.2f}×")
+        lines.append(f"| {t['target']} | {t['ratio_of']} | {val} | {lim} | {met} |")
+    if results.get("failures"):
+        lines += ["", f"{len(results['failures'])} command(s) failed; see the JSON file."]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(out: Path, results: Mapping[str, Any], stem: Optional[str] = None) -> tuple[Path, Path]:
+    """<out>/<stem>.json and .md, each written to a temp file and renamed into place."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = stem or f"bench-{results.get('mode')}-{time.strftime('%Y%m%dT%H%M%S')}"
+    paths = (out / f"{stem}.json", out / f"{stem}.md")
+    for path, text in zip(paths, (json.dumps(results, indent=1, sort_keys=True) + "\n", render_markdown(results))):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return paths
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+
+def disk_usage(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> int:
+    """Bytes allocated under `paths`, each inode once, leaving out inodes found under `exclude`
+    (so a second env's number is what it adds next to the first env and uv's cache)."""
+    seen: set[tuple[int, int]] = set()
+
+    def walk(root: Path) -> Iterator[os.stat_result]:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                try:
+                    yield os.lstat(os.path.join(dirpath, name))
+                except OSError:
+                    continue
+
+    for root in exclude:
+        seen.update((st.st_dev, st.st_ino) for st in walk(root))
+    total = 0
+    for root in paths:
+        for st in walk(root):
+            key = (st.st_dev, st.st_ino)
+            if key not in seen:
+                seen.add(key)
+                total += st.st_blocks * 512
+    return total
+
+
+def journal_durations(state_dir: Path, env: Path) -> dict[str, float]:
+    """Seconds per step of the last run on `env`, from the journal's begin/done timestamps."""
+    out: dict[str, float] = {}
+    for journal in state_dir.glob("envs/*/journal.jsonl"):
+        begun: dict[str, float] = {}
+        events = []
+        for line in journal.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        if not any(e.get("event") == "run" and str(e.get("env")) == str(env) for e in events):
+            continue
+        for e in events:
+            step, ts = e.get("step"), e.get("ts")
+            if e.get("event") == "run":
+                begun, out = {}, {}
+            elif step and isinstance(ts, (int, float)):
+                if e.get("event") == "begin":
+                    begun[step] = ts
+                elif e.get("event") == "done" and step in begun:
+                    out[step] = ts - begun.pop(step)
+    return out
+
+
+@dataclass
+class Bench:
+    mode: str
+    reps: int
+    work: Path
+    python: str  # the interpreter every env is built on
+    allow_cpu: bool
+    base_env: dict[str, str]  # index URLs, profiles dir, PATH with uv
+    uv: str
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    requirements: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _n: int = 0
+
+    def add(self, measure: str, who: str, value: float) -> None:
+        self.samples.setdefault(measure, {}).setdefault(who, []).append(value)
+
+    def workspace(self, name: str) -> dict[str, str]:
+        """Fresh HOME, tool state/cache/data, uv and pip caches: one machine's worth of caches."""
+        self._n += 1
+        ws = self.work / f"{self._n:03d}-{name}"
+        env = dict(self.base_env)
+        for var, sub in (("HOME", "home"), ("TFGPU_STATE_DIR", "state"), ("TFGPU_CACHE_DIR", "cache"),
+                         ("TFGPU_DATA_DIR", "data"), ("UV_CACHE_DIR", "uv-cache"), ("PIP_CACHE_DIR", "pip-cache"),
+                         ("XDG_CACHE_HOME", "xdg-cache")):
+            (ws / sub).mkdir(parents=True, exist_ok=True)
+            env[var] = str(ws / sub)
+        env["BENCH_WS"] = str(ws)
+        return env
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], what: str, timeout: float) -> Optional[float]:
+        """Seconds the command took, or None (recorded as a failure) when it failed."""
+        start = time.perf_counter()
+        try:
+            p = subprocess.run(list(argv), env=dict(env), capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL)
+            rc, tail = p.returncode, (p.stderr or p.stdout)[-2000:]
+        except subprocess.TimeoutExpired:
+            rc, tail = 124, f"timed out after {timeout} s"
+        took = time.perf_counter() - start
+        if rc != 0:
+            self.failures.append({"what": what, "argv": list(argv), "rc": rc, "tail": tail})
+            print(f"  FAILED {what} (rc {rc}): {tail.strip().splitlines()[-1:] }", file=sys.stderr)
+            return None
+        return took
+
+    # the contenders' commands ------------------------------------------------------------
+
+    def tool(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "installer", *args]
+
+    def install_args(self, env_dir: Path) -> list[str]:
+        return self.tool("--profile", "stable", "-y", "--env", str(env_dir), "--python", self.python,
+                         *(["--allow-cpu"] if self.allow_cpu else []))
+
+    def provision(self, who: str, env: Mapping[str, str], env_dir: Path, timeout: float) -> Optional[float]:
+        """One new env with the pins: ours (install), uv (uv venv + uv pip install), pip (venv + pip)."""
+        if who == "ours":
+            took = self.run(self.install_args(env_dir), env, f"ours provision {env_dir}", timeout)
+            if took is not None:
+                for step, sec in journal_durations(Path(env["TFGPU_STATE_DIR"]), env_dir).items():
+                    self.add(self._measure, f"ours.{step}", sec)
+            return took
+        if who == "uv":
+            a = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv", timeout)
+            b = a is not None and self.noop("uv", env, env_dir, timeout, what="uv pip install")
+        else:
+            a = self.run([self.python, "-m", "venv", str(env_dir)], env, "python -m venv", timeout)
+            b = a is not None and self.noop("pip", env, env_dir, timeout, what="pip install")
+        return None if a is None or b is None or b is False else a + b
+
+    def noop(self, who: str, env: Mapping[str, str], env_dir: Path, timeout: float,
+             what: str = "") -> Optional[float]:
+        """The same install again on a complete env (also the install half of provision)."""
+        py = str(env_dir / "bin" / "python")
+        if who == "ours":
+            return self.run(self.install_args(env_dir), env, what or "ours no-op", timeout)
+        if who == "uv":
+            return self.run([self.uv, "pip", "install", "--python", py, *self.requirements], env,
+                            what or "uv no-op", timeout)
+        return self.run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                         *self.requirements], env, what or "pip no-op", timeout)
+
+    _measure: str = ""
+
+    # the scenarios ---------------------------------------------------------------------
+
+    def measure_plan(self) -> None:
+        env = self.workspace("plan")
+        py = self.python_minor()
+        n = max(10, 5 * self.reps)
+        probe = self.tool("plan", "--json", "--profile", "stable", *(["--allow-cpu"] if self.allow_cpu else []))
+        cmds = {"bare": [sys.executable, "-c", "pass"],
+                "ours": probe + ASSUME + ["--assume-python", py],
+                "ours.probed": probe}
+        for i in range(n):
+            for who in rotations(list(cmds), i):
+                took = self.run(cmds[who], env, f"plan {who}", 120)
+                if took is not None:
+                    self.add("plan", who, took)
+
+    def python_minor(self) -> str:
+        out = subprocess.run([self.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def plan_requirements(self) -> list[str]:
+        """The pins as `plan --json` chose them (Choice.requirements())."""
+        env = self.workspace("pins")
+        argv = self.tool("plan", "--json", "--profile", "stable", *ASSUME, "--assume-python", self.python_minor(),
+                         *(["--allow-cpu"] if self.allow_cpu else []))
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: `plan --json` failed (rc {p.returncode}): {p.stderr.strip()[-800:]}")
+        c = json.loads(p.stdout)["choice"]
+        return ([f"{c['package']}=={c['tensorflow']}"] + [f"{n}=={v}" for n, v in sorted(c["pins"].items())]
+                + [f"{n}{s}" for n, s in sorted(c["constraints"].items())])
+
+    def measure_cold(self, timeout: float, snapshot: Optional[Path]) -> None:
+        """Each sample on a fresh workspace (empty caches); restore interleaved with the rest."""
+        who_all = list(CONTENDERS) + (["restore"] if snapshot else [])
+        for i in range(self.reps):
+            for who in rotations(who_all, i):
+                env = self.workspace(f"cold-{who}")
+                env_dir = Path(env["TFGPU_DATA_DIR"]) / "env"
+                print(f"cold {i + 1}/{self.reps}: {who}", file=sys.stderr)
+                if who == "restore":
+                    self._measure = "restore"
+                    took = self.run(self.tool("snapshot", "restore", str(snapshot), "--env", str(env_dir), "-y",
+                                              *(["--allow-cpu"] if self.allow_cpu else [])), env, "restore", timeout)
+                    if took is not None:
+                        self.add("restore", "ours", took)
+                else:
+                    self._measure = "cold"
+                    took = self.provision(who, env, env_dir, timeout)
+                    if took is not None:
+                        self.add("cold", who, took)
+                        if who == "ours":
+                            self.add("restore", "cold", took)
+                shutil.rmtree(env["BENCH_WS"], ignore_errors=True)  # GBs in the full mode
+
+    def measure_warm(self, timeout: float, scenarios: Sequence[str]) -> Optional[Path]:
+        """One workspace per contender, its caches primed by a first (untimed) env; then each rep
+        a new env (warm), the same install again on it (no-op); disk of the second env.
+        Returns ours' snapshot file (for restore)."""
+        spaces = {who: self.workspace(f"warm-{who}") for who in CONTENDERS}
+        first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in CONTENDERS}
+        for who in CONTENDERS:
+            print(f"prime: {who}", file=sys.stderr)
+            self._measure = "prime"
+            self.provision(who, spaces[who], first[who], timeout)
+        for i in range(self.reps):
+            for who in rotations(list(CONTENDERS), i):
+                env_dir = Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}"
+                print(f"warm {i + 1}/{self.reps}: {who}", file=sys.stderr)
+                self._measure = "warm"
+                took = self.provision(who, spaces[who], env_dir, timeout)
+                if took is not None and "warm" in scenarios:
+                    self.add("warm", who, took)
+            if "noop" in scenarios:
+                for who in rotations(list(CONTENDERS), i + 1):
+                    took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
+                    if took is not None:
+                        self.add("noop", who, took)
+        if "disk" in scenarios:
+            for who in CONTENDERS:
+                cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
+                self.add("disk", f"{who}.first", disk_usage([first[who]]))
+                if self.reps:
+                    second = Path(spaces[who]["BENCH_WS"]) / "env-1"
+                    self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
+        snaps = sorted(Path(spaces["ours"]["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml"))
+        if not snaps:
+            self.notes.append("no snapshot was recorded by the primed install: restore not measured")
+            return None
+        keep = self.work / "snapshot.yaml"
+        shutil.copy2(snaps[0], keep)
+        return keep
+
+    def results(self, scenarios: Sequence[str]) -> dict[str, Any]:
+        return {
+            "mode": self.mode, "reps": self.reps, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "scenarios": list(scenarios), "python": self.python, "uv": self.uv,
+            "requirements": self.requirements, "cpus": os.cpu_count(), "notes": self.notes,
+            "measures": {m: {w: summarize(v) for w, v in by.items()} for m, by in self.samples.items()},
+            "failures": self.failures,
+        }
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def _uv_binary() -> str:
+    found = shutil.which("uv")
+    if found:
+        return found
+    import uv  # the `uv` PyPI package, a dependency of the tool
+
+    return str(uv.find_uv_bin())
+
+
+def _quick_index(work: Path) -> Callable[[], Any]:
+    """The tests' wheelhouse (fake TF computing with the real numpy) and test knowledge dir."""
+    sys.path.insert(0, str(REPO))
+    from tests.support.install_kit import computing_wheelhouse, write_knowledge
+
+    wh = computing_wheelhouse(work / "wheelhouse")
+    write_knowledge(work / "knowledge")
+    return wh.serve  # type: ignore[attr-defined, no-any-return]
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="the tests' local wheelhouse over loopback HTTP")
+    p.add_argument("--reps", type=int, default=3, help="repetitions of each measure (default 3)")
+    p.add_argument("--out", type=Path, default=REPO / "bench-results", help="where the JSON and markdown go")
+    p.add_argument("--allow-cpu", action="store_true", help="no GPU here: verify on the CPU (the quick mode always does)")
+    p.add_argument("--python", default=None, help="interpreter the envs are built on (default: this one's base)")
+    p.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    p.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temp dir, removed after)")
+    p.add_argument("--timeout", type=float, default=None, help="per command, seconds (default 300 quick, 3600 full)")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    scenarios = [s for s in args.only.split(",") if s]
+    bad = [s for s in scenarios if s not in SCENARIOS]
+    if bad:
+        print(f"bench: unknown scenario(s) {', '.join(bad)}; choose from {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    work = args.work or Path(tempfile.mkdtemp(prefix="tfgpu-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    uv = _uv_binary()
+    (work / "bin").mkdir(exist_ok=True)
+    if not (work / "bin" / "uv").exists():
+        os.symlink(uv, work / "bin" / "uv")  # ours finds the same uv on PATH
+    base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "CONDA_PREFIX")}
+    base["PATH"] = f"{work / 'bin'}:{base.get('PATH', '/usr/bin:/bin')}"
+    base["PYTHONPATH"] = str(REPO)
+    base["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    python = args.python or getattr(sys, "_base_executable", None) or sys.executable
+    server = None
+    try:
+        if args.quick:
+            server = _quick_index(work)().start()
+            base.update(TFGPU_PROFILES_DIR=str(work / "knowledge"), UV_INDEX_URL=server.url, PIP_INDEX_URL=server.url)
+        b = Bench("quick" if args.quick else "full", args.reps, work, python, args.allow_cpu or args.quick, base, uv)
+        timeout = args.timeout or (300.0 if args.quick else 3600.0)
+        b.requirements = b.plan_requirements()
+        print(f"pins: {' '.join(b.requirements)}", file=sys.stderr)
+        if "plan" in scenarios:
+            b.measure_plan()
+        snapshot = None
+        if {"warm", "noop", "disk", "restore"} & set(scenarios):
+            snapshot = b.measure_warm(timeout, scenarios)
+        if {"cold", "restore"} & set(scenarios):
+            b.measure_cold(timeout, snapshot if "restore" in scenarios else None)
+        results = b.results(scenarios)
+    finally:
+        if server is not None:
+            server.stop()
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    js, md = write_results(args.out, results)
+    sys.stdout.write(render_markdown(results))
+    print(f"\nwrote {js} and {md}", file=sys.stderr)
+    return 1 if results["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,590 @@
+#!/usr/bin/env python3
+"""Re-derive the TensorFlow release facts in profiles/matrix.yaml from the wheels on PyPI.
+
+How the data in matrix.yaml was obtained (and how to check it again):
+
+1. The PyPI simple index (PEP 691 JSON, the same index pip reads) lists every file of
+   `tensorflow` and `tensorflow-gpu` with its upload time.  From the Linux x86_64 wheel
+   file names we take the CPython tags (-> supported Pythons) and the manylinux tag
+   (-> minimum glibc); the earliest upload time of those wheels is the release date.
+2. From one Linux x86_64 wheel per release we read, with HTTP range requests (a few MB
+   instead of the ~500 MB wheel; zipfile only needs the central directory and two members):
+   - `*.dist-info/METADATA`: Requires-Dist (numpy/protobuf bounds; the `and-cuda` extra's
+     nvidia-* pins), Requires-Python;
+   - `tensorflow/python/platform/build_info.py`: cuda_version, cudnn_version and
+     cuda_compute_capabilities as the build recorded them
+   (sm_XY = SASS; compute_XY = PTX *and* SASS for XY, as TensorFlow's .bazelrc comment says).
+3. For the releases whose build_info.py lists no architectures (2.0-2.2), `--fatbin` streams the
+   wheel's largest shared library (~300-450 MB read, nothing stored) and lists the CUDA fat-binary
+   entries it embeds: SASS cubins and PTX, per architecture.  The same scan of 2.3.0, 2.4.0,
+   2.11.0, 2.15.1, 2.17.0 and 2.21.0 agreed with their build_info.py (compute_XY -> both).
+4. The facts are saved as JSON (scripts/knowledge_facts.json, merged across runs); `--write-matrix`
+   turns them into profiles/matrix.yaml, adding what a wheel cannot tell from the curated tables
+   below (TensorFlow's tested-build table for cuDNN minor versions, known defects), each with its
+   source.  Every value taken from a wheel cites it as `wheel:<file name>`.
+
+Usage:
+    python scripts/gather_knowledge.py                          # all releases 2.0.0 .. newest -> facts
+    python scripts/gather_knowledge.py --only 2.21.0 --fatbin   # one release, with the fat-binary scan
+    python scripts/gather_knowledge.py --write-matrix           # facts -> profiles/matrix.yaml (offline)
+    python scripts/gather_knowledge.py --check                  # re-read PyPI, compare with matrix.yaml
+    python scripts/gather_knowledge.py --check --offline        # compare the saved facts (a CI test)
+
+Needs network access to pypi.org / files.pythonhosted.org; not part of the CI tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import re
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+SIMPLE = "https://pypi.org/simple/{name}/"
+WHEEL_RE = re.compile(
+    r"^(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>cp\d+)-(?P<abi>[^-]+)-(?P<plat>.+)\.whl$"
+)
+SCAN_FATBIN = False
+FINAL_RE = re.compile(r"^2\.\d+\.\d+(\.post\d+)?$")  # finals and post-releases (2.15.0.post1)
+
+
+class HttpRangeFile(io.RawIOBase):
+    """A seekable read-only file over HTTP range requests, cached in 1 MiB blocks."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url, self.size, self.pos = url, size, 0
+        self.cache: dict[int, bytes] = {}
+        self.fetched = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = base + off
+        return self.pos
+
+    def _block(self, i: int) -> bytes:
+        if i not in self.cache:
+            start = i * self.BLOCK
+            end = min(self.size, start + self.BLOCK) - 1
+            req = urllib.request.Request(self.url, headers={"Range": f"bytes={start}-{end}"})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                if r.status != 206:
+                    raise RuntimeError(f"{self.url}: server ignored the range request")
+                self.cache[i] = r.read()
+            self.fetched += end - start + 1
+        return self.cache[i]
+
+    def read(self, n: Optional[int] = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.size - self.pos
+        n = max(0, min(n, self.size - self.pos))
+        out = bytearray()
+        while n > 0:
+            i, o = divmod(self.pos, self.BLOCK)
+            b = self._block(i)[o : o + n]
+            out += b
+            self.pos += len(b)
+            n -= len(b)
+        return bytes(out)
+
+    def readinto(self, b: Any) -> int:
+        d = self.read(len(b))
+        b[: len(d)] = d
+        return len(d)
+
+
+FATBIN_MAGIC = 0xBA55ED50  # header of an embedded CUDA fat binary (nvcc/clang output)
+
+
+def scan_fatbins(fh: Any) -> dict[str, list[int]]:
+    """Which GPU code a shared library embeds: every fat binary entry is SASS (kind 2, a cubin
+    for one sm_XY) or PTX (kind 1, compute_XY).  Returns {"sass": [35, ...], "ptx": [70, ...]}.
+    Reads the (decompressed) library as a stream, 16 MiB at a time."""
+    import struct
+
+    magic = struct.pack("<I", FATBIN_MAGIC)
+    found: dict[str, set[int]] = {"sass": set(), "ptx": set()}
+    buf = b""
+    while True:
+        chunk = fh.read(16 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        pos = 0
+        while True:
+            i = buf.find(magic, pos)
+            if i < 0 or i + 64 > len(buf):
+                break
+            _ver, hsz, _fsz = struct.unpack_from("<HHQ", buf, i + 4)
+            p = i + hsz
+            for _ in range(64):  # entries that lie in this buffer are enough to see the arch set
+                if p + 32 > len(buf):
+                    break
+                kind, _flags, ehsz, psz = struct.unpack_from("<HHIQ", buf, p)
+                if kind not in (1, 2) or not 32 <= ehsz <= 256:
+                    break
+                arch = struct.unpack_from("<I", buf, p + 28)[0]
+                found["ptx" if kind == 1 else "sass"].add(arch)
+                p += ehsz + psz
+            pos = i + 4
+        buf = buf[-64:]
+    return {k: sorted(v) for k, v in found.items()}
+
+
+class StreamingRangeFile(HttpRangeFile):
+    """For reading one large member front to back: bigger blocks, bounded cache."""
+
+    BLOCK = 8 << 20
+
+    def _block(self, i: int) -> bytes:
+        if i not in self.cache and len(self.cache) > 4:
+            self.cache.clear()
+        return super()._block(i)
+
+
+def read_fatbins(url: str, size: int) -> dict[str, Any]:
+    """Scan the largest shared library of a wheel (where the GPU kernels live:
+    _pywrap_tensorflow_internal.so up to 2.15, libtensorflow_cc.so.2 after)."""
+    z = zipfile.ZipFile(StreamingRangeFile(url, size))
+    libs = [i for i in z.infolist() if ".so" in i.filename.rsplit("/", 1)[-1]]
+    big = max(libs, key=lambda i: i.file_size)
+    with z.open(big) as fh:
+        return {"library": big.filename, **scan_fatbins(fh)}
+
+
+def simple_index(name: str) -> dict[str, Any]:
+    req = urllib.request.Request(
+        SIMPLE.format(name=name), headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)  # type: ignore[no-any-return]
+
+
+def parse_build_info(text: str) -> dict[str, Any]:
+    """build_info.py has had three shapes: an OrderedDict literal (2.3+), module-level
+    assignments (2.0-2.2), and a plain dict.  Return the literal values it assigns."""
+    out: dict[str, Any] = {}
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            tgt = node.targets[0]
+            if isinstance(tgt, ast.Name):
+                val = node.value
+                if isinstance(val, ast.Call) and val.args:  # OrderedDict([...])
+                    val = val.args[0]
+                try:
+                    lit = ast.literal_eval(val)
+                except ValueError:
+                    continue
+                if isinstance(lit, list) and all(isinstance(x, tuple) and len(x) == 2 for x in lit):
+                    out.update(dict(lit))
+                elif isinstance(lit, dict):
+                    out.update(lit)
+                else:
+                    out[tgt.id] = lit
+    return out
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x.replace("post", "")) for x in v.split("."))
+
+
+def read_wheel(url: str, size: int) -> dict[str, Any]:
+    f = HttpRangeFile(url, size)
+    z = zipfile.ZipFile(f)
+    meta_name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    meta = z.read(meta_name).decode("utf-8", "replace")
+    bi_names = [n for n in z.namelist() if n.endswith("python/platform/build_info.py")]  # tensorflow_core/ in 2.0-2.1
+    build_info: dict[str, Any] = {}
+    if bi_names:
+        build_info = parse_build_info(z.read(bi_names[0]).decode("utf-8", "replace"))
+    headers = meta.split("\n\n", 1)[0]
+    requires = [ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Dist:")]
+    req_py = next(
+        (ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")),
+        None,
+    )
+    return {"requires_dist": requires, "requires_python": req_py, "build_info": build_info,
+            "bytes_fetched": f.fetched}
+
+
+def gather(only: Optional[set[str]] = None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for package in ("tensorflow", "tensorflow-gpu"):
+        idx = simple_index(package)
+        by_ver: dict[str, list[dict[str, Any]]] = {}
+        for f in idx["files"]:
+            m = WHEEL_RE.match(f["filename"])
+            if not m or not ("linux" in m["plat"] and m["plat"].endswith("x86_64")) or f.get("yanked"):
+                continue
+            by_ver.setdefault(m["ver"], []).append({**f, **m.groupdict()})
+        for ver, files in by_ver.items():
+            if not FINAL_RE.match(ver) or (only and ver not in only):
+                continue
+            # tensorflow 2.0.x on PyPI is CPU-only; its GPU build is tensorflow-gpu.
+            # tensorflow-gpu 2.1+ is a duplicate of tensorflow: keep only 2.0.x of it.
+            major_minor = tuple(int(x) for x in ver.split(".")[:2])
+            if package == "tensorflow" and major_minor == (2, 0):
+                continue
+            if package == "tensorflow-gpu" and major_minor != (2, 0):
+                continue
+            pythons = sorted({f"{p[2]}.{p[3:]}" for p in (f["py"] for f in files)},
+                             key=lambda v: tuple(int(x) for x in v.split(".")))
+            plats = sorted({f["plat"] for f in files})
+            newest = max(files, key=lambda f: int(f["py"][2:]))
+            print(f"{package} {ver}: reading {newest['filename']}", file=sys.stderr)
+            wheel = read_wheel(newest["url"], newest["size"])
+            if SCAN_FATBIN:
+                wheel["fatbin"] = read_fatbins(newest["url"], newest["size"])
+            rows.append({
+                "package": package, "version": ver,
+                "uploaded": min(f["upload-time"] for f in files)[:10],
+                "pythons": pythons, "platforms": plats,
+                "wheel": newest["filename"], "wheel_sha256": newest["hashes"].get("sha256"),
+                **wheel,
+            })
+    rows.sort(key=lambda r: version_key(r["version"]))
+    return rows
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="only these versions (merged into --out)")
+    ap.add_argument("--out", type=Path, default=ROOT / "scripts" / "knowledge_facts.json",
+                    help="the facts file (default: scripts/knowledge_facts.json)")
+    ap.add_argument("--check", action="store_true", help="re-read PyPI and compare with profiles/matrix.yaml")
+    ap.add_argument("--offline", action="store_true",
+                    help="with --check: compare the saved facts file instead of re-reading PyPI")
+    ap.add_argument("--fatbin", action="store_true",
+                    help="also scan the GPU code embedded in the wheel (reads ~300-600 MB per release)")
+    ap.add_argument("--write-matrix", action="store_true",
+                    help="write profiles/matrix.yaml from the facts file (no network)")
+    args = ap.parse_args(argv)
+    if args.write_matrix:
+        write_matrix(args.out, ROOT / "profiles" / "matrix.yaml")
+        return 0
+    if args.check and args.offline:
+        return check(json.loads(args.out.read_text()))
+    global SCAN_FATBIN
+    SCAN_FATBIN = args.fatbin
+    rows = gather(set(args.only) if args.only else None)
+    if args.check:
+        return check(rows)
+    if args.out.exists():  # merge: keep earlier rows (and their fat-binary scans) not re-read now
+        old = {r["version"]: r for r in json.loads(args.out.read_text())}
+        for r in rows:
+            if "fatbin" not in r and "fatbin" in old.get(r["version"], {}):
+                r["fatbin"] = old[r["version"]]["fatbin"]
+            old[r["version"]] = r
+        rows = sorted(old.values(), key=lambda r: version_key(r["version"]))
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    tmp.replace(args.out)
+    print(f"wrote {len(rows)} releases to {args.out}", file=sys.stderr)
+    return 0
+
+
+def check(rows: list[dict[str, Any]]) -> int:
+    """Re-derive every row from PyPI and compare with profiles/matrix.yaml (exit 1 on a difference)."""
+    sys.path.insert(0, str(ROOT))
+    from installer.knowledge import load_knowledge
+
+    kn = load_knowledge(ROOT / "profiles")
+    drift = 0
+    fields = ("package", "released", "pythons", "cuda", "cudnn", "manylinux", "min_glibc", "cuda_from",
+              "extra", "pins_kind", "pins", "extra_requires", "constraints")
+    for row in rows:
+        rel = kn.release(row["version"])
+        if rel is None:
+            print(f"{row['version']}: missing from matrix.yaml")
+            drift += 1
+            continue
+        derived = release_row(row, None)
+        names = fields + (("sass", "ptx") if derived["sass"] else ())
+        for key in names:
+            have, want = getattr(rel, key), derived.get(key)
+            if isinstance(have, tuple):
+                have = list(have)
+            if want in (None, {}) and have in (None, {}, "none"):
+                continue
+            if have != want:
+                print(f"{row['version']}.{key}: matrix.yaml has {have!r}, the wheel says {want!r}")
+                drift += 1
+    print(f"checked {len(rows)} releases, {drift} differences")
+    return 1 if drift else 0
+
+
+# --------------------------------------------------------------------------------------------
+# Writing profiles/matrix.yaml from the gathered facts (--write-matrix).
+# What a wheel cannot tell is curated below, each entry with its source.
+
+TESTED_TABLE = ("https://www.tensorflow.org/install/source#gpu (tested build configurations; "
+                "text in github.com/tensorflow/docs site/en/install/source.md)")
+BAZELRC = ("https://github.com/tensorflow/tensorflow/blob/0071ad1d1f9e35ead7169c50dbe754ce5c27cae1/.bazelrc "
+           "(HERMETIC_CUDA_VERSION=12.5.1, HERMETIC_CUDNN_VERSION=9.3.0)")
+# (cuDNN, CUDA) from the tested-build table, per minor line (the table lists x.y.0).
+TESTED = {
+    "2.0": ("7.4", "10.0"), "2.1": ("7.6", "10.1"), "2.2": ("7.6", "10.1"), "2.3": ("7.6", "10.1"),
+    "2.4": ("8.0", "11.0"), "2.5": ("8.1", "11.2"), "2.6": ("8.1", "11.2"), "2.7": ("8.1", "11.2"),
+    "2.8": ("8.1", "11.2"), "2.9": ("8.1", "11.2"), "2.10": ("8.1", "11.2"), "2.11": ("8.1", "11.2"),
+    "2.12": ("8.6", "11.8"), "2.13": ("8.6", "11.8"), "2.14": ("8.7", "11.8"), "2.15": ("8.9", "12.2"),
+    "2.16": ("8.9", "12.3"), "2.17": ("8.9", "12.3"), "2.18": ("9.3", "12.5"),
+}
+MANYLINUX_GLIBC = {  # PEP 571 / 599 / 600
+    "manylinux2010": ("2.12", "PEP 571: manylinux2010 = glibc 2.12"),
+    "manylinux2014": ("2.17", "PEP 599: manylinux2014 = glibc 2.17"),
+}
+# pip install --dry-run --report of the 2.21.0 ranges (python 3.11, manylinux_2_27_x86_64), 2026-12-03
+RESOLVED_TODAY = ("re-checked 2026-12-03: nvidia-cudnn-cu12 9.28.0.42, nvidia-cublas-cu12 12.9.3.13, "
+                  "nvidia-nccl-cu12 2.32.3")
+ISSUE_TRT = "https://github.com/tensorflow/tensorflow/issues/66517"
+DEFECTS: dict[str, list[dict[str, Any]]] = {
+    "2.14.*": [{
+        "id": "trt-pin-no-py311",
+        "text": "the and-cuda extra pins tensorrt==8.5.3.1, which has no Python 3.11 wheel on PyPI, "
+                "so `pip install tensorflow[and-cuda]` fails on 3.11",
+        "source": "https://github.com/tensorflow/tensorflow/issues/61986; re-checked 2026-12-03: "
+                  "pip download tensorrt==8.5.3.1 finds cp310 and no cp311 wheel",
+        "blocks": False, "pythons": ["3.11"], "path": "pip",
+        "fix": "install tensorflow plus this row's pins (nvidia-* only, no tensorrt; TensorRT is optional "
+               "for TF), not the extra",
+    }],
+    "2.15.0": [{
+        "id": "trt-pins-uninstallable",
+        "text": "the and-cuda extra pins tensorrt-libs==8.6.1 / tensorrt-bindings==8.6.1 / "
+                "tensorrt==8.6.1.post1; tensorrt-libs 8.6.1 is not on PyPI, so the extra cannot install",
+        "source": f"{ISSUE_TRT}; https://github.com/NVIDIA/TensorRT/issues/2933; re-checked 2026-12-03: "
+                  "pip download tensorrt-libs==8.6.1 -> no matching distribution",
+        "blocks": True, "path": "pip",
+        "fix": "use 2.15.0.post1 or 2.15.1, whose extra drops the TensorRT pins (their METADATA)",
+    }],
+    "2.16.1": [{
+        "id": "pip-cuda-libs-not-found",
+        "text": "does not find the CUDA libraries the and-cuda extra installed (nvidia/*/lib in "
+                "site-packages): the GPU list is empty",
+        "source": "https://github.com/tensorflow/tensorflow/issues/63362",
+        "blocks": False, "path": "pip",
+        "fix": "the environment's activation sets LD_LIBRARY_PATH to the nvidia/*/lib directories",
+    }],
+    "2.16.2": [{
+        "id": "pip-cuda-libs-not-found",
+        "text": "does not find the CUDA libraries the and-cuda extra installed (reported for TF 2.16 "
+                "and 2.17.0rc0)",
+        "source": "https://github.com/tensorflow/tensorflow/issues/63362 (title: 'TF 2.17.0 RC0 Fails "
+                  "to work with GPUs (and TF 2.16 too)')",
+        "blocks": False, "path": "pip",
+        "fix": "the environment's activation sets LD_LIBRARY_PATH to the nvidia/*/lib directories",
+    }],
+}
+NO_BLACKWELL = {
+    "id": "no-blackwell-sass",
+    "text": "no SASS for Blackwell (compute capability 10.x / 12.x): such a GPU runs only by JIT-compiling "
+            "the embedded PTX (slow first start; failures reported)",
+    "source": "this row's sass/ptx lists (build_info.py cuda_compute_capabilities)",
+    "blocks": False,
+    "fix": "the resolver marks the choice jit_only and says so",
+}
+
+
+def _spec(req: str) -> tuple[str, str, str]:
+    """'numpy (<2.0,>=1.16.0)' / 'numpy <2.0.0,>=1.23.5 ; python_version <= "3.11"' ->
+    (name, specifier, marker)."""
+    body, _, marker = req.partition(";")
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*\(?([^)]*)\)?\s*$", body)
+    if not m:
+        return body.strip(), "", marker.strip()
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", ""), marker.strip()
+
+
+def _line(ver: str) -> str:
+    return ".".join(ver.split(".")[:2])
+
+
+def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:
+    ver, bi = row["version"], row["build_info"]
+    line = _line(ver)
+    wheel_src = f"wheel:{row['wheel']} (sha256 {row['wheel_sha256'][:16]}...)"
+    sources: dict[str, str] = {}
+    unconfirmed: list[str] = []
+    notes: list[str] = []
+    # CUDA / cuDNN
+    tested = TESTED.get(line)
+    bi_cuda = bi.get("cuda_version") or bi.get("cuda_version_number")
+    bi_cudnn = bi.get("cudnn_version") or bi.get("cudnn_version_number")
+    extra = [(_spec(r)) for r in row["requires_dist"] if "and-cuda" in r]
+    extra_specs = {n: s for n, s, _m in extra}
+    cudnn_pin = next((s for n, s in extra_specs.items() if n.startswith("nvidia-cudnn")), None)
+    if tested:
+        cudnn, cuda = tested
+        sources["cuda"] = sources["cudnn"] = (
+            f"{TESTED_TABLE}, row tensorflow-{line}.0; build_info.py says cuda {bi_cuda!r}, cudnn {bi_cudnn!r}")
+    else:
+        cuda = ".".join(str(bi_cuda).split(".")[:2])
+        sources["cuda"] = f"build_info.py cuda_version {bi_cuda!r}; {BAZELRC}"
+        m = re.search(r"(\d+\.\d+)\.\d+", cudnn_pin or "")
+        cudnn = m.group(1) if m else str(bi_cudnn)
+        sources["cudnn"] = (f"and-cuda pin nvidia-cudnn-cu12{cudnn_pin} (METADATA); build_info.py cudnn "
+                            f"{bi_cudnn!r}; {BAZELRC}")
+    # architectures
+    caps = bi.get("cuda_compute_capabilities")
+    if isinstance(caps, list):
+        # compute_XY embeds PTX *and* SASS for XY (.bazelrc comment; confirmed by the fat binaries of 2.3.0)
+        sass = sorted({f"{c[-2]}.{c[-1]}" for c in caps}, key=lambda v: tuple(map(int, v.split("."))))
+        ptx = [f"{c[-2]}.{c[-1]}" for c in caps if c.startswith("compute_")]
+        sources["sass"] = sources["ptx"] = (
+            f"build_info.py cuda_compute_capabilities {caps} (compute_XY = PTX and SASS for XY)")
+    elif fatbin:
+        sass = [f"{a // 10}.{a % 10}" for a in fatbin["sass"]]
+        ptx = [f"{a // 10}.{a % 10}" for a in fatbin["ptx"]]
+        sources["sass"] = sources["ptx"] = (
+            f"fat binaries embedded in {fatbin['library']} of {row['wheel']} (scan_fatbins)")
+    else:
+        sass, ptx = [], []
+        unconfirmed += ["sass", "ptx"]
+    if fatbin and isinstance(caps, list):
+        got = ([f"{a // 10}.{a % 10}" for a in fatbin["sass"]], [f"{a // 10}.{a % 10}" for a in fatbin["ptx"]])
+        sources["sass"] += f"; fat-binary scan of {fatbin['library']}: sass {got[0]}, ptx {got[1]}"
+    # platform
+    plat = row["platforms"][-1]
+    glibc = None
+    for tag in plat.split("."):
+        m = re.match(r"manylinux_(\d+)_(\d+)_x86_64", tag)
+        if m:
+            glibc = (f"{m.group(1)}.{m.group(2)}", "PEP 600: manylinux_X_Y = glibc X.Y")
+        elif tag.replace("_x86_64", "") in MANYLINUX_GLIBC:
+            glibc = glibc or MANYLINUX_GLIBC[tag.replace("_x86_64", "")]
+    assert glibc, plat
+    sources["min_glibc"] = f"wheel tag {plat}; {glibc[1]}"
+    # how CUDA arrives
+    pins: dict[str, str] = {}
+    extra_requires: dict[str, str] = {}
+    if extra:
+        cuda_from, extra_name = "pip", "and-cuda"
+        # pins: the nvidia-* CUDA/cuDNN wheels only. TensorRT (2.14-2.15.0 pin it) is optional for
+        # TensorFlow's GPU support and its pins are the uninstallable part; they stay in extra_requires.
+        extra_requires = {n: s for n, s, _m in extra}
+        nvidia = {n: s for n, s in extra_requires.items() if n.startswith("nvidia-")}
+        if any(not n.startswith("nvidia-") for n in extra_requires):
+            notes.append("TensorRT pins of the extra are left out of pins (optional for TF; see extra_requires)")
+        if all(s.startswith("==") for s in nvidia.values()):
+            pins = {n: s[2:] for n, s in nvidia.items()}
+            pins_kind = "exact"
+            sources["pins"] = "METADATA Requires-Dist (extra == 'and-cuda'), `==` pins"
+        else:
+            pins = {n: re.search(r">=([\d.]+)", s).group(1) for n, s in nvidia.items()}  # type: ignore[union-attr]
+            pins_kind = "tested"
+            sources["pins"] = ("the extra floats (ranges); pins are the ranges' lower bounds: the components of "
+                               f"CUDA {bi_cuda} and cuDNN 9.3.0 the build used ({BAZELRC}), the same as "
+                               "2.19's `==` pins; NCCL: TF's declared floor")
+            notes.append("`pip install tensorflow[and-cuda]` resolves the newest wheels in the ranges "
+                         f"({RESOLVED_TODAY}); the installer pins the tested versions instead")
+    else:
+        cuda_from, extra_name, pins_kind = "system", None, "none"
+        sources["cuda_from"] = ("no and-cuda extra in METADATA: CUDA toolkit and cuDNN come from the "
+                                "system or conda")
+    constraints: dict[str, str] = {}
+    for req in row["requires_dist"]:
+        n, spec, marker = _spec(req)
+        if n in ("numpy", "protobuf") and "extra" not in marker and n not in constraints:
+            constraints[n] = spec
+            if marker:
+                notes.append(f"{n}{spec} applies where {marker}; see METADATA for the other Pythons")
+    sources["constraints"] = "METADATA Requires-Dist"
+    sources["pythons"] = "cpXY tags of the Linux x86_64 wheels in the PyPI simple index"
+    sources["released"] = "earliest upload-time of those wheels in the PyPI simple index"
+    defects = []
+    for key, ds in DEFECTS.items():
+        if key == ver or (key.endswith(".*") and line == key[:-2]):
+            defects += ds
+    defects.append(NO_BLACKWELL)
+    return {
+        "tensorflow": ver, "package": row["package"], "released": row["uploaded"],
+        "pythons": row["pythons"], "cuda": cuda, "cudnn": cudnn, "sass": sass, "ptx": ptx,
+        "manylinux": plat, "min_glibc": glibc[0], "cuda_from": cuda_from, "extra": extra_name,
+        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra_requires,
+        "constraints": constraints, "defects": defects,
+        "build_info": {k: ",".join(v) if isinstance(v, list) else str(v) for k, v in bi.items() if k in (
+            "cuda_version", "cudnn_version", "cuda_version_number", "cudnn_version_number",
+            "cuda_compute_capabilities")},
+        "source": wheel_src, "sources": sources, "unconfirmed": unconfirmed,
+        "notes": " ".join(notes) or None,
+    }
+
+
+MATRIX_HEADER = """\
+# TensorFlow releases for Linux x86_64: what each wheel was built with and needs.
+# Generated by scripts/gather_knowledge.py --write-matrix from the wheels on PyPI (see that script
+# for how every value is read); edit the script's curated tables, not this file, then regenerate.
+# Check against PyPI again: python scripts/gather_knowledge.py --check
+#
+# releases: one row per final release (and post-release) 2.0.0 .. newest; 2.0.x is `tensorflow-gpu`
+#   tensorflow   "2.15.1"            package    tensorflow | tensorflow-gpu
+#   released     upload date          pythons    from the wheels' cpXY tags
+#   cuda/cudnn   build CUDA (major.minor) and cuDNN (tested table; build_info.py; and-cuda pins)
+#   sass / ptx   compute capabilities with SASS / with PTX (build_info.py cuda_compute_capabilities:
+#                sm_XY = SASS, compute_XY = PTX and SASS; or scanned from the embedded fat binaries)
+#   manylinux / min_glibc   the wheel's platform tag and the glibc it needs
+#   cuda_from    pip (nvidia-* wheels through `extra`) | system (toolkit + cuDNN, or conda)
+#   pins_kind    exact: the extra pins `==` (= pins) | tested: the extra floats; pins = the build's own
+#                versions (the ranges' lower bounds) | none
+#   pins / extra_requires / constraints (numpy, protobuf from Requires-Dist)
+#   defects      [{id, text, source, blocks, fix, pythons, path}]  blocks: never choose it (on that path)
+#   source       the wheel read;  sources: field -> where it came from;  unconfirmed: fields not confirmed
+"""
+
+
+def write_matrix(facts: Path, out: Path) -> None:
+    import yaml
+
+    rows = json.loads(facts.read_text())
+    out_rows = [release_row(r, r.get("fatbin")) for r in sorted(rows, key=lambda r: version_key(r["version"]), reverse=True)]
+    for r in out_rows:
+        for k in [k for k, v in r.items() if v in (None, [], {}) and k not in ("sass", "ptx", "pins")]:
+            del r[k]
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # the shared defect rows, written out in full
+            return True
+
+    def str_rep(dumper: Any, value: str) -> Any:
+        # quote every version-like string: YAML would read 3.10 / 9.3 as numbers
+        style = '"' if re.match(r"^[\d.]+$", value) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    def list_rep(dumper: Any, value: list[Any]) -> Any:
+        flat = all(isinstance(v, str) for v in value)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flat)
+
+    def dict_rep(dumper: Any, value: dict[str, Any]) -> Any:
+        flat = all(isinstance(v, str) for v in value.values()) and len(value) <= 1
+        return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=flat)
+
+    Dumper.add_representer(str, str_rep)
+    Dumper.add_representer(list, list_rep)
+    Dumper.add_representer(dict, dict_rep)
+    text = yaml.dump({"releases": out_rows}, Dumper=Dumper, sort_keys=False, width=110,
+                     default_flow_style=None, allow_unicode=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(MATRIX_HEADER + text)
+    tmp.replace(out)
+    print(f"wrote {len(out_rows)} releases to {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""End to end, the real CLI in a subprocess: `tfgpu-install --profile stable --allow-cpu
+--cudnn-source redist --cudnn-mirror http://127.0.0.1:PORT/` and `--cudnn-source archive
+--cudnn-archive FILE` on this machine (no GPU). Packages come from the local wheelhouse, cuDNN
+from a loopback mirror or a local archive of gcc-built libraries; the placed library is what the
+env's loader resolves; a re-run changes nothing; rollback removes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from installer.errors import ExitCode
+from tests.support.cudnn_archive import build_archive, publish
+from tests.support.httpserver import Fault, LoopbackServer
+from tests.support.install_kit import cli_env, computing_wheelhouse, run_cli, write_knowledge
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the libraries are built with gcc")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    wh = computing_wheelhouse(tmp_path_factory.mktemp("computing-wheelhouse"))
+    with wh.serve() as srv:  # type: ignore[attr-defined]
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_knowledge(tmp_path_factory.mktemp("knowledge"))
+
+
+def install(env: dict[str, str], target: Path, *argv: str) -> "subprocess.CompletedProcess[str]":
+    args = ["--profile", "stable", "--allow-cpu", "-y", "--json", "--python", sys.executable,
+            "--env", str(target), *argv]
+    return run_cli(args, env)
+
+
+def loads_placed(target: Path) -> int:
+    """Through the env's own launcher, with an empty environment, the loader resolves OUR
+    libcudnn.so.9 (the wheel's stand-in has no cudnnGetVersion)."""
+    code = "import ctypes; print(ctypes.CDLL('libcudnn.so.9').cudnnGetVersion())"
+    out = subprocess.run(["/usr/bin/env", "-i", str(target / "bin" / "tfgpu-run"), "python", "-c", code],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def test_install_with_redist_cudnn_from_a_loopback_mirror(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    env = cli_env(tmp_env, knowledge, index.url)
+    arc = build_archive(tmp_path / "build", "9.1.0.70", pad=300_000)
+    target = tmp_path / "data" / "env"
+    with LoopbackServer() as srv:
+        mirror = publish(srv, arc, "9.1.0.70", fault=Fault.CUT_ONCE, cut_at=150_000)
+        first = install(env, target, "--cudnn-source", "redist", "--cudnn-mirror", mirror)
+        assert first.returncode == 0, first.stderr + first.stdout
+        doc = json.loads(first.stdout)
+        ids = [s["id"] for s in doc["steps"]]
+        assert ids.index("cudnn.fetch") < ids.index("cudnn.place") < ids.index("activation.write")
+        assert os.readlink(target / "lib" / "cudnn") == "cudnn-9.1.0"
+        assert loads_placed(target) == 90100
+        archive_reqs = srv.requests_for(f"/cudnn/linux-x86_64/{arc.name}")
+        assert len(archive_reqs) == 2 and archive_reqs[1].range  # cut once, resumed with Range
+        n = len(srv.requests)
+        again = install(env, target, "--cudnn-source", "redist", "--cudnn-mirror", mirror)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["changed"] is False
+        assert len(srv.requests) == n  # a complete env asks the mirror nothing
+    back = run_cli(["rollback", "--env", str(target)], env)
+    assert back.returncode == 0, back.stderr + back.stdout
+    assert not target.exists() or not (target / "lib" / "cudnn-9.1.0").exists()
+
+
+def test_install_with_a_local_archive(tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path) -> None:
+    env = cli_env(tmp_env, knowledge, index.url)
+    arc = build_archive(tmp_path / "build", "9.1.0.70", fmt="tar.gz", links=False)  # links made by place
+    target = tmp_path / "data" / "env"
+    done = install(env, target, "--cudnn-source", "archive", "--cudnn-archive", str(arc))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert os.readlink(target / "lib" / "cudnn" / "lib" / "libcudnn.so.9") == "libcudnn.so.9.1.0"
+    assert loads_placed(target) == 90100
+
+
+def test_install_refuses_a_cudnn_of_the_wrong_major(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    env = cli_env(tmp_env, knowledge, index.url)
+    arc = build_archive(tmp_path / "build", "8.9.7.29")
+    target = tmp_path / "data" / "env"
+    done = install(env, target, "--cudnn-source", "archive", "--cudnn-archive", str(arc))
+    assert done.returncode == ExitCode.UNSATISFIABLE, done.stderr + done.stdout
+    err = json.loads(done.stdout or done.stderr)
+    assert "cuDNN 8.9.7.29" in err["message"] and "9.1" in err["message"] and err["hint"]
+    assert not (target / "lib" / "cudnn").exists()
+
+
+def test_install_with_an_unreachable_mirror_fails_with_one_message(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    from tests.support.httpserver import refused_port
+
+    env = cli_env(tmp_env, knowledge, index.url)
+    target = tmp_path / "data" / "env"
+    done = install(env, target, "--cudnn-source", "redist", "--cudnn-mirror", f"http://127.0.0.1:{refused_port()}/")
+    assert done.returncode == ExitCode.DOWNLOAD, done.stderr + done.stdout
+    err = json.loads(done.stdout or done.stderr)
+    assert "refused" in err["message"] and "--cudnn-archive" in err["hint"]

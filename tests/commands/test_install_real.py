@@ -1,0 +1,65 @@
+"""The one real end-to-end install: the stable profile with --allow-cpu from the real registry
+(TensorFlow and the CUDA wheels: ~3 GB download, ~6 GB installed; uv's cache makes repeats
+cheap), TensorFlow imported in the env with its build info checked against the plan, a
+no-op re-run, then rollback and a check that everything is gone.
+
+Marked slow (minutes). TFGPU_SKIP_SLOW=1 / `-m "not slow"` leaves it out; CI runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from installer.fsutil import tree_digest
+from tests.support.install_kit import REPO, run_cli
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(os.environ.get("TFGPU_SKIP_SLOW")), reason="TFGPU_SKIP_SLOW set"),
+]
+
+
+def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, str]) -> None:
+    env = dict(tmp_env, PYTHONPATH=str(REPO))
+    # Keep the user's uv cache (and mirror settings) so a CI rerun does not download 3 GB again.
+    for var in ("UV_CACHE_DIR", "UV_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL",
+                "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+    env.setdefault("UV_CACHE_DIR", str(Path(os.environ.get("HOME", "/tmp")) / ".cache" / "uv"))
+    pristine = {n: tree_digest(tmp_path / n) for n in ("home", "root", "data")}
+    args = ["--profile", "stable", "--allow-cpu", "-y", "--json"]
+
+    done = run_cli(args, env, timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    doc = json.loads(done.stdout)
+    choice = doc["resolution"]["choice"]
+    env_dir = Path(doc["env"])
+    assert doc["gpu_verified"] is False and env_dir.is_dir()
+
+    out = subprocess.run(
+        ["/usr/bin/env", "-i", str(env_dir / "bin" / "tfgpu-run"), "python", "-c",
+         "import json, tensorflow as tf; b = tf.sysconfig.get_build_info();"
+         "print(json.dumps({'tf': tf.__version__, 'cuda': b.get('cuda_version'), 'cudnn': b.get('cudnn_version'),"
+         " 'cpu': [d.name for d in tf.config.list_physical_devices('CPU')]}))"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["tf"] == choice["tensorflow"] and info["cpu"]
+    assert str(info["cuda"]).startswith(choice["cuda"])
+    assert str(info["cudnn"]).split(".")[0] == str(choice["cudnn"]).split(".")[0]
+
+    again = run_cli(args, env, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
+
+    back = run_cli(["rollback", "--env", str(env_dir)], env, timeout=600)
+    assert back.returncode == 0, back.stderr
+    assert not env_dir.exists()
+    assert {n: tree_digest(tmp_path / n) for n in ("home", "root", "data")} == pristine
+    assert list(Path(tmp_env["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml")) == []

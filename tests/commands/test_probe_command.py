@@ -1,0 +1,138 @@
+"""`tfgpu-install probe`: in-process against recorded outputs, and once as a real subprocess here."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from installer.cli import main
+from installer.errors import ExitCode
+from installer.runner import ReplayRunner
+from support.probe_machine import load_dir, nvml_json, plant, replay
+
+CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(tmp_env: dict[str, str]) -> dict[str, str]:
+    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'})
+    empty = Path(tmp_env["HOME"]) / "bin"
+    empty.mkdir()
+    return {**tmp_env, "PATH": str(empty)}
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_no_gpu_says_so_with_sources_and_exit_code(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe"], environ=env, runner=replay())
+    out = capsys.readouterr().out
+    assert code == ExitCode.NO_GPU == 3
+    assert "no NVIDIA GPU found" in out
+    for source in ("nvml", "nvidia-smi", "/proc/driver/nvidia/version", "/sys/module/nvidia/version"):
+        assert source in out
+
+
+def test_gpu_machine_json_contract(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    runner = replay(
+        nvml=nvml_json("535.104.05", 12020, [
+            {"index": 0, "name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6", "memory_mib": 24576},
+            {"index": 1, "name": "NVIDIA GeForce GTX 1080 Ti", "compute_capability": "6.1", "memory_mib": 11264},
+        ]),
+        query="0, NVIDIA GeForce RTX 3090, GPU-1, 00000000:01:00.0, 535.104.05, 8.6, 24576\n"
+              "1, NVIDIA GeForce GTX 1080 Ti, GPU-2, 00000000:02:00.0, 535.104.05, 6.1, 11264\n",
+        table=CASES["case_027"]["verbatim"].replace("545.29.06", "535.104.05").replace("12.3", "12.2"),
+    )
+    code = main(["probe", "--json"], environ=env, runner=runner)
+    doc = _json(capsys)
+    assert code == ExitCode.OK
+    assert doc["driver"]["version"] == "535.104.05" and doc["driver"]["max_cuda"] == "12.2"
+    assert doc["driver"]["source"] == "nvml"
+    assert [(g["index"], g["name"], g["compute_capability"], g["memory_mib"], g["source"]) for g in doc["gpus"]] == [
+        (0, "NVIDIA GeForce RTX 3090", "8.6", 24576, "nvml"), (1, "NVIDIA GeForce GTX 1080 Ti", "6.1", 11264, "nvml")]
+    assert set(doc["host"]) >= {"os", "arch", "glibc", "wsl", "container", "sudo"}
+    assert doc["host"]["os"] == "Debian GNU/Linux 12 (bookworm)"
+    assert isinstance(doc["pythons"], list) and isinstance(doc["cuda_installs"], list)
+    assert isinstance(doc["problems"], list)
+
+
+def test_human_output_has_gpu_table(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    runner = replay(nvml=nvml_json("550.54.14", 12040, [
+        {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_mib": 81559}]))
+    assert main(["probe"], environ=env, runner=runner) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert "NVIDIA H100 80GB HBM3" in out and "550.54.14" in out and "[nvml]" in out
+
+
+@pytest.mark.parametrize("case_id", ["case_011", "case_013", "extra_001", "case_025"])
+def test_from_nvidia_smi_file(case_id: str, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "smi.txt"
+    saved.write_text(CASES[case_id]["verbatim"])
+    runner = ReplayRunner()  # parse only: no live GPU source may run
+    code = main(["probe", "--json", "--from-nvidia-smi", str(saved)], environ=env, runner=runner)
+    doc = _json(capsys)
+    assert code == ExitCode.OK and runner.calls == []
+    assert doc["driver"]["source"] == "nvidia-smi file"
+    assert doc["driver"]["version"] == CASES[case_id]["expected"]["driver_version"].split()[0]
+    assert doc["gpus"] and all(g["source"] == "nvidia-smi file" for g in doc["gpus"])
+
+
+def test_from_nvidia_smi_stdin_failure_output(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(CASES["case_023"]["verbatim"]))
+    code = main(["probe", "--json", "--from-nvidia-smi", "-"], environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.NO_GPU
+    assert any("couldn't communicate" in p["reason"] for p in doc["problems"])
+
+
+def test_bad_inputs_get_documented_codes(env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("this is not nvidia-smi\n")
+    assert main(["probe", "--from-nvidia-smi", str(junk)], environ=env, runner=ReplayRunner()) == ExitCode.BAD_INPUT
+    assert "no nvidia-smi output recognized" in " ".join(capsys.readouterr().err.split())  # rich wraps lines
+    assert main(["probe", "--assume-driver", "new"], environ=env, runner=ReplayRunner()) == ExitCode.USAGE
+
+
+def test_env_override_says_so(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    env = {**env, "TFGPU_OVERRIDE_DRIVER": "535.104.05", "TFGPU_OVERRIDE_GPUS": "8.6,8.9"}
+    code = main(["probe", "--json", "--assume-python", "3.11"], environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.OK
+    assert doc["driver"]["source"] == "override:env"
+    assert [(g["compute_capability"], g["source"]) for g in doc["gpus"]] == [("8.6", "override:env"), ("8.9", "override:env")]
+    assert [(p["version"], p["source"]) for p in doc["pythons"]] == [("3.11", "override:flag")]
+
+
+def test_assumed_gpu_names_through_the_real_tables(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["probe", "--json", "--assume-driver", "550.54.14", "--assume-gpu", "RTX 4090", "--assume-gpu", "Tesla K80"]
+    code = main(argv, environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.OK
+    assert [(g["name"], g["compute_capability"], g["source"]) for g in doc["gpus"]] == [
+        ("RTX 4090", "8.9", "override:flag"), ("Tesla K80", "3.7", "override:flag")]
+    assert doc["gpus"][0]["cc_source"].startswith("table:gpus.yaml")
+    assert (doc["driver"]["max_cuda"], doc["driver"]["max_cuda_source"]) == ("12.4", "table:drivers.yaml")
+
+
+def test_real_subprocess_probe_json_here() -> None:
+    """The real thing on this machine: real NVML child, real files, real ldconfig."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")}
+    done = subprocess.run([sys.executable, "-m", "installer", "probe", "--json"], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=120)
+    doc = json.loads(done.stdout)
+    assert set(doc) >= {"driver", "gpus", "host", "pythons", "cuda_installs", "problems"}
+    assert done.returncode == (ExitCode.OK if doc["gpus"] else ExitCode.NO_GPU)
+    if not doc["gpus"]:
+        assert any("no NVIDIA GPU found" in p["reason"] for p in doc["problems"])
+        assert {t["source"] for t in doc["sources_tried"]} >= {"nvml", "/proc/driver/nvidia/version"}
+    assert doc["host"]["arch"] and doc["pythons"]

@@ -1,0 +1,67 @@
+"""`tfgpu-install profiles`: in-process and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from installer.cli import main
+from installer.errors import ExitCode
+from installer.knowledge import profiles_dir
+
+
+def test_profiles_json(capsys: Any, tmp_env: dict[str, str]) -> None:
+    assert main(["profiles", "--json"], environ=tmp_env) == 0
+    doc = json.loads(capsys.readouterr().out)
+    names = [p["name"] for p in doc["profiles"]]
+    assert names == ["stable", "latest", "legacy"]
+    stable = doc["profiles"][0]
+    assert stable["require_patch_release"] is True and stable["builtin"] is True
+    assert "settled" in stable["rules"] and stable["source"]
+    assert doc["knowledge"]["newest"] == "2.21.0" and doc["knowledge"]["oldest"] == "2.0.0"
+    # the validated knowledge was cached under the state's cache dir for the next start
+    assert list((Path(tmp_env["TFGPU_CACHE_DIR"]) / "knowledge").glob("*.pickle"))
+
+
+def test_profiles_one_line_each(capsys: Any, tmp_env: dict[str, str]) -> None:
+    assert main(["profiles"], environ=tmp_env) == 0
+    out = capsys.readouterr().out
+    for name in ("stable", "latest", "legacy"):
+        assert sum(1 for ln in out.splitlines() if f" {name} " in ln) == 1, out
+
+
+def test_user_policy_file_is_validated(capsys: Any, tmp_env: dict[str, str], tmp_path: Path) -> None:
+    good = tmp_path / "team.yaml"
+    good.write_text("name: team\ndescription: our range\nprefer: newest\nsource: us\ntensorflow: '<2.16'\n")
+    assert main(["profiles", "--json", str(good)], environ=tmp_env) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["profiles"][-1]["name"] == "team" and doc["profiles"][-1]["builtin"] is False
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ndescription: x\nprefer: newest\nsource: us\nmin_age_days: soon\n")
+    assert main(["profiles", "--json", str(bad)], environ=tmp_env) == ExitCode.BAD_INPUT
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "bad-input" and "bad.yaml:5: min_age_days" in err["message"]
+
+
+def test_profiles_dir_override(capsys: Any, tmp_env: dict[str, str], tmp_path: Path) -> None:
+    d = tmp_path / "site"
+    shutil.copytree(profiles_dir(), d, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (d / "drivers.yaml").write_text("cuda: [{cuda: 12.2, min_driver: '535.54.03', source: x}]\n")
+    env = dict(tmp_env, TFGPU_PROFILES_DIR=str(d))
+    assert main(["profiles"], environ=env) == ExitCode.BAD_INPUT
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert "drivers.yaml:1: cuda[0].cuda: expected a version string" in err
+    assert 'quote it: "12.2"' in err
+
+
+def test_profiles_subprocess(tmp_env: dict[str, str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "installer", "profiles", "--json"],
+        capture_output=True, text=True, env=tmp_env, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert {p["name"] for p in json.loads(out.stdout)["profiles"]} == {"stable", "latest", "legacy"}

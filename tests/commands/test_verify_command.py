@@ -1,0 +1,90 @@
+"""`tfgpu-install verify` through the real CLI entry point, against real venvs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from installer.cli import main
+from installer.journal import Journal, env_state_dir
+from installer.context import build_context
+from installer.verify import read_record
+from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
+from tests.support.tfenv import make_venv, tf_env  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_venv(tmp_path_factory.mktemp("bare") / "env")
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_no_gpu_here(tmp_env: dict[str, str], venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--env", str(venv), "--json"], environ=tmp_env) == 9
+    doc = _json(capsys)
+    assert doc["ok"] is False and doc["layers"][0]["status"] == "fail"
+    assert "no NVIDIA GPU" in doc["layers"][0]["summary"]
+    assert [lay["status"] for lay in doc["layers"][1:]] == ["skip"] * 5
+    assert read_record(build_context(tmp_env), venv) is not None  # `status` sees the last verification
+
+
+def test_human_output(tmp_env: dict[str, str], venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--env", str(venv)], environ=tmp_env) == 9
+    out = capsys.readouterr().out
+    assert "hardware" in out and "no NVIDIA GPU" in out and "Fix:" in out
+
+
+def test_stub_gpu_stack(tmp_env: dict[str, str], stubs: StubLibs, venv: Path,  # noqa: F811
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    plant_pci(Path(tmp_env["TFGPU_ROOT"]), [("0000:01:00.0", "0x10de", "0x030000")])
+    # The placed libraries: as the cuDNN step lays them out, in <env>/lib/cudnn-<version>/lib.
+    env = make_venv(Path(tmp_env["HOME"]) / "env")
+    placed = env / "lib" / "cudnn-8.9.7" / "lib"
+    placed.mkdir(parents=True)
+    for lib in stubs.env.glob("lib*.so.*"):
+        (placed / lib.name).symlink_to(lib)
+    environ = dict(tmp_env, LD_LIBRARY_PATH=str(stubs.driver), STUB_CUDART_COUNT_ERROR="35")
+    assert main(["verify", "--env", str(env), "--json"], environ=environ) == 9
+    doc = _json(capsys)
+    assert [lay["status"] for lay in doc["layers"]] == ["pass", "pass", "fail", "skip", "skip", "skip"]
+    assert doc["layers"][2]["error"] == {"code": 35, "name": "cudaErrorInsufficientDriver"}
+    assert doc["plan"]["lib_dirs"] == [] and str(placed) in doc["layers"][2]["measured"]["libcudart"]
+
+
+def test_default_env_is_the_last_installed(tmp_env: dict[str, str], venv: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    Journal.for_env(build_context(tmp_env), venv).append("run", env=str(venv), plan={})
+    assert main(["verify", "--json"], environ=tmp_env) == 9
+    assert _json(capsys)["env"] == str(venv)
+
+
+def test_no_env_known(tmp_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--json"], environ=tmp_env) == 2
+    assert "none installed yet" in _json(capsys)["message"]
+
+
+def test_env_that_is_not_an_env(tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--env", str(tmp_path), "--json"], environ=tmp_env) == 6
+    assert "has no bin/python" in _json(capsys)["message"]
+
+
+def test_negative_burn(tmp_env: dict[str, str], venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--env", str(venv), "--burn", "-1", "--json"], environ=tmp_env) == 2
+
+
+@pytest.mark.slow
+def test_allow_cpu_env_passes(tmp_env: dict[str, str], tf_env: Path,  # noqa: F811
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--env", str(tf_env), "--cpu-ok", "--json"], environ=tmp_env) == 0
+    doc = _json(capsys)
+    assert doc["ok"] is True and doc["gpu_verified"] is False and doc["layers"][5]["status"] == "pass"
+    # The plan came from the env's own wheels, and the next run reuses the recorded (CPU-only) plan.
+    assert doc["plan"]["cuda"] == "12.3" and doc["plan"]["cudnn"] == "8.9.7.29" and doc["plan"]["cpu_only"]
+    assert (env_state_dir(build_context(tmp_env), tf_env) / "verify.json").is_file()
+    assert main(["verify", "--env", str(tf_env), "--json"], environ=tmp_env) == 0
+    assert _json(capsys)["mode"] == "cpu"

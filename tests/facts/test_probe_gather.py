@@ -1,0 +1,266 @@
+"""gather(): whole machines from recorded outputs, cross-checks, and overrides beating detection."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from installer.context import Context, build_context
+from installer.errors import BadInputError, UsageError
+from installer.facts.probe import Assumptions, assumptions_from_args, gather
+from installer.runner import ReplayRunner
+from support.probe_machine import (
+    LSPCI, MINI_KNOWLEDGE, QUERY, QUERY_OLD, SMI, load_dir, nvml_json, plant, replay,
+)
+
+CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
+WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"
+
+
+def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: dict[str, str] = {}, **env: str) -> Context:
+    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n', **files})
+    empty = Path(tmp_env["HOME"]) / "empty-path"
+    empty.mkdir(exist_ok=True)
+    return build_context({**tmp_env, "PATH": str(empty), **env}, runner=runner)
+
+
+def _problems(facts: Any, severity: str = "") -> str:
+    return "\n".join(p.reason for p in facts.problems if not severity or p.severity == severity)
+
+
+def test_working_machine_nvml_and_nvidia_smi_agree(tmp_env: dict[str, str]) -> None:
+    table = CASES["extra_012"]["verbatim"].split("root@node1:~# nvidia-smi\n", 1)[1]
+    runner = replay(
+        nvml=nvml_json("535.129.03", 12020, [
+            {"index": 0, "name": "Quadro RTX 4000", "compute_capability": "7.5", "memory_mib": 8192},
+            {"index": 1, "name": "Quadro RTX 4000", "compute_capability": "7.5", "memory_mib": 8192},
+        ]),
+        query="0, Quadro RTX 4000, GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43, 00000000:06:00.0, 535.129.03, 7.5, 8192\n"
+              "1, Quadro RTX 4000, GPU-d6de6afc-bdfe-75c4-5273-0544439153fc, 00000000:07:00.0, 535.129.03, 7.5, 8192\n",
+        table=table,
+    )
+    facts = gather(_ctx(tmp_env, runner, {"/proc/driver/nvidia/version":
+                   "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:42:13 UTC 2023\n"}),
+                   knowledge=MINI_KNOWLEDGE)
+    d = facts.driver
+    assert (d.version, d.source, d.max_cuda, d.max_cuda_source, d.loaded) == ("535.129.03", "nvml", "12.2", "nvml", True)
+    assert [(g.index, g.name, g.compute_capability, g.cc_source, g.source) for g in facts.gpus] == [
+        (0, "Quadro RTX 4000", "7.5", "nvml", "nvml"), (1, "Quadro RTX 4000", "7.5", "nvml", "nvml")]
+    assert [p for p in facts.problems if p.field.startswith(("driver", "gpus"))] == []
+    assert facts.gpu_on_pci is True
+    assert {t.source for t in facts.sources_tried} >= {"nvml", "nvidia-smi", "/proc/driver/nvidia/version"}
+    j = facts.to_json()
+    assert set(j) >= {"driver", "gpus", "host", "pythons", "cuda_installs", "problems"}
+    assert set(j["driver"]) >= {"version", "max_cuda", "source"}
+    assert set(j["gpus"][0]) >= {"index", "name", "compute_capability", "memory_mib", "source"}
+    assert set(j["host"]) >= {"os", "arch", "glibc", "wsl", "container", "sudo"}
+
+
+def test_old_driver_rejects_compute_cap_and_cc_comes_from_the_name_table(tmp_env: dict[str, str]) -> None:
+    runner = replay(
+        query='Field "compute_cap" is not a valid field to query.\n',
+        query_old="0, Tesla K80, GPU-aaa, 00000000:00:04.0, 450.203.08, 11441\n"
+                  "1, Tesla K80, GPU-bbb, 00000000:00:05.0, 450.203.08, 11441\n",
+        table=CASES["case_011"]["verbatim"],
+    )
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert QUERY in runner.calls and QUERY_OLD in runner.calls
+    assert facts.driver.version == "450.203.08" and facts.driver.source == "nvidia-smi"
+    assert (facts.driver.max_cuda, facts.driver.max_cuda_source) == ("11.0", "nvidia-smi")
+    assert [(g.name, g.compute_capability, g.cc_source, g.memory_mib) for g in facts.gpus] == [
+        ("Tesla K80", "3.7", "table:gpus.yaml", 11441)] * 2
+
+
+def test_wsl2_err_cuda_and_tool_version_differs(tmp_env: dict[str, str]) -> None:
+    table = CASES["case_013"]["verbatim"]
+    runner = replay(query="0, NVIDIA GeForce RTX 3060 Laptop GPU, GPU-1, 00000000:01:00.0, 546.80, 8.6, 6144\n", table=table)
+    facts = gather(_ctx(tmp_env, runner, {"/proc/version": WSL_PROC}), knowledge=MINI_KNOWLEDGE)
+    assert facts.host.wsl
+    assert facts.driver.version == "546.80" and facts.driver.tool_version == "545.46"
+    assert (facts.driver.max_cuda, facts.driver.max_cuda_source) == ("12.3", "table:drivers.yaml")
+    assert "ERR!" in _problems(facts) and "545.46" in _problems(facts)
+    assert [(g.name, g.compute_capability) for g in facts.gpus] == [("NVIDIA GeForce RTX 3060 Laptop GPU", "8.6")]
+
+
+def test_version_mismatch_after_upgrade(tmp_env: dict[str, str]) -> None:
+    failure = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.178\n"
+    runner = replay(
+        nvml='{"ok": false, "stage": "init", "error": "Driver/library version mismatch"}\n',
+        query=failure,
+        lspci="01:00.0 VGA compatible controller [0300]: NVIDIA Corporation AD102 [GeForce RTX 4090] [10de:2684] (rev a1)\n",
+    )
+    runner.executables["lspci"] = LSPCI
+    files = {"/proc/driver/nvidia/version":
+             "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026\n"}
+    facts = gather(_ctx(tmp_env, runner, files), knowledge=MINI_KNOWLEDGE)
+    assert facts.driver.version == "580.173.02" and facts.driver.source == "/proc/driver/nvidia/version"
+    assert facts.gpus == () and facts.gpu_on_pci is True
+    text = _problems(facts)
+    assert "version mismatch" in text and "reboot" in text
+    assert "580.178" in text  # the library/module disagreement is named
+    assert "GeForce RTX 4090" in text  # lspci saw the GPU the driver cannot drive
+    assert (SMI,) not in runner.calls  # the table is not asked once the query failed
+
+
+def test_no_gpu_at_all_lists_every_source(tmp_env: dict[str, str]) -> None:
+    facts = gather(_ctx(tmp_env, replay()), knowledge=MINI_KNOWLEDGE)
+    assert facts.gpus == () and facts.driver.version is None and facts.gpu_on_pci is False
+    tried = {t.source: t.outcome for t in facts.sources_tried}
+    assert tried["nvml"] == "NVML Shared Library Not Found"
+    assert tried["nvidia-smi"] == "not on PATH"
+    assert tried["/proc/driver/nvidia/version"] == "absent"
+    assert "no NVIDIA GPU found" in _problems(facts, "error")
+
+
+def test_container_without_gpu_access_gets_the_docker_hint(tmp_env: dict[str, str]) -> None:
+    runner = replay(query=CASES["case_023"]["verbatim"].split("\n", 1)[1])
+    facts = gather(_ctx(tmp_env, runner, {"/.dockerenv": ""}), knowledge=MINI_KNOWLEDGE)
+    assert facts.host.container == "docker"
+    assert "--gpus all" in _problems(facts, "error")
+
+
+def test_mig_gpu_from_nvml(tmp_env: dict[str, str]) -> None:
+    runner = replay(nvml=nvml_json("535.104.05", 12020, [
+        {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0", "memory_mib": 40960, "mig": True}]))
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert facts.gpus[0].mig and facts.gpus[0].compute_capability == "8.0"
+    assert facts.driver.max_cuda == "12.2"
+
+
+def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import installer.knowledge as k
+
+    def missing(directory: Any = None) -> Any:
+        raise NotImplementedError
+
+    monkeypatch.setattr(k, "load_knowledge", missing)
+    runner = replay(query='Field "compute_cap" is not a valid field to query.\n',
+                    query_old="0, Tesla K80, GPU-aaa, 00000000:00:04.0, 450.203.08, 11441\n",
+                    table=CASES["case_011"]["verbatim"])
+    facts = gather(_ctx(tmp_env, runner))
+    assert facts.gpus[0].compute_capability is None
+    assert "compute capability unknown" in _problems(facts)
+
+
+# ------------------------------------------------------------------ overrides
+
+
+def _args(**kw: Any) -> argparse.Namespace:
+    base = dict(assume_driver=None, assume_gpu=None, assume_python=None, assume_glibc=None, from_nvidia_smi=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_flags_beat_env_and_env_beats_detection(tmp_env: dict[str, str]) -> None:
+    ctx = _ctx(tmp_env, ReplayRunner(), TFGPU_OVERRIDE_DRIVER="470.82.01", TFGPU_OVERRIDE_GPUS="Tesla K80,8.9",
+               TFGPU_OVERRIDE_PYTHON="3.9", TFGPU_OVERRIDE_GLIBC="2.17", TFGPU_OVERRIDE_OS="windows")
+    a = assumptions_from_args(_args(assume_driver="550.54.14"), ctx)
+    assert a.driver == "550.54.14" and a.sources["driver"] == "override:flag"
+    assert a.gpus == ("Tesla K80", "8.9") and a.sources["gpus"] == "override:env"
+    facts = gather(ctx, a, knowledge=MINI_KNOWLEDGE)
+    assert ctx.runner.calls == []  # driver and GPUs both assumed: nothing live is probed
+    assert (facts.driver.version, facts.driver.source) == ("550.54.14", "override:flag")
+    assert (facts.driver.max_cuda, facts.driver.max_cuda_source) == ("12.4", "table:drivers.yaml")
+    assert [(g.name, g.compute_capability, g.source) for g in facts.gpus] == [
+        ("Tesla K80", "3.7", "override:env"), ("GPU with compute capability 8.9", "8.9", "override:env")]
+    assert [(p.version, p.source) for p in facts.pythons] == [("3.9", "override:env")]
+    assert (facts.host.glibc, facts.host.glibc_source) == ("2.17", "override:env")
+    assert (facts.host.os_id, facts.host.source) == ("windows", "override:env")
+
+
+def test_from_nvidia_smi_file_reads_no_live_gpu_source(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    saved = tmp_path / "smi.txt"
+    saved.write_text(CASES["case_001"]["verbatim"])
+    runner = ReplayRunner()  # no NVML, no nvidia-smi: any live GPU probe fails the test
+    ctx = _ctx(tmp_env, runner)
+    a = assumptions_from_args(_args(from_nvidia_smi=str(saved), assume_gpu=None), ctx)
+    facts = gather(ctx, a, knowledge=MINI_KNOWLEDGE)
+    assert runner.calls == []
+    assert (facts.driver.version, facts.driver.source) == ("331.62", "nvidia-smi file")
+    assert (facts.driver.max_cuda, facts.driver.max_cuda_source) == ("6.0", "table:drivers.yaml")
+    assert [(g.name, g.compute_capability, g.source) for g in facts.gpus] == [("GeForce GTX 680", "3.0", "nvidia-smi file")] * 3
+
+
+def test_bad_overrides_fail_loudly(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    ctx = _ctx(tmp_env, ReplayRunner())
+    with pytest.raises(UsageError, match="--assume-driver"):
+        assumptions_from_args(_args(assume_driver="latest"), ctx)
+    with pytest.raises(UsageError, match="--assume-python"):
+        assumptions_from_args(_args(assume_python="2"), ctx)
+    with pytest.raises(BadInputError, match="cannot read"):
+        assumptions_from_args(_args(from_nvidia_smi=str(tmp_path / "missing.txt")), ctx)
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello world\n")
+    with pytest.raises(BadInputError, match="no nvidia-smi output"):
+        assumptions_from_args(_args(from_nvidia_smi=str(junk)), ctx)
+    env_ctx = _ctx(tmp_env, ReplayRunner(), TFGPU_OVERRIDE_GLIBC="two")
+    with pytest.raises(UsageError, match="TFGPU_OVERRIDE_GLIBC"):
+        assumptions_from_args(_args(), env_ctx)
+
+
+def test_unknown_assumed_gpu_is_an_error_problem(tmp_env: dict[str, str]) -> None:
+    ctx = _ctx(tmp_env, ReplayRunner())
+    facts = gather(ctx, Assumptions(gpus=("Voodoo 5 5500",), driver="535.54.03"), knowledge=MINI_KNOWLEDGE)
+    assert facts.gpus[0].compute_capability is None
+    assert "give its compute capability" in _problems(facts, "error")
+
+
+def test_unreadable_table_falls_back_to_q(tmp_env: dict[str, str]) -> None:
+    """A table layout we do not know (nothing parses) still yields the driver through `nvidia-smi -q`."""
+    long = CASES["extra_005"]["verbatim"].split("\n", 1)[1]
+    runner = replay(query="0, NVIDIA GeForce GTX 780, GPU-a2, 00000000:01:00.0, 450.66, 3.5, 3021\n",
+                    table="NVIDIA System Management (a layout from the future)\n", long=long)
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert (SMI, "-q") in runner.calls
+    assert (facts.driver.version, facts.driver.max_cuda, facts.driver.max_cuda_source) == ("450.66", "11.0", "nvidia-smi")
+    assert [(g.name, g.compute_capability, g.source) for g in facts.gpus] == [("NVIDIA GeForce GTX 780", "3.5", "nvidia-smi")]
+
+
+def test_hung_driver_is_asked_once(tmp_env: dict[str, str]) -> None:
+    """nvidia-smi timing out (a wedged driver) is reported, not retried three ways."""
+    runner = replay()
+    runner.add(QUERY, stdout="", returncode=124, stderr="timed out after 15.0s: nvidia-smi")
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert [c for c in runner.calls if c[0] == SMI] == [QUERY]
+    assert "dmesg" in _problems(facts, "error")
+
+
+def test_nvml_timeout_skips_nvidia_smi(tmp_env: dict[str, str]) -> None:
+    runner = replay(query="0, x, x, x, 535.104.05, 8.6, 1\n", table="")
+    from installer.facts.nvml import nvml_argv
+
+    runner.add(nvml_argv(), stdout="", returncode=124, stderr="timed out after 10.0s: NVML probe")
+    runner.executables.pop(Path(nvml_argv()[0]).name, None)
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert not any(c[0] == SMI for c in runner.calls)
+    assert {t.source: t.outcome for t in facts.sources_tried}["nvidia-smi"].startswith("skipped")
+
+
+def test_cuda_visible_devices_hiding_every_gpu_is_flagged(tmp_env: dict[str, str]) -> None:
+    ctx = _ctx(tmp_env, ReplayRunner(), CUDA_VISIBLE_DEVICES="-1")
+    facts = gather(ctx, Assumptions(driver="535.54.03", gpus=("8.6",)), knowledge=MINI_KNOWLEDGE)
+    assert facts.cuda_visible_devices == "-1"
+    assert "hides every GPU" in _problems(facts, "warning")
+
+
+def test_nvml_and_kernel_module_disagree(tmp_env: dict[str, str]) -> None:
+    runner = replay(nvml=nvml_json("550.54.14", 12040, [
+        {"index": 0, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9", "memory_mib": 24564}]))
+    files = {"/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023\n",
+             "/sys/module/nvidia/version": "535.104.05\n"}
+    facts = gather(_ctx(tmp_env, runner, files), knowledge=MINI_KNOWLEDGE)
+    assert (facts.driver.version, facts.driver.source) == ("550.54.14", "nvml")
+    warning = _problems(facts, "warning")
+    assert "driver versions disagree" in warning and "535.104.05" in warning and "reboot" in warning
+
+
+def test_gpu_on_the_pci_bus_without_a_driver_from_sysfs(tmp_env: dict[str, str]) -> None:
+    dev = "/sys/bus/pci/devices/0000:01:00.0/"
+    files = {dev + "vendor": "0x10de\n", dev + "class": "0x030000\n", dev + "device": "0x2204\n",
+             "/sys/bus/pci/devices/0000:00:1f.3/vendor": "0x8086\n", "/sys/bus/pci/devices/0000:00:1f.3/class": "0x040300\n"}
+    facts = gather(_ctx(tmp_env, replay(), files), knowledge=MINI_KNOWLEDGE)
+    assert facts.gpus == () and facts.gpu_on_pci is True
+    err = _problems(facts, "error")
+    assert "device 2204" in err and "kernel module is not loaded" in err

@@ -1,0 +1,94 @@
+"""The check against the real things: NVIDIA's own libraries from PyPI and real TensorFlow (on the CPU).
+
+Slow: the first run installs TensorFlow and the CUDA wheels into a temp venv (uv's cache makes
+repeats take seconds). Without a driver, the real libraries must answer with their real codes.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.stublibs import layer, run_check
+from tests.support.tfenv import STABLE_PLAN
+
+pytestmark = pytest.mark.slow
+
+no_driver = pytest.mark.skipif(ctypes.util.find_library("cuda") is not None,
+                               reason="a CUDA driver is installed: the no-driver error codes do not apply")
+
+
+def _py(env: Path) -> str:
+    return str(env / "bin" / "python")
+
+
+@no_driver
+def test_real_nvidia_libraries_without_a_driver(tf_env: Path, tmp_path: Path) -> None:
+    doc = run_check(["--root", str(tmp_path), "--layers", "2,3,4", "--keep-going",
+                     "--plan-json", json.dumps(STABLE_PLAN)], python=_py(tf_env))
+    lay2, lay3, lay4 = layer(doc, 2), layer(doc, 3), layer(doc, 4)
+    # cudaRuntimeGetVersion answers without a GPU; cudaGetDeviceCount says there is no driver.
+    assert lay2["measured"]["runtime_cuda"] == "12.3"
+    assert "site-packages/nvidia/cuda_runtime/lib/libcudart.so.12" in lay2["measured"]["libcudart"]
+    assert lay2["status"] == "fail" and lay2["error"] == {"code": 35, "name": "cudaErrorInsufficientDriver"}
+    # cudnnGetVersion answers from the wheel the plan placed.
+    assert lay3["status"] == "pass" and lay3["measured"]["cudnn"] == "8.9.7"
+    assert "site-packages/nvidia/cudnn/lib/libcudnn.so.8" in lay3["measured"]["libcudnn"]
+    # cublasCreate cannot initialise without a driver, and says so with its real status.
+    assert lay4["status"] == "fail" and lay4["error"] == {"code": 1, "name": "CUBLAS_STATUS_NOT_INITIALIZED"}
+
+
+def test_tensorflow_cpu_path_passes(tf_env: Path, tmp_path: Path) -> None:
+    """What an --allow-cpu install runs: TF imported, build info checked, matmul and conv2d on the CPU."""
+    doc = run_check(["--root", str(tmp_path), "--cpu-ok", "--plan-json", json.dumps(STABLE_PLAN)], python=_py(tf_env))
+    assert doc["ok"] is True and doc["mode"] == "cpu" and doc["gpu_verified"] is False
+    lay5 = layer(doc, 5)
+    assert lay5["status"] == "pass", lay5
+    m = lay5["measured"]
+    assert m["tensorflow"] == "2.17.1"
+    assert m["build"]["is_cuda_build"] is True and m["build"]["cuda_version"] == "12.3"
+    assert m["matmul_device"].endswith("device:CPU:0") and m["matmul_max_abs_error"] < 1e-2
+    assert m["conv2d_device"].endswith("device:CPU:0")
+    assert doc["extras"]["mirrored_strategy"]["replicas"] == 1
+    assert doc["tf_log"]["tail"], "TF's own log lines are captured"
+
+
+def test_tensorflow_gpu_machinery_through_the_test_device(tf_env: Path, tmp_path: Path) -> None:
+    """The GPU path (layer 5, benchmark, burn with telemetry) pinned to /CPU:0 by the test-only override."""
+    doc = run_check(["--root", str(tmp_path), "--layers", "5", "--benchmark", "--bench-sizes", "64,128",
+                     "--burn", "1", "--burn-size", "128", "--plan-json", json.dumps(STABLE_PLAN)],
+                    env={"TFGPU_CHECK_TEST_DEVICE": "/CPU:0"}, python=_py(tf_env))
+    assert layer(doc, 5)["status"] == "pass"
+    lay6 = layer(doc, 6)
+    assert lay6["status"] == "pass", lay6
+    bench = lay6["measured"]["benchmark"]
+    assert [r["n"] for r in bench["sizes"]] == [64, 128]
+    assert all(r["cpu_gflops"] > 0 and r["gpu_gflops"] > 0 and r["speedup"] > 0 for r in bench["sizes"])
+    burn = lay6["measured"]["burn"]
+    assert burn["iterations"] >= 1 and burn["mismatches"] == 0 and burn["throttled"] == []
+    # No NVML here: the burn says so instead of inventing samples.
+    assert burn["telemetry"]["samples"] == 0 and "NVML not available" in burn["telemetry"]["error"]
+
+
+def test_tensorflow_without_a_gpu_fails_layer_5(tf_env: Path, tmp_path: Path) -> None:
+    doc = run_check(["--root", str(tmp_path), "--layers", "5", "--plan-json", json.dumps(STABLE_PLAN)],
+                    python=_py(tf_env))
+    lay5 = layer(doc, 5)
+    assert lay5["status"] == "fail" and lay5["summary"].startswith("TensorFlow sees no GPU")
+    # TF's own log, captured: the loader names the library it could not open (TensorRT's is harmless).
+    failures = {d["library"]: d["harmless"] for d in lay5["measured"]["log"]["dlopen_failures"]}
+    if ctypes.util.find_library("cuda") is None:
+        assert lay5["summary"] == "TensorFlow sees no GPU: could not load libcuda.so.1"
+        assert failures["libcuda.so.1"] is False
+    assert all(harmless for lib, harmless in failures.items() if lib.startswith("libnvinfer"))
+
+
+def test_build_info_other_than_the_plan_fails(tf_env: Path, tmp_path: Path) -> None:
+    plan = dict(STABLE_PLAN, cuda="11.8")
+    doc = run_check(["--root", str(tmp_path), "--cpu-ok", "--plan-json", json.dumps(plan)], python=_py(tf_env))
+    lay5 = layer(doc, 5)
+    assert lay5["status"] == "fail"
+    assert "TensorFlow was built for cuda 12.3, the plan placed 11.8" in lay5["summary"]

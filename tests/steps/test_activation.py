@@ -1,0 +1,163 @@
+"""Activation on a real venv: the blocks work in a real shell, the launcher works without
+activation (as under sudo/cron), undo gives back the original bytes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from installer.context import Context
+from installer.executor import Executor
+from installer.fsutil import tree_digest
+from installer.steps.activation import LAUNCHER, WriteActivation, WriteShellRc
+
+FAKE_CUDNN = "int cudnnGetVersion(void) { return 8907; }\n"
+
+
+def _venv_with_libs(tmp_path: Path) -> Path:
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    sp = next(env.glob("lib/python*/site-packages"))
+    lib = sp / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    src = tmp_path / "cudnn.c"
+    src.write_text(FAKE_CUDNN)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudnn.so.8", "-o", str(lib / "libcudnn.so.8"), str(src)],
+        check=True,
+    )
+    (sp / "nvidia" / "cuda_nvcc" / "bin").mkdir(parents=True)
+    ptxas = sp / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
+    ptxas.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n")
+    ptxas.chmod(0o755)
+    return env
+
+
+def _bash(script: str, env_vars: dict[str, str]) -> str:
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script], env=env_vars, capture_output=True, text=True, check=True
+    ).stdout
+
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def test_activate_sets_and_deactivate_restores(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    step = WriteActivation(env)
+    assert not step.check(ctx)
+    Executor(ctx, env).run([step])
+    assert step.check(ctx)
+    lib = next(env.glob("lib/python*/site-packages/nvidia/cudnn/lib"))
+    out = _bash(
+        f". {env}/bin/activate; echo \"A=$LD_LIBRARY_PATH\"; command -v ptxas;"
+        f" python -c 'import ctypes; print(ctypes.CDLL(\"libcudnn.so.8\").cudnnGetVersion())';"
+        " deactivate; echo \"D=${LD_LIBRARY_PATH-unset}\"",
+        {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/keep"},
+    )
+    lines = out.splitlines()
+    assert lines[0] == f"A={lib}:/opt/keep"
+    assert lines[1].endswith("nvidia/cuda_nvcc/bin/ptxas")
+    assert lines[2] == "8907"  # loaded by soname through LD_LIBRARY_PATH
+    assert lines[3] == "D=/opt/keep"
+    # Unset before: unset after.
+    out = _bash(f". {env}/bin/activate; deactivate; echo \"D=${{LD_LIBRARY_PATH-unset}}\"", {"PATH": "/usr/bin:/bin"})
+    assert out.strip() == "D=unset"
+
+
+def test_launcher_works_with_an_empty_environment(ctx: Context, tmp_path: Path) -> None:
+    """As under sudo or cron: no activation, LD_LIBRARY_PATH stripped."""
+    env = _venv_with_libs(tmp_path)
+    Executor(ctx, env).run([WriteActivation(env)])
+    run = env / "bin" / LAUNCHER
+    out = subprocess.run(
+        ["/usr/bin/env", "-i", str(run), "python", "-c",
+         "import ctypes,sys; print(sys.prefix); print(ctypes.CDLL('libcudnn.so.8').cudnnGetVersion())"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert out == [str(env), "8907"]
+    bare = subprocess.run([str(run)], capture_output=True, text=True)
+    assert bare.returncode == 2 and "usage" in bare.stderr
+
+
+def test_rerun_is_noop_and_undo_is_byte_identical(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    act = env / "bin" / "activate"
+    act.write_text(act.read_text() + "# a user's own line\n")  # outside our marks: kept
+    before = tree_digest(env)
+    ex = Executor(ctx, env)
+    ex.run([WriteActivation(env)])
+    text = act.read_text()
+    assert text.count(">>> tfgpu-install >>>") == 1 and text.count(">>> tfgpu-install deactivate >>>") == 1
+    assert "# a user's own line\n" in text
+    assert [s.status for s in ex.run([WriteActivation(env)]).steps] == ["done"]
+    assert act.read_text() == text
+    ex.rollback([WriteActivation(env)])
+    assert tree_digest(env) == before
+
+
+def test_new_library_dir_makes_check_fail_and_rewrites_block(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    ex = Executor(ctx, env)
+    ex.run([WriteActivation(env)])
+    new = next(env.glob("lib/python*/site-packages")) / "nvidia" / "cublas" / "lib"
+    new.mkdir(parents=True)
+    assert not WriteActivation(env).check(ctx)
+    ex.run([WriteActivation(env)])
+    assert str(new) in (env / "bin" / "activate").read_text()
+    assert (env / "bin" / "activate").read_text().count(">>> tfgpu-install >>>") == 1
+
+
+def test_conda_layout_scripts(ctx: Context, tmp_path: Path) -> None:
+    prefix = tmp_path / "conda-env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    lib = prefix / "lib" / "python3.11" / "site-packages" / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    before = tree_digest(prefix)
+    ex = Executor(ctx, prefix)
+    ex.run([WriteActivation(prefix, backend="conda")])
+    act = prefix / "etc/conda/activate.d/tfgpu-install.sh"
+    deact = prefix / "etc/conda/deactivate.d/tfgpu-install.sh"
+    out = _bash(f". {act}; echo \"A=$LD_LIBRARY_PATH\"; . {deact}; echo \"D=${{LD_LIBRARY_PATH-unset}}\"",
+                {"PATH": "/usr/bin:/bin"})
+    assert out.splitlines() == [f"A={lib}", "D=unset"]
+    assert "CONDA_PREFIX=" in (prefix / "bin" / LAUNCHER).read_text()
+    ex.rollback([WriteActivation(prefix, backend="conda")])
+    # etc/conda/... dirs may stay (conda itself creates them); every file is gone.
+    assert {k: v for k, v in tree_digest(prefix).items() if not k.startswith("etc")} == before
+
+
+def test_shell_rc_block(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    Executor(ctx, env).run([WriteActivation(env)])
+    rc = tmp_path / "home" / ".bashrc"
+    rc.parent.mkdir(exist_ok=True)
+    rc.write_text("export EDITOR=vi")  # no final newline: still restored exactly
+    ex = Executor(ctx, env)
+    ex.run([WriteShellRc(rc, env)])
+    out = _bash(f". {rc}; echo \"V=$VIRTUAL_ENV\"", {"PATH": "/usr/bin:/bin"})
+    assert out.strip() == f"V={env}"
+    assert WriteShellRc(rc, env).check(ctx)
+    ex.rollback([WriteActivation(env), WriteShellRc(rc, env)])
+    assert rc.read_text() == "export EDITOR=vi"
+    fish = tmp_path / "config.fish"
+    step = WriteShellRc(fish, env)
+    Executor(ctx, env).run([step])
+    assert "activate.fish" in fish.read_text()
+    Executor(ctx, env).rollback([step])
+    assert not fish.exists()  # it did not exist before
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
+def test_fish_activation(ctx: Context, tmp_path: Path) -> None:  # pragma: no cover - needs fish
+    env = _venv_with_libs(tmp_path)
+    Executor(ctx, env).run([WriteActivation(env)])
+    out = subprocess.run(["fish", "-c", f"source {env}/bin/activate.fish; echo $LD_LIBRARY_PATH"],
+                         capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, check=True).stdout
+    assert "nvidia/cudnn/lib" in out

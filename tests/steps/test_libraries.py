@@ -1,0 +1,138 @@
+"""libraries.check against envs holding gcc-built CUDA/cuDNN stand-ins (installed from wheels
+or laid out by hand), read with the ELF reader."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from installer.context import Context
+from installer.errors import ExitCode, StepFailed
+from installer.fsutil import tree_sha256
+from installer.steps.env import CreateEnv, TargetEnv
+from installer.steps.libraries import CheckLibraries, expected_libraries, nvidia_lib_dirs
+from installer.steps.packages import InstallPackages
+from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
+    STABLE_PINS,
+    STABLE_REQUIREMENTS,
+    IndexServer,
+    build_shared_lib,
+    package_index,
+    wheelhouse,
+)
+
+PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def test_expected_libraries_for_cuda12_wheels() -> None:
+    pins = {"nvidia-cudnn-cu12": "9.1.0.70", "nvidia-cufft-cu12": "11.0.12.1", "nvidia-nccl-cu12": "2.19.3",
+            "nvidia-cuda-nvcc-cu12": "12.3.107", "numpy": "1.26.4"}
+    names = [lib.soname for lib in expected_libraries("12.3", "9.1", pins)]
+    assert names == ["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcudnn.so.9",
+                     "libcufft.so.11", "libnccl.so.2"]
+
+
+def test_expected_libraries_cuda11_and_cudnn_from_pin() -> None:
+    libs = expected_libraries("11.8", None, {"nvidia-cudnn-cu11": "8.6.0.163"})
+    assert [(lib.package, lib.soname) for lib in libs] == [
+        ("nvidia-cuda-runtime-cu11", "libcudart.so.11.0"),
+        ("nvidia-cublas-cu11", "libcublas.so.11"),
+        ("nvidia-cublas-cu11", "libcublasLt.so.11"),
+        ("nvidia-cudnn-cu11", "libcudnn.so.8"),
+    ]
+
+
+def test_installed_wheels_pass(ctx: Context, tmp_path: Path, package_index: IndexServer) -> None:
+    env = TargetEnv.at(tmp_path / "env")
+    CreateEnv(env, PYV, Path(sys.executable)).apply(ctx)
+    InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url).apply(ctx)
+    step = CheckLibraries(env, "12.3", "9.1", STABLE_PINS)
+    before = tree_sha256(env.path)
+    assert step.check(ctx)
+    record = step.apply(ctx)
+    assert tree_sha256(env.path) == before  # read-only
+    assert sorted(Path(p).name for p in record["libraries"]) == [
+        "libcublas.so.12", "libcublasLt.so.12", "libcudart.so.12", "libcudnn.so.9"]
+    assert [d.parent.name for d in nvidia_lib_dirs(env)] == ["cublas", "cuda_runtime", "cudnn"]
+    # A plan for cuDNN 8 on this env: the message names the missing soname, where TF looks,
+    # and the other major that is there.
+    wrong = CheckLibraries(env, "12.3", "8.9", STABLE_PINS)
+    assert not wrong.check(ctx)
+    with pytest.raises(StepFailed) as err:
+        wrong.apply(ctx)
+    msg = err.value.message
+    assert "libcudnn.so.8 is missing from" in msg and str(env.site_packages() / "nvidia" / "cudnn" / "lib") in msg
+    assert "found libcudnn.so.9" in msg and err.value.code == ExitCode.STEP_FAILED
+    assert "nvidia-cudnn-cu12" in (err.value.hint or "")
+
+
+def _layout(tmp_path: Path) -> TargetEnv:
+    """An env tree laid out by hand (no install): lib/pythonX.Y/site-packages/nvidia/..."""
+    env = TargetEnv.at(tmp_path / "env")
+    sp = env.path / "lib" / f"python{PYV}" / "site-packages" / "nvidia"
+    build_shared_lib(sp / "cuda_runtime" / "lib" / "libcudart.so.12", "libcudart.so.12")
+    build_shared_lib(sp / "cublas" / "lib" / "libcublas.so.12", "libcublas.so.12")
+    build_shared_lib(sp / "cublas" / "lib" / "libcublasLt.so.12", "libcublasLt.so.12")
+    build_shared_lib(sp / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9")
+    return env
+
+
+def test_wrong_soname_truncated_and_missing(ctx: Context, tmp_path: Path) -> None:
+    env = _layout(tmp_path)
+    lib = env.site_packages() / "nvidia"
+    assert CheckLibraries(env, "12.3", "9.1").check(ctx)
+
+    # A cuDNN 8 library renamed to the cuDNN 9 name: the loader would still ask for .so.8.
+    build_shared_lib(lib / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.8")
+    with pytest.raises(StepFailed) as err:
+        CheckLibraries(env, "12.3", "9.1").apply(ctx)
+    assert "has soname libcudnn.so.8, the loader will ask for libcudnn.so.9" in err.value.message
+
+    build_shared_lib(lib / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9")
+    data = (lib / "cuda_runtime" / "lib" / "libcudart.so.12").read_bytes()
+    (lib / "cuda_runtime" / "lib" / "libcudart.so.12").write_bytes(data[:100])  # a cut-off download
+    (lib / "cublas" / "lib" / "libcublasLt.so.12").unlink()
+    step = CheckLibraries(env, "12.3", "9.1")
+    problems = [f.problem for f in step.findings() if f.problem]
+    assert len(problems) == 2
+    assert "libcudart.so.12 is not a readable shared library" in problems[0]
+    assert problems[1] == f"libcublasLt.so.12 is missing from {lib / 'cublas' / 'lib'}"
+    with pytest.raises(StepFailed) as err:
+        step.apply(ctx)
+    assert "(and 1 more: libcublasLt.so.12)" in err.value.message
+    step.undo(ctx, {})  # nothing to undo, and it says so by doing nothing
+
+
+def test_nvidia_lib_dirs_skips_dirs_without_libraries(tmp_path: Path) -> None:
+    env = _layout(tmp_path)
+    (env.site_packages() / "nvidia" / "cuda_nvcc" / "lib").mkdir(parents=True)  # only __init__.py in real wheels
+    (env.site_packages() / "nvidia" / "cuda_nvcc" / "lib" / "__init__.py").write_text("")
+    assert [d.parent.name for d in nvidia_lib_dirs(env)] == ["cublas", "cuda_runtime", "cudnn"]
+    assert nvidia_lib_dirs(TargetEnv.at(tmp_path / "nothing")) == []
+
+
+def test_records_which_dirs_tf_itself_searches(ctx: Context, tmp_path: Path) -> None:
+    """TF's framework library carries a RUNPATH ($ORIGIN/../nvidia/<pkg>/lib); directories
+    outside it are recorded (activation covers them), and that is not a failure."""
+    import subprocess
+
+    env = _layout(tmp_path)
+    from installer.steps.libraries import tf_search_dirs
+
+    assert tf_search_dirs(env) is None  # no TF library here yet
+    tf = env.site_packages() / "tensorflow"
+    tf.mkdir()
+    src = tmp_path / "fw.c"
+    src.write_text("int tf_framework(void){return 2;}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtensorflow_framework.so.2", "-Wl,--enable-new-dtags",
+                    "-Wl,-rpath,$ORIGIN/../nvidia/cudnn/lib:$ORIGIN/../nvidia/cublas/lib",
+                    "-o", str(tf / "libtensorflow_framework.so.2"), str(src)], check=True)
+    nv = env.site_packages() / "nvidia"
+    assert tf_search_dirs(env) == [nv / "cudnn" / "lib", nv / "cublas" / "lib"]
+    record = CheckLibraries(env, "12.3", "9.1").apply(ctx)
+    assert record["tf_runpath_known"] is True
+    assert record["outside_tf_runpath"] == [str(nv / "cuda_runtime" / "lib")]

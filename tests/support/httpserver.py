@@ -1,0 +1,129 @@
+"""A real loopback HTTP server in a thread: Range requests and fault modes.
+
+    with LoopbackServer() as srv:
+        srv.add("/a.tar.xz", data)                       # plain
+        srv.add("/b", data, fault=Fault.CUT_ONCE, cut_at=100)  # dies after 100 bytes, once
+        url = srv.url("/a.tar.xz")
+        srv.requests  -> [Request(path, range_header), ...]
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
+
+
+class Fault(enum.Enum):
+    NONE = "none"
+    CUT_ONCE = "cut-once"  # first response dies after cut_at bytes, later ones are whole
+    CLOSE_MID = "close-mid"  # every response dies after cut_at bytes
+    NOT_FOUND = "404"
+    WRONG_BYTES = "wrong-bytes"  # same length, different content
+    SHORT = "short"  # a clean, complete response holding only the first cut_at bytes
+
+
+@dataclass
+class Resource:
+    data: bytes
+    fault: Fault = Fault.NONE
+    cut_at: int = 0
+    served: int = 0  # responses started
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    range: Optional[str]
+
+
+@dataclass
+class LoopbackServer:
+    resources: dict[str, Resource] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+
+    def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0) -> str:
+        self.resources[path] = Resource(data, fault, cut_at)
+        return self.url(path)
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def requests_for(self, path: str) -> list[Request]:
+        return [r for r in self.requests if r.path == path]
+
+    def __enter__(self) -> "LoopbackServer":
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                path = self.path.split("?", 1)[0]
+                rng = self.headers.get("Range")
+                owner.requests.append(Request(path, rng))
+                res = owner.resources.get(path)
+                if res is None or res.fault is Fault.NOT_FOUND:
+                    self._send(404, b"not found\n")
+                    return
+                res.served += 1
+                data = res.data
+                if res.fault is Fault.WRONG_BYTES:
+                    data = bytes((b ^ 0x5A) for b in data)
+                if res.fault is Fault.SHORT:
+                    data = data[: res.cut_at]
+                start = 0
+                if rng and rng.startswith("bytes=") and rng.endswith("-"):
+                    start = int(rng[len("bytes="):-1])
+                    if start >= len(data):
+                        self._send(416, b"")
+                        return
+                body = data[start:]
+                self.send_response(206 if start else 200)
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                cut = res.fault is Fault.CLOSE_MID or (res.fault is Fault.CUT_ONCE and res.served == 1)
+                if cut and res.cut_at - start < len(body):
+                    self.wfile.write(body[: max(res.cut_at - start, 0)])
+                    self.wfile.flush()
+                    # Die mid-body: the client sees fewer bytes than Content-Length promised.
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+            def _send(self, code: int, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def refused_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
