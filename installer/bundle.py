@@ -71,11 +71,11 @@ def wheel_problems(snap: Snapshot, wheels: dict[str, str]) -> list[str]:
             found[nv] = digest
     problems = []
     for p in snap.packages:
-        digest = found.get((p.key, p.version)) or found.get((p.key, _norm_version(p.version)))
-        if digest is None:
+        got = found.get((p.key, p.version)) or found.get((p.key, _norm_version(p.version)))
+        if got is None:
             problems.append(f"no wheel for {p.requirement()}")
-        elif p.hashes and f"sha256:{digest}" not in p.hashes:
-            problems.append(f"{p.requirement()}: the wheel's sha256 {digest[:16]}... is not one the snapshot lists")
+        elif p.hashes and f"sha256:{got}" not in p.hashes:
+            problems.append(f"{p.requirement()}: the wheel's sha256 {got[:16]}... is not one the snapshot lists")
     return problems
 
 

@@ -25,7 +25,10 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f"installer.commands.{COMMANDS[name][0]}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole parser, or (`only`: the command being run) just that command's subparser:
+    each subparser imports its command module and costs argparse set-up, and a run needs one.
+    `--help` and a bare `tfgpu-install` still build them all."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document")
     common.add_argument("--debug", action="store_true", help="show a traceback on errors")
@@ -37,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (_, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
         _module(name).add_arguments(p)
     return parser
@@ -68,11 +73,14 @@ def main(
     as_json = "--json" in args_list
     debug = "--debug" in args_list
     try:
-        parser = build_parser()
+        full = _with_default_command(args_list)
+        lead = [a for a in full if a not in ("--json", "--debug")][:1]
+        chosen = lead[0] if lead and lead[0] in COMMANDS else None  # None: --help/--version/nothing
+        parser = build_parser(only=chosen)
         if not args_list:
             parser.print_help()
             return int(ExitCode.USAGE)
-        args = parser.parse_args(_with_default_command(args_list))
+        args = parser.parse_args(full)
         from .context import build_context
         from .console import render
 

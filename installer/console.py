@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Optional, TextIO
 
@@ -18,10 +19,44 @@ def _console(stream: TextIO) -> Any:
     return Console(file=stream, highlight=False, soft_wrap=False)
 
 
+# Plain blocks (no table) are written without rich: importing it costs 50-100 ms, most of a
+# no-op re-run's "already installed" line. The same text and colours (SGR codes, only on a
+# terminal, NO_COLOR respected as rich does).
+_SGR = {"ok": "32", "warn": "33", "error": "1;31", "dim": "2", "bold": "1"}
+
+
+def _colour(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _paint(text: str, style: str, colour: bool) -> str:
+    code = _SGR.get(style)
+    return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
+
+
+def _render_plain(result: Result, out: TextIO) -> None:
+    c = _colour(out)
+    lines: list[str] = []
+    for block in result.blocks:
+        if isinstance(block, Heading):
+            lines.append(_paint(block.text, "bold", c))
+        elif isinstance(block, Text):
+            lines.append(_paint(block.text, block.style, c))
+        elif isinstance(block, Bullets):
+            if block.title:
+                lines.append(_paint(block.title, "bold", c))
+            lines += [_paint(f"  - {item}", block.style, c) for item in block.items]
+    out.write("".join(line + "\n" for line in lines))
+
+
 def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> None:
     out = stream or sys.stdout
     if as_json:
         out.write(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str) + "\n")
+        return
+    if not any(isinstance(b, Table) for b in result.blocks):
+        _render_plain(result, out)
         return
     from rich.markup import escape
     from rich.table import Table as RichTable
@@ -55,12 +90,10 @@ def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None
         # Errors in --json mode go to stdout as a document too, so scripts can read them.
         sys.stdout.write(json.dumps(err.to_json(), indent=2) + "\n")
         return
-    from rich.markup import escape
-
-    con = _console(out)
-    con.print(f"[bold red]error[/bold red] {escape('[' + err.ref + ']')}: {escape(err.message)}")
+    c = _colour(out)
+    out.write(f"{_paint('error', 'error', c)} [{err.ref}]: {err.message}\n")
     if err.hint:
-        con.print(f"[yellow]fix:[/yellow] {escape(err.hint)}")
+        out.write(f"{_paint('fix:', 'warn', c)} {err.hint}\n")
 
 
 class Progress:

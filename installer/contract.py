@@ -60,7 +60,9 @@ def choice_of(snap: Snapshot) -> dict[str, Any]:
     return flat
 
 
-def find_release(knowledge: Optional[Knowledge], tensorflow: Optional[str], package: str = "tensorflow") -> Optional[Release]:
+def find_release(
+    knowledge: Optional[Knowledge], tensorflow: Optional[str], package: str = "tensorflow"
+) -> Optional[Release]:
     if knowledge is None or not tensorflow:
         return None
     rows = [r for r in knowledge.releases if r.tensorflow == tensorflow]
@@ -106,11 +108,13 @@ def _gpu_checks(acc: _Acc, snap_choice: dict[str, Any], facts: Facts, knowledge:
         elif driver.max_cuda and _key(driver.max_cuda)[:2] < _key(cuda)[:2]:
             need = _min_driver(knowledge, cuda)
             acc.refusals.append(
-                f"driver {driver.version} supports CUDA <= {driver.max_cuda} ({driver.max_cuda_source or driver.source}),"
+                f"driver {driver.version} supports CUDA <= {driver.max_cuda} "
+                f"({driver.max_cuda_source or driver.source}),"
                 f" but the snapshot's TensorFlow {snap_choice.get('tensorflow', '?')} is built for CUDA {cuda}"
                 + (f": install driver >= {need}" if need else ""))
         elif not driver.max_cuda:
-            acc.warnings.append(f"the highest CUDA driver {driver.version} supports is unknown; not checked against CUDA {cuda}")
+            acc.warnings.append(f"the highest CUDA driver {driver.version} supports is unknown; "
+                                f"not checked against CUDA {cuda}")
         else:
             acc.checked.append(f"driver {driver.version} supports CUDA {driver.max_cuda} >= {cuda}")
     if release is None:
@@ -129,7 +133,8 @@ def _gpu_checks(acc: _Acc, snap_choice: dict[str, Any], facts: Facts, knowledge:
                 f"{label} (compute capability {g.compute_capability}): TensorFlow {release.tensorflow} has no "
                 f"kernels for it (SASS: {', '.join(release.sass) or 'none'}; PTX: {', '.join(release.ptx) or 'none'})")
         elif how == "ptx":
-            acc.warnings.append(f"{label} (cc {g.compute_capability}) runs TensorFlow {release.tensorflow} only through "
+            acc.warnings.append(f"{label} (cc {g.compute_capability}) runs TensorFlow {release.tensorflow} "
+                                "only through "
                                 "PTX JIT: the first run compiles for minutes")
         else:
             acc.checked.append(f"{label} (cc {g.compute_capability}) has kernels in TensorFlow {release.tensorflow}")
@@ -151,7 +156,8 @@ def check_host(snap: Snapshot, facts: Facts, knowledge: Optional[Knowledge], *, 
     if release is not None and release.min_glibc and facts.host.glibc:
         if _key(facts.host.glibc)[:2] < _key(release.min_glibc)[:2]:
             acc.refusals.append(
-                f"glibc {facts.host.glibc} ({facts.host.glibc_source or 'probed'}) is older than the {release.min_glibc} "
+                f"glibc {facts.host.glibc} ({facts.host.glibc_source or 'probed'}) is older than the "
+                f"{release.min_glibc} "
                 f"TensorFlow {release.tensorflow}'s wheels need ({release.manylinux})")
         else:
             acc.checked.append(f"glibc {facts.host.glibc} >= {release.min_glibc}")

@@ -167,6 +167,16 @@ def restore_pre(pre: Sequence[dict[str, Any]], backups: Path) -> None:
         # "dir": it existed before; its contents are the step's undo to put back.
 
 
+def _begin_of(entries: Sequence[Entry], entry: Entry) -> Entry:
+    """The "begin" a "done" closes (the nearest one before it for the same step)."""
+    if entry.event == "begin":
+        return entry
+    for e in reversed(entries):
+        if e.seq < entry.seq and e.event == "begin" and e.step == entry.step:
+            return e
+    return entry
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
@@ -302,7 +312,7 @@ class Executor:
                     restore_pre(e.data.get("pre") or [], self.backups)
                     if step is not None:
                         step.undo(self.ctx, {"partial": True})
-                prune_created_dirs(e.data.get("pre") or [])
+                prune_created_dirs(_begin_of(entries, e).data.get("pre") or [])
             except TfgpuError:
                 raise
             except OSError as exc:
@@ -311,7 +321,8 @@ class Executor:
                     hint="fix the cause and run `tfgpu-install rollback` again (it resumes)",
                 ) from exc
             self.journal.append("undone", step=e.step, seq=e.seq)
-            report.steps.append(StepReport(str(e.step), desc, "undone", "interrupted step" if e.event == "begin" else ""))
+            detail = "interrupted step" if e.event == "begin" else ""
+            report.steps.append(StepReport(str(e.step), desc, "undone", detail))
         if todo or any(e.event != "rolled-back" for e in current_epoch(entries)):
             fields: dict[str, Any] = {"to": to_seq} if to_seq is not None else {}
             self.journal.append("rolled-back", **fields)

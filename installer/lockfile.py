@@ -61,6 +61,17 @@ def wheel_hashes(entry: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(hashes)
 
 
+def python_platform(glibc: Optional[str], arch: Optional[str]) -> str:
+    """uv's --python-platform for the snapshot's host: the wheels that host would install
+    (uv knows manylinux_2_17, _2_28 and _2_31 .. _2_40: the newest not above the host's glibc)."""
+    import re
+
+    m = re.match(r"2\.(\d+)", glibc or "")
+    have = int(m.group(1)) if m else 28
+    minor = max([v for v in (17, 28, *range(31, 41)) if v <= have] or [17])
+    return f"{arch if arch in ('x86_64', 'aarch64') else 'x86_64'}-manylinux_2_{minor}"
+
+
 def compile_lock(
     ctx: Context,
     packages: Sequence[Package],
@@ -69,6 +80,8 @@ def compile_lock(
     index_url: Optional[str] = None,
     find_links: Optional[str] = None,
     timeout: float = 600,
+    glibc: Optional[str] = None,
+    arch: Optional[str] = None,
 ) -> Lock:
     uv = find_uv(ctx)
     if uv is None:
@@ -84,7 +97,7 @@ def compile_lock(
             fh.write("".join(f"{p.requirement()}\n" for p in packages))
         out = os.path.join(tmp, "pylock.toml")
         argv = [uv, "pip", "compile", req, "--no-deps", "--format", "pylock.toml", "-o", out, "-q",
-                "--python-version", py, "--python-platform", "x86_64-manylinux_2_28", "--no-header"]
+                "--python-version", py, "--python-platform", python_platform(glibc, arch), "--no-header"]
         argv += index_args(ctx, index_url, find_links)
         done = ctx.runner.run(argv, desc="look up package hashes", timeout=timeout)
         if not done.ok:

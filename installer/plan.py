@@ -25,6 +25,7 @@ class InstallOptions:
     cudnn_prefix: Optional[Path] = None
     quarantine_stale: bool = False
     index_url: Optional[str] = None  # else PIP_INDEX_URL / UV_INDEX_URL from the environment
+    seed_pip: bool = False  # give a uv-made venv its own pip (uv's venvs have none by default)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,13 +52,15 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
             "no TensorFlow/CUDA/cuDNN/Python combination fits: there is nothing to install",
             "; ".join(resolution.remedies) or "see `tfgpu-install plan` for the reasons",
         )
-    cpu_only = resolution.cpu_only or options.allow_cpu
+    # --allow-cpu only lowers the bar where the resolver found no usable GPU: a GPU that is
+    # there must still pass the GPU layers.
+    cpu_only = resolution.cpu_only
     target = TargetEnv.at(options.env, options.backend, options.name)
     base_python = options.python or choice.python_path
     placed = placed_lib_dir(options)
     extra_libs = [placed] if placed is not None else []
     steps: list[Step] = [
-        CreateEnv(target, choice.python, Path(base_python) if base_python else None),
+        CreateEnv(target, choice.python, Path(base_python) if base_python else None, seed_pip=options.seed_pip),
         InstallPackages.from_choice(target, choice, options),
     ]
     if choice.cuda and choice.cuda_from == "pip":

@@ -132,6 +132,11 @@ def _load(args: argparse.Namespace, ctx: Context) -> tuple[Snapshot, Optional[Pa
     return snap_mod.find(ctx.state_dir, args.file)[1], None
 
 
+def _placed_files(snap: Snapshot) -> list[str]:
+    """Library files no package installs (placed by the cuDNN steps): restore cannot recreate them."""
+    return [f.path for f in snap.files if "/site-packages/" not in f.path]
+
+
 def _python_path(facts: Any, minor: str) -> Optional[str]:
     for p in facts.pythons:
         if p.minor == minor and os.path.exists(p.path):
@@ -144,7 +149,7 @@ def _python_path(facts: Any, minor: str) -> Optional[str]:
 
 def restore(args: argparse.Namespace, ctx: Context) -> Result:
     from .commands.install import _confirm, knowledge_dir
-    from .contract import check_host
+    from .contract import check_host, choice_of
     from .executor import Executor
     from .facts.probe import assumptions_from_args, gather
     from .knowledge import load_knowledge
@@ -164,15 +169,21 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
             f"{snap.id}`), or install for this machine instead: `tfgpu-install --profile stable`",
         )
     warnings += list(verdict.warnings)
-    env = Path(os.path.abspath(os.path.expanduser(args.env or str(snap.env.get("path") or ""))))
-    if not str(snap.env.get("path") or args.env or ""):
+    placed = _placed_files(snap)
+    if placed:
+        warnings.append(f"{len(placed)} library file(s) outside the packages (a cuDNN placed from a redist or "
+                        f"archive, e.g. {placed[0]}) are not restored: run `tfgpu-install --env ENV "
+                        "--cudnn-source redist|archive` after the restore to place them again")
+    where = args.env or str(snap.env.get("path") or "")
+    if not where:
         raise BadInputError(f"snapshot {snap.id} names no env path", "pass --env PATH")
+    env = Path(os.path.abspath(os.path.expanduser(where)))
     backend = str(snap.env.get("backend") or "venv")
     backend = backend if backend in ("venv", "conda") else "venv"
-    resolution = pinned_resolution(snap, None, cpu_only=not verdict.gpu)
-    assert resolution.choice is not None
-    py_path = _python_path(facts, resolution.choice.python) if backend == "venv" else None
+    py_path = _python_path(facts, str(choice_of(snap).get("python"))) if backend == "venv" else None
     resolution = pinned_resolution(snap, py_path, cpu_only=not verdict.gpu)
+    choice = resolution.choice
+    assert choice is not None
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
                              index_url=None if bundle_dir else args.index_url, extra=extra)
@@ -188,19 +199,25 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
     preview = ex.run(steps, dry_run=True)
     head: list[Block] = [
         Heading(f"restore snapshot {snap.id} into {env}"),
-        Text(f"TensorFlow {resolution.choice.tensorflow} on Python {resolution.choice.python}, "
+        Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
              f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
         table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
     ]
     if warnings:
         head.append(Bullets("warnings", tuple(warnings), "warn"))
-    if any(s.status == "pending" for s in preview.steps):
+    if getattr(args, "dry_run", False):
+        return Result({"env": str(env), "snapshot": snap.id, "dry_run": True, "steps": preview.to_json(),
+                       "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
+                      [*head, Text("dry run: nothing was changed", "dim")])
+    pending = any(s.status == "pending" for s in preview.steps)
+    if pending:
         _confirm(args, ctx, head)
     from .envs import last_env, remember_env
 
     with ex.lock():
         entries = ex.journal.entries()
         before = entries[-1].seq if entries else 0
+        point = _rollback_point(ctx, env, facts) if pending else None
         previous = last_env(ctx)
         remember_env(ctx, env)
         try:
@@ -216,7 +233,21 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
                 remember_env(ctx, previous)
             raise _undone(err, env) from err
     recorded = (ctx.extra.get("results") or {}).get("snapshot.record") or {}
-    return _result(snap, env, report, head, verdict, warnings, recorded.get("id"))
+    result = _result(snap, env, report, head, verdict, warnings, recorded.get("id"))
+    result.data["rollback_point"] = point
+    return result
+
+
+def _rollback_point(ctx: Context, env: Path, facts: Any) -> Optional[str]:
+    """Restoring over an existing env: record what it holds first (a `rollback-point` snapshot),
+    so `snapshot restore ID` can bring that state back even after the journal is gone."""
+    from .snapshot_build import build
+
+    if not (env / "pyvenv.cfg").is_file() and not (env / "conda-meta").is_dir():
+        return None
+    snap = build(ctx, env, "rollback-point", facts=facts, hashes=False)
+    snap_mod.save(ctx.state_dir, snap)
+    return snap.id
 
 
 def _undone(err: TfgpuError, env: Path) -> TfgpuError:
@@ -246,7 +277,10 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
     if snap.format == 1:  # format 1 recorded packages only: files and activation cannot be compared
         d = compare((snap.packages, live.packages), (live.files, live.files), (live.activation, live.activation))
     else:
-        d = compare((snap.packages, live.packages), (snap.files, live.files), (activation, live.activation))
+        # Files no package installs (a placed cuDNN) are not restored: warned about, not compared.
+        ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
+        theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
+        d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
     blocks = list(head[:2])
     blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
     if warnings:

@@ -56,7 +56,9 @@ def build(
     if hashes and packages:
         from .lockfile import compile_lock, with_hashes
 
-        lock = compile_lock(ctx, packages, state.python or "3", index_url=index_url, find_links=find_links)
+        host = host_contract(facts)
+        lock = compile_lock(ctx, packages, state.python or "3", index_url=index_url, find_links=find_links,
+                            glibc=host.glibc, arch=host.arch)
         packages = with_hashes(packages, lock)
         unhashed = [p.requirement() for p in packages if not p.hashes]
         if unhashed:

@@ -38,11 +38,12 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
 
     env = _env_path(ctx, args)
     kind = "export"
+    fmt = args.format
     snap = build(
         ctx, env, kind, facts=_facts(ctx, args), verification=_last_verification(ctx, env),
-        hashes=not args.no_hashes, index_url=args.index_url,
+        # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
+        hashes=not args.no_hashes and fmt != "pylock", index_url=args.index_url,
     )
-    fmt = args.format
     if fmt == "tfgpu":
         if args.output:
             out = Path(args.output)
@@ -66,11 +67,12 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
         else:
             from .lockfile import compile_lock
 
-            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=args.index_url)
+            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=args.index_url,
+                                glibc=snap.host.glibc, arch=snap.host.arch)
             atomic_write(out, lock.text)
     data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
             "files": len(snap.files), "notes": list(snap.notes)}
-    blocks = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
+    blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
                    f"{len(snap.files)} library files)", "ok")]
     if snap.notes:
         blocks.append(Bullets("notes", snap.notes, "warn"))
@@ -130,11 +132,13 @@ def check(args: argparse.Namespace, ctx: Context) -> Result:
     from .snapshot_build import host_contract
 
     env = _env_path(ctx, args)
-    found = snap_mod.latest_for_env(ctx.state_dir, env)
+    # The last known-good record; an env never installed by this tool can be watched from an export.
+    found = snap_mod.latest_for_env(ctx.state_dir, env) or snap_mod.latest_for_env(ctx.state_dir, env, "export")
     if found is None:
         raise BadInputError(
             f"no known-good snapshot for {env}",
-            "a successful install records one; or run `tfgpu-install snapshot export --env ENV`",
+            "a successful install records one; or record the env as it is now with "
+            f"`tfgpu-install snapshot export --env {env}`",
             ref="no-snapshot",
         )
     _, good = found

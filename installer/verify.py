@@ -236,6 +236,9 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
                           extra=list(extra) + ["--tf-log", str(log), "--progress-file", str(prog)])
         # The env's launcher applies its own activation; without one, we build the same variables.
         run_env = dict(ctx.environ) if argv[0].endswith("tfgpu-run") else activation_env(ctx, env, plan)
+        # Importing TF makes Keras write ~/.keras/keras.json: keep that in our cache, not the
+        # user's home (an install touches nothing the user did not ask for).
+        run_env.setdefault("KERAS_HOME", str(ctx.cache_dir / "keras"))
         done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
         log_text = log.read_text(errors="replace") if log.is_file() else ""
         prog_text = prog.read_text(errors="replace") if prog.is_file() else ""

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("ours", "uv", "pip")
 SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk")
 # --assume flags: probe + plan measured without touching a driver (the real probe is also timed)
-ASSUME = ["--assume-driver", "550.54.15", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
+ASSUME = ["--assume-driver", "570.86.10", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
 
 
 # --- statistics and reports (pure; tested) ---------------------------------------------
@@ -63,7 +63,7 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each target of issue 8: the measured value, the limit, met or not (None: not measured)."""
     r = results
     cold = ratio(med(r, "cold", "ours"), med(r, "cold", "uv"))
-    verify = med(r, "warm", "ours.verify.run")
+    verify = med(r, "warm", "ours.verify")
     warm_ours, warm_uv = med(r, "warm", "ours"), med(r, "warm", "uv")
     warm = ratio(None if warm_ours is None else warm_ours - (verify or 0.0), warm_uv)
     noop = ratio(med(r, "noop", "ours"), med(r, "noop", "pip"))
@@ -116,8 +116,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             lines.append(f"| {label} | {_cell(row.get('ours'), 's')} | {_cell(row.get('uv'), 's')} | "
                          f"{_cell(row.get('pip'), 's')} | {_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
                          f"| {_r(ratio(med(results, name, 'ours'), med(results, name, 'pip')))} |")
-    if "warm" in m and m["warm"].get("ours.verify.run"):
-        lines.append(f"| … of which verification (ours) | {_cell(m['warm']['ours.verify.run'], 's')} | | | | |")
+    if "warm" in m and m["warm"].get("ours.verify"):
+        lines.append(f"| verification alone (`tfgpu-install verify`) | {_cell(m['warm']['ours.verify'], 's')} | | | | |")
     if "disk" in m:
         d = m["disk"]
         for who in ("first", "second"):
@@ -141,10 +141,16 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             continue
         met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
         lim = "–" if t["limit"] is None else (f"< {t['limit']:.0%}" if t["limit"] < 0.1 else f"≤ {t['limit']:.2f}×")
-        val = "–" if t["value"] is None else (f"{t['value']:.2%}" if t["limit"] and t["limit"] < 0.1 else f"{t['value']:.2f}×")
+        val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if t["limit"] and t["limit"] < 0.1 else f"{t['value']:.2f}×")
         lines.append(f"| {t['target']} | {t['ratio_of']} | {val} | {lim} | {met} |")
+    if results.get("load"):
+        lines += ["", f"load average (1 min) at start/end: {results['load'][0]:.1f} / {results['load'][1]:.1f} "
+                  f"on {results.get('cpus')} CPUs"]
+    lines += [f"- {n}" for n in results.get("notes") or []]
     if results.get("failures"):
-        lines += ["", f"{len(results['failures'])} command(s) failed; see the JSON file."]
+        lines += ["", f"{len(results['failures'])} command(s) failed (not counted above; the JSON file has "
+                  "their output):"]
+        lines += [f"- {f['what']}: exit {f['rc']} after {_fmt(f.get('seconds'), 's')}" for f in results["failures"]]
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +175,10 @@ def disk_usage(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> int:
     seen: set[tuple[int, int]] = set()
 
     def walk(root: Path) -> Iterator[os.stat_result]:
+        try:
+            yield os.lstat(root)
+        except OSError:
+            return
         for dirpath, dirnames, filenames in os.walk(root):
             for name in dirnames + filenames:
                 try:
@@ -188,31 +198,6 @@ def disk_usage(paths: Sequence[Path], exclude: Sequence[Path] = ()) -> int:
     return total
 
 
-def journal_durations(state_dir: Path, env: Path) -> dict[str, float]:
-    """Seconds per step of the last run on `env`, from the journal's begin/done timestamps."""
-    out: dict[str, float] = {}
-    for journal in state_dir.glob("envs/*/journal.jsonl"):
-        begun: dict[str, float] = {}
-        events = []
-        for line in journal.read_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
-        if not any(e.get("event") == "run" and str(e.get("env")) == str(env) for e in events):
-            continue
-        for e in events:
-            step, ts = e.get("step"), e.get("ts")
-            if e.get("event") == "run":
-                begun, out = {}, {}
-            elif step and isinstance(ts, (int, float)):
-                if e.get("event") == "begin":
-                    begun[step] = ts
-                elif e.get("event") == "done" and step in begun:
-                    out[step] = ts - begun.pop(step)
-    return out
-
-
 @dataclass
 class Bench:
     mode: str
@@ -227,6 +212,7 @@ class Bench:
     requirements: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _n: int = 0
+    load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # other work skews times
 
     def add(self, measure: str, who: str, value: float) -> None:
         self.samples.setdefault(measure, {}).setdefault(who, []).append(value)
@@ -255,8 +241,9 @@ class Bench:
             rc, tail = 124, f"timed out after {timeout} s"
         took = time.perf_counter() - start
         if rc != 0:
-            self.failures.append({"what": what, "argv": list(argv), "rc": rc, "tail": tail})
-            print(f"  FAILED {what} (rc {rc}): {tail.strip().splitlines()[-1:] }", file=sys.stderr)
+            self.failures.append({"what": what, "argv": list(argv), "rc": rc, "tail": tail, "seconds": took})
+            last = (tail.strip().splitlines() or [""])[-1]
+            print(f"  FAILED {what} (rc {rc}): {last}", file=sys.stderr)
             return None
         return took
 
@@ -272,18 +259,15 @@ class Bench:
     def provision(self, who: str, env: Mapping[str, str], env_dir: Path, timeout: float) -> Optional[float]:
         """One new env with the pins: ours (install), uv (uv venv + uv pip install), pip (venv + pip)."""
         if who == "ours":
-            took = self.run(self.install_args(env_dir), env, f"ours provision {env_dir}", timeout)
-            if took is not None:
-                for step, sec in journal_durations(Path(env["TFGPU_STATE_DIR"]), env_dir).items():
-                    self.add(self._measure, f"ours.{step}", sec)
-            return took
+            return self.run(self.install_args(env_dir), env, f"ours provision {env_dir}", timeout)
         if who == "uv":
-            a = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv", timeout)
-            b = a is not None and self.noop("uv", env, env_dir, timeout, what="uv pip install")
+            venv = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv", timeout)
         else:
-            a = self.run([self.python, "-m", "venv", str(env_dir)], env, "python -m venv", timeout)
-            b = a is not None and self.noop("pip", env, env_dir, timeout, what="pip install")
-        return None if a is None or b is None or b is False else a + b
+            venv = self.run([self.python, "-m", "venv", str(env_dir)], env, "python -m venv", timeout)
+        if venv is None:
+            return None
+        install = self.noop(who, env, env_dir, timeout, what=f"{who} install")
+        return None if install is None else venv + install
 
     def noop(self, who: str, env: Mapping[str, str], env_dir: Path, timeout: float,
              what: str = "") -> Optional[float]:
@@ -297,14 +281,12 @@ class Bench:
         return self.run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                          *self.requirements], env, what or "pip no-op", timeout)
 
-    _measure: str = ""
-
     # the scenarios ---------------------------------------------------------------------
 
     def measure_plan(self) -> None:
         env = self.workspace("plan")
         py = self.python_minor()
-        n = max(10, 5 * self.reps)
+        n = max(3, 5 * self.reps)
         probe = self.tool("plan", "--json", "--profile", "stable", *(["--allow-cpu"] if self.allow_cpu else []))
         cmds = {"bare": [sys.executable, "-c", "pass"],
                 "ours": probe + ASSUME + ["--assume-python", py],
@@ -323,7 +305,8 @@ class Bench:
     def plan_requirements(self) -> list[str]:
         """The pins as `plan --json` chose them (Choice.requirements())."""
         env = self.workspace("pins")
-        argv = self.tool("plan", "--json", "--profile", "stable", *ASSUME, "--assume-python", self.python_minor(),
+        # the install's own flags (no --assume-driver/gpu): the pins it will really install
+        argv = self.tool("plan", "--json", "--profile", "stable", "--assume-python", self.python_minor(),
                          *(["--allow-cpu"] if self.allow_cpu else []))
         p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
         if p.returncode != 0:
@@ -331,6 +314,20 @@ class Bench:
         c = json.loads(p.stdout)["choice"]
         return ([f"{c['package']}=={c['tensorflow']}"] + [f"{n}=={v}" for n, v in sorted(c["pins"].items())]
                 + [f"{n}{s}" for n, s in sorted(c["constraints"].items())])
+
+    def check_pins(self, state_dir: Path) -> None:
+        """uv and pip get what ours really installed: the journal's packages.install record."""
+        for journal in state_dir.glob("envs/*/journal.jsonl"):
+            for line in journal.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                reqs = (e.get("undo") or {}).get("requirements") if e.get("step") == "packages.install" else None
+                if e.get("event") == "done" and reqs and list(reqs) != self.requirements:
+                    self.notes.append(f"plan's pins {self.requirements} differ from the install's {reqs}: "
+                                      "uv and pip get the install's")
+                    self.requirements = list(reqs)
 
     def measure_cold(self, timeout: float, snapshot: Optional[Path]) -> None:
         """Each sample on a fresh workspace (empty caches); restore interleaved with the rest."""
@@ -341,13 +338,11 @@ class Bench:
                 env_dir = Path(env["TFGPU_DATA_DIR"]) / "env"
                 print(f"cold {i + 1}/{self.reps}: {who}", file=sys.stderr)
                 if who == "restore":
-                    self._measure = "restore"
                     took = self.run(self.tool("snapshot", "restore", str(snapshot), "--env", str(env_dir), "-y",
                                               *(["--allow-cpu"] if self.allow_cpu else [])), env, "restore", timeout)
                     if took is not None:
                         self.add("restore", "ours", took)
                 else:
-                    self._measure = "cold"
                     took = self.provision(who, env, env_dir, timeout)
                     if took is not None:
                         self.add("cold", who, took)
@@ -363,22 +358,31 @@ class Bench:
         first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in CONTENDERS}
         for who in CONTENDERS:
             print(f"prime: {who}", file=sys.stderr)
-            self._measure = "prime"
             self.provision(who, spaces[who], first[who], timeout)
+            if who == "ours":
+                self.check_pins(Path(spaces[who]["TFGPU_STATE_DIR"]))
         for i in range(self.reps):
             for who in rotations(list(CONTENDERS), i):
                 env_dir = Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}"
                 print(f"warm {i + 1}/{self.reps}: {who}", file=sys.stderr)
-                self._measure = "warm"
                 took = self.provision(who, spaces[who], env_dir, timeout)
                 if took is not None and "warm" in scenarios:
                     self.add("warm", who, took)
+                if who == "ours" and took is not None and "warm" in scenarios:
+                    # the verification's own cost, apart: the same check the install ran
+                    v = self.run(self.tool("verify", "--env", str(env_dir), *(["--cpu-ok"] if self.allow_cpu else [])),
+                                 spaces[who], "ours verify", timeout)
+                    if v is not None:
+                        self.add("warm", "ours.verify", v)
             if "noop" in scenarios:
                 for who in rotations(list(CONTENDERS), i + 1):
                     took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
                     if took is not None:
                         self.add("noop", who, took)
         if "disk" in scenarios:
+            cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
+            if os.stat(first["ours"].parent).st_dev != cache_dev:
+                self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
             for who in CONTENDERS:
                 cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
                 self.add("disk", f"{who}.first", disk_usage([first[who]]))
@@ -399,7 +403,7 @@ class Bench:
             "scenarios": list(scenarios), "python": self.python, "uv": self.uv,
             "requirements": self.requirements, "cpus": os.cpu_count(), "notes": self.notes,
             "measures": {m: {w: summarize(v) for w, v in by.items()} for m, by in self.samples.items()},
-            "failures": self.failures,
+            "failures": self.failures, "load": [self.load_start, os.getloadavg()[0]],
         }
 
 
@@ -460,6 +464,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.quick:
             server = _quick_index(work)().start()
+            # uv drops a connection once it has what it needs (BrokenPipe): not worth a traceback
+            server._server.handle_error = lambda *a: None
             base.update(TFGPU_PROFILES_DIR=str(work / "knowledge"), UV_INDEX_URL=server.url, PIP_INDEX_URL=server.url)
         b = Bench("quick" if args.quick else "full", args.reps, work, python, args.allow_cpu or args.quick, base, uv)
         timeout = args.timeout or (300.0 if args.quick else 3600.0)

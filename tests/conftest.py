@@ -46,3 +46,13 @@ def tmp_env(tmp_path: Path) -> dict[str, str]:
 def ctx(tmp_env: dict[str, str]) -> Iterator[Context]:
     """A real Context (real SubprocessRunner) confined to temp dirs."""
     yield build_context(tmp_env)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """TFGPU_SKIP_SLOW=1 leaves out the tests marked slow (real registry installs, real TF)."""
+    if not os.environ.get("TFGPU_SKIP_SLOW"):
+        return
+    skip = pytest.mark.skip(reason="TFGPU_SKIP_SLOW is set")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

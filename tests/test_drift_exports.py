@@ -58,3 +58,13 @@ def test_pylock_parse_and_hashes() -> None:
     )
     entry = parse_pylock(text)["six"]
     assert wheel_hashes(entry) == ("sha256:" + "8" * 64,)
+
+
+def test_lock_platform_is_the_newest_uv_knows_not_above_the_host_glibc() -> None:
+    from installer.lockfile import python_platform
+
+    assert python_platform("2.36", "x86_64") == "x86_64-manylinux_2_36"
+    assert python_platform("2.30", "x86_64") == "x86_64-manylinux_2_28"
+    assert python_platform("2.27", "aarch64") == "aarch64-manylinux_2_17"
+    assert python_platform(None, None) == "x86_64-manylinux_2_28"
+    assert python_platform("2.45", "x86_64") == "x86_64-manylinux_2_40"

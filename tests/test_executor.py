@@ -181,15 +181,17 @@ def test_journal_lines_are_json_with_touches(ctx: Context, tmp_path: Path) -> No
 
 
 def test_rollback_removes_directories_created_on_the_way(ctx: Context, tmp_path: Path) -> None:
-    before = tree_digest(tmp_path)
-    deep = tmp_path / "data" / "envs" / "x" / "f.txt"
+    data = tmp_path / "data"
+    before = tree_digest(data)
+    deep = data / "envs" / "x" / "f.txt"
     ex = Executor(ctx, tmp_path / "env")
     ex.run([WriteFile("deep.write", deep, "content\n")])
     assert deep.exists()
-    (tmp_path / "data" / "keep.txt").write_text("a user's file, created after\n")
     ex.rollback([WriteFile("deep.write", deep, "content\n")])
-    assert not (tmp_path / "data" / "envs").exists()
-    assert (tmp_path / "data" / "keep.txt").exists()  # a non-empty directory stays
-    (tmp_path / "data" / "keep.txt").unlink()
-    (tmp_path / "data").rmdir()
-    assert tree_digest(tmp_path) == before
+    assert tree_digest(data) == before  # data/envs and data/envs/x were ours: gone
+
+    (data / "envs" / "x").mkdir(parents=True)
+    ex.run([WriteFile("deep.write", deep, "content\n")])
+    (data / "envs" / "keep.txt").write_text("a user's file\n")
+    ex.rollback([WriteFile("deep.write", deep, "content\n")])
+    assert (data / "envs" / "keep.txt").exists() and (data / "envs" / "x").is_dir()  # existed before: kept

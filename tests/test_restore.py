@@ -17,7 +17,7 @@ from installer import snapshot as S
 from installer.errors import ExitCode
 from tests.support.wheelhouse import WheelSpec, build_wheel
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
-    Provisioned, cli, freeze, lib_hashes, needs_gcc, served_index, source_env,
+    Provisioned, assert_restores_exactly, cli, freeze, lib_hashes, needs_gcc, served_index, source_env,
 )
 
 pytestmark = needs_gcc
@@ -108,9 +108,56 @@ def test_restore_over_existing_env_removes_extras_and_undo_puts_them_back(
                     source_env.environ, capsys)
     assert code == 0, doc
     assert [s["id"] for s in doc["steps"] if s["status"] == "applied"][:2] == ["packages.install", "packages.sync"]
+    # What the env held before was recorded as a rollback point.
+    point = S.find(Path(source_env.environ["TFGPU_STATE_DIR"]), doc["rollback_point"])[1]
+    assert point.kind == "rollback-point" and "extra-tool" in point.package_map()
     assert freeze(target) == freeze(source_env.env)
     assert not list(target.glob("lib/python3*/site-packages/extra_tool"))
     # Rolling back to the first restore's known-good point undoes only the second restore.
     code, doc = cli(["rollback", "--env", str(target), "--to", first], source_env.environ, capsys)
     assert code == 0, doc
     assert freeze(target) == changed
+
+
+def test_the_e2e_helper_restores_exactly_through_the_cli_subprocess(source_env: Provisioned, tmp_path: Path) -> None:
+    """The same check the real-registry test runs on the real stable env (see restore_kit)."""
+    assert_restores_exactly(source_env.env, source_env.environ, tmp_path / "work", timeout=600)
+
+
+def test_restore_in_place_of_an_unchanged_env_changes_nothing(
+    source_env: Provisioned, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = freeze(source_env.env)
+    # No --env: the snapshot's own env. No -y needed: there is nothing to confirm.
+    code, doc = cli(["snapshot", "restore", str(exported), "--allow-cpu"], source_env.environ, capsys)
+    assert code == 0, doc
+    assert doc["changed"] is False and doc["identical"] is True
+    assert {s["status"] for s in doc["steps"]} <= {"done", "unchanged"}
+    assert freeze(source_env.env) == before
+
+
+def test_restore_failing_midway_over_an_env_puts_it_back(
+    source_env: Provisioned, exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from installer.fsutil import tree_digest
+
+    target = tmp_path / "restored"
+    code, doc = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"],
+                    source_env.environ, capsys)
+    assert code == 0, doc
+    extra = build_wheel(WheelSpec("extra-tool", "1.0", {"extra_tool/__init__.py": b"X = 1\n"}), tmp_path / "w")
+    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "--python", str(target / "bin" / "python"),
+                    "--index-url", source_env.index_url, str(extra), "protobuf==5.0.0"],
+                   env=source_env.environ, check=True, capture_output=True)
+
+    def digest() -> dict[str, str]:
+        return {k: v for k, v in tree_digest(target).items() if "__pycache__" not in k}
+
+    before, frozen = digest(), freeze(target)
+    # The disk fails half-way through removing the extras.
+    failing = {**source_env.environ, "TFGPU_TEST_FAIL_AT": "packages.sync:middle:eio"}
+    code, err = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"], failing, capsys)
+    assert code == ExitCode.STEP_FAILED, err
+    assert "undone" in err["message"]
+    assert freeze(target) == frozen
+    assert digest() == before

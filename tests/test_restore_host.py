@@ -65,6 +65,20 @@ def test_incompatible_host_is_refused_with_reasons(
     assert not list((source_env.tmp / "state").glob(f"envs/*{target.name}*/journal*"))
 
 
+def test_dry_run_checks_the_host_and_writes_nothing(
+    source_env: Provisioned, gpu_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "restored"
+    code, doc = cli(["snapshot", "restore", str(gpu_snapshot), "--env", str(target), "--dry-run",
+                     "--assume-driver", "550.54.14", "--assume-gpu", "NVIDIA H100 80GB HBM3"], source_env.environ, capsys)
+    assert code == 0, doc
+    assert doc["dry_run"] is True and doc["gpu"] is True
+    assert [s["status"] for s in doc["steps"]][:3] == ["pending", "pending", "pending"]
+    assert any("driver 550.54.14 supports CUDA 12.4 >= 12.3" in c for c in doc["checked"])
+    assert any("PTX JIT" in w for w in doc["warnings"])  # cc 9.0: only PTX in the test release
+    assert not target.exists()
+
+
 def test_all_reasons_at_once(source_env: Provisioned, gpu_snapshot: Path, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     code, err = cli(["snapshot", "restore", str(gpu_snapshot), "--env", str(tmp_path / "x"), "-y",

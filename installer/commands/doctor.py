@@ -52,7 +52,11 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None)
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
-    env = getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
+    from ..envs import last_env
+
+    last = last_env(ctx)
+    env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
+           or (str(last) if last is not None and last.is_dir() else None))
     return _walk_result(ctx, rules, env)
 
 

@@ -42,16 +42,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
     g.add_argument("--python", metavar="X.Y|PATH", help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
+    g.add_argument("--seed-pip", action="store_true",
+                   help="give the venv its own pip (uv-made venvs have none: use `uv pip` or tfgpu-run)")
     g.add_argument("--wait", action="store_true", help="if another run holds this env, wait for it instead of failing")
     s = p.add_argument_group("system integration")
     s.add_argument("--system-ldconfig", action="store_true",
                    help="register the env's CUDA libraries in /etc/ld.so.conf.d and run ldconfig (root only)")
-    s.add_argument("--shell-rc", metavar="FILE", help="add a marked block to FILE (e.g. ~/.bashrc) that activates the env")
+    s.add_argument("--shell-rc", metavar="FILE",
+                   help="add a marked block to FILE (e.g. ~/.bashrc) that activates the env")
     c = p.add_argument_group("cuDNN")
     c.add_argument("--cudnn-source", choices=("wheel", "redist", "archive"), default="wheel",
                    help="wheel (PyPI, default), redist (NVIDIA's redistributable archive), archive (a local file)")
-    c.add_argument("--cudnn-mirror", metavar="URL", help="a mirror of NVIDIA's redist tree (with --cudnn-source redist)")
-    c.add_argument("--cudnn-archive", metavar="PATH", help="a cuDNN archive you downloaded (with --cudnn-source archive)")
+    c.add_argument("--cudnn-mirror", metavar="URL",
+                   help="a mirror of NVIDIA's redist tree (with --cudnn-source redist)")
+    c.add_argument("--cudnn-archive", metavar="PATH",
+                   help="a cuDNN archive you downloaded (with --cudnn-source archive)")
     c.add_argument("--cudnn-prefix", metavar="DIR", help="place cuDNN here instead of inside the env")
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
@@ -128,7 +133,7 @@ def _resolve(args: argparse.Namespace, ctx: Context) -> tuple["Facts", "Knowledg
     facts = gather(ctx, assume, knowledge)
     facts, _ = _python_choice(args, facts)
     tools = facts.tools
-    conda = bool(tools.conda or tools.mamba or tools.micromamba) or args.backend == "conda"
+    conda = bool(tools.conda or tools.mamba or tools.micromamba) or args.backend == "conda" or bool(args.name)
     resolution = resolve(
         facts, knowledge, policy,
         allow_cpu=args.allow_cpu, conda_available=conda,
@@ -157,7 +162,12 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
     choice = resolution.choice
     assert choice is not None
     _, explicit_python = _python_choice(args, facts)
-    backend = args.backend or ("venv" if (explicit_python or choice.python_path) else "conda")
+    if args.backend:
+        backend = args.backend
+    elif args.name:
+        backend = "conda"
+    else:
+        backend = "venv" if (explicit_python or choice.python_path) else "conda"
     if args.name:
         from ..steps.env import conda_named_env_path
 
@@ -172,6 +182,7 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
         name=args.name,
         python=explicit_python or choice.python_path,
         system_ldconfig=args.system_ldconfig,
+        seed_pip=bool(getattr(args, "seed_pip", False)),
         shell_rc=Path(os.path.expanduser(args.shell_rc)) if args.shell_rc else None,
         allow_cpu=bool(args.allow_cpu or resolution.cpu_only),
         cudnn_source=args.cudnn_source,
@@ -186,8 +197,8 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
 def _confirm(args: argparse.Namespace, ctx: Context, blocks: list[Block]) -> None:
     if args.yes:
         return
-    stdin = ctx.extra.get("stdin", sys.stdin)
-    if not stdin.isatty():
+    stdin = ctx.extra.get("stdin", sys.stdin)  # tests may hand in their own
+    if stdin is None or not stdin.isatty():
         raise UsageError(
             "refusing to change this machine without confirmation (stdin is not a terminal)",
             hint="pass -y to proceed, or --dry-run to see the plan first",
@@ -269,7 +280,7 @@ def _plan_blocks(resolution: "Resolution", options: "InstallOptions", report: "E
         Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
         Text(f"env: {options.env} ({options.backend})"),
     ]
-    if resolution.cpu_only or options.allow_cpu:
+    if resolution.cpu_only:
         blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
     if resolution.warnings:
         blocks.append(Bullets("warnings", tuple(resolution.warnings), "warn"))
@@ -279,7 +290,7 @@ def _plan_blocks(resolution: "Resolution", options: "InstallOptions", report: "E
 
 
 def _gpu_verified(resolution: "Resolution", options: "InstallOptions", results: dict[str, Any]) -> bool:
-    if resolution.cpu_only or options.allow_cpu:
+    if resolution.cpu_only:
         return False
     verify = results.get("verify.run")
     if isinstance(verify, dict) and "gpu_verified" in verify:

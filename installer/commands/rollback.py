@@ -32,9 +32,17 @@ def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
 
     by_id: dict[str, Any] = {}
     for e in current_epoch(entries):
-        if e.event == "run" and isinstance(e.data.get("plan"), dict) and "resolution" in e.data["plan"]:
-            for step in steps_from_plan(e.data["plan"]):
-                by_id[step.id] = step
+        plan = e.data.get("plan")
+        if e.event != "run" or not isinstance(plan, dict) or "resolution" not in plan:
+            continue
+        if "restore" in plan:  # written by `snapshot restore` (installer/restore.py)
+            from ..restore import steps_from_restore_plan
+
+            steps = steps_from_restore_plan(plan)
+        else:
+            steps = steps_from_plan(plan)
+        for step in steps:
+            by_id[step.id] = step
     return list(by_id.values())
 
 

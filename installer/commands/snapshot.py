@@ -1,4 +1,9 @@
-"""`tfgpu-install snapshot export|restore|list|show|diff|bundle`."""
+"""`tfgpu-install snapshot export|restore|list|show|diff|bundle`.
+
+restore exits 12 (INCOMPATIBLE_HOST) when this host does not meet the snapshot's contract
+(every reason listed), 8 (DOWNLOAD) when a package or bundle file does not match its hash
+(the partial restore is undone), 5 (BAD_INPUT) for a damaged snapshot or bundle manifest,
+9 (VERIFY_FAILED) when the restored env fails verification or differs from the snapshot."""
 
 from __future__ import annotations
 
@@ -26,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     re_.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
     re_.add_argument("--allow-cpu", action="store_true", help="restore on a host without a usable GPU")
     re_.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    re_.add_argument("--dry-run", action="store_true", help="check the host and show the steps; change nothing")
     add_assume_flags(re_)
-    sub.add_parser("list", help="stored snapshots, oldest first")
+    ls = sub.add_parser("list", help="stored snapshots, oldest first")
     sh = sub.add_parser("show", help="one snapshot")
     sh.add_argument("id", metavar="ID", help="id, unique id prefix, or file")
     df = sub.add_parser("diff", help="what differs between two snapshots")
@@ -37,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     bu.add_argument("file", metavar="FILE", help="a snapshot file or stored snapshot id")
     bu.add_argument("-o", "--output", metavar="DIR", required=True, help="the bundle directory")
     bu.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
-    for sp in (ex, re_, sh, df, bu):
+    for sp in (ex, re_, ls, sh, df, bu):
         sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
         sp.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", action="store_true", help="matmul GFLOP/s on CPU and GPU at several sizes")
     p.add_argument("--burn", type=float, default=0.0, metavar="SECONDS",
                    help="sustained matmuls for SECONDS while NVML samples temperature, clocks and power")
-    p.add_argument("--cpu-ok", action="store_true",
+    p.add_argument("--cpu-ok", "--allow-cpu", dest="cpu_ok", action="store_true",
                    help="a CPU-only env (--allow-cpu): skip the GPU layers, check TensorFlow on the CPU")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="kill the check after this long (default: 300 s plus the benchmark and burn time)")

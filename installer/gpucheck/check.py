@@ -118,7 +118,8 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     gpu_mode = not args.cpu_ok
     device = os.environ.get("TFGPU_CHECK_TEST_DEVICE") or ("/GPU:0" if gpu_mode else "/CPU:0")
     state: dict[str, Any] = {}
-    tf_log_path = args.tf_log or os.path.join(tempfile.mkdtemp(prefix="tfgpu-check-"), "tf.log")
+    own_dir = "" if args.tf_log else tempfile.mkdtemp(prefix="tfgpu-check-")
+    tf_log_path = args.tf_log or os.path.join(own_dir, "tf.log")
     capture = Fd2Capture(tf_log_path)
 
     def tf_layer() -> dict[str, Any]:
@@ -193,7 +194,12 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
                 else:
                     res = fn()
             except Exception as exc:  # a misbehaving library must still give a report
-                res = cuda.outcome("fail", f"check error in layer {num}: {type(exc).__name__}: {exc}")
+                if num >= 5:
+                    res = cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
+                                       hint="read TensorFlow's captured log in this report, or run "
+                                       "`tfgpu-install doctor`")
+                else:
+                    res = cuda.outcome("fail", f"check error in layer {num}: {type(exc).__name__}: {exc}")
             entry.update(res)
             entry["seconds"] = round(time.monotonic() - t0, 3)
             _progress(progress_fd, f"layer {num} {entry['status']}")
@@ -207,6 +213,11 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
         import tfgpucheck_tf as tfl
 
         tf_log.update(tfl.parse_tf_log(log_text))
+    if own_dir:  # a run by hand: the log is in the report, leave nothing behind
+        import shutil
+
+        shutil.rmtree(own_dir, ignore_errors=True)
+        tf_log["path"] = None
     return {
         "format": FORMAT,
         "ok": not failed,

@@ -112,8 +112,10 @@ def csh_block(libs: Sequence[Path], bins: Sequence[Path]) -> str:
     # csh's `deactivate` is a one-line alias we leave alone: it restores PATH, not LD_LIBRARY_PATH.
     lines = ["# Managed by tfgpu-install (rewritten on re-install; edits here are lost)."]
     if libs:
+        # csh expands $VAR even on lines it skips, so the variable must exist before any test.
         lines += [
-            "if ( $?LD_LIBRARY_PATH ) then",
+            'if ( ! $?LD_LIBRARY_PATH ) setenv LD_LIBRARY_PATH ""',
+            'if ( "$LD_LIBRARY_PATH" != "" ) then',
             f'    setenv LD_LIBRARY_PATH {_q(libs)}":$LD_LIBRARY_PATH"',
             "else",
             f"    setenv LD_LIBRARY_PATH {_q(libs)}",
@@ -132,7 +134,10 @@ def conda_scripts(libs: Sequence[Path], bins: Sequence[Path]) -> tuple[str, str]
     if bins:
         act += f'export _TFGPU_OLD_PATH="$PATH"\nexport PATH={_q(bins)}":$PATH"\n'
     deact = head + SH_DEACTIVATE
-    deact += 'if [ -n "${_TFGPU_OLD_PATH+x}" ]; then\n    export PATH="$_TFGPU_OLD_PATH"\n    unset _TFGPU_OLD_PATH\nfi\n'
+    deact += (
+        'if [ -n "${_TFGPU_OLD_PATH+x}" ]; then\n    export PATH="$_TFGPU_OLD_PATH"\n'
+        "    unset _TFGPU_OLD_PATH\nfi\n"
+    )
     return act, deact
 
 

@@ -429,6 +429,12 @@ def _tool_env(ctx: Context) -> dict[str, str]:
     """The variables a child tool gets: the context's environment (proxies, index URLs,
     HOME for uv's cache), minus an activated env that would redirect pip/uv."""
     env = {k: v for k, v in ctx.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME")}
+    # A user behind a TLS-intercepting proxy often configures pip's CA bundle only; uv reads
+    # SSL_CERT_FILE, so hand it the same bundle rather than fail on certificate checks.
+    if not env.get("SSL_CERT_FILE"):
+        bundle = env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
+        if bundle:
+            env["SSL_CERT_FILE"] = bundle
     return env
 
 

@@ -80,7 +80,9 @@ class SyncPackages(Step):
         return f"remove distributions the snapshot does not list from {self.env.path}"
 
     def touches(self, ctx: Context) -> list[str]:
-        return [str(self._plan_file(ctx))]
+        # Not the plan file: the executor would delete it (it did not exist before) ahead of
+        # undo, and undo needs it to move a killed sync's files back.
+        return [str(self.env.site_packages())]
 
     def _plan_file(self, ctx: Context) -> Path:
         from ..journal import env_state_dir
@@ -88,6 +90,8 @@ class SyncPackages(Step):
         return env_state_dir(ctx, self.env.path) / "sync-plan.json"
 
     def check(self, ctx: Context) -> bool:
+        if not self.env.site_packages().is_dir():
+            return False  # no env yet: a dry run shows the step as to do, the run finds it done after install
         return not self._plan_file(ctx).exists() and not extras(self.env, self.keep)
 
     def apply(self, ctx: Context) -> UndoRecord:
@@ -98,7 +102,8 @@ class SyncPackages(Step):
             plan = json.loads(plan_file.read_text())
         else:
             found = extras(self.env, self.keep)
-            stash = env_state_dir(ctx, self.env.path) / f"sync-stash-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+            stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+            stash = env_state_dir(ctx, self.env.path) / f"sync-stash-{stamp}-{os.getpid()}"
             moves = []
             for name, dist in sorted(found.items()):
                 for p in _dist_paths(self.env, dist):
@@ -117,7 +122,8 @@ class SyncPackages(Step):
         left = extras(self.env, self.keep)
         if left:
             raise StepFailed(
-                f"could not remove {', '.join(sorted(left))} from {self.env.path} (their files are not listed in RECORD)",
+                f"could not remove {', '.join(sorted(left))} from {self.env.path} "
+                "(their files are not listed in RECORD)",
                 hint=f"remove them with `{self.env.python} -m pip uninstall NAME`, then run the restore again",
             )
         plan_file.unlink(missing_ok=True)

@@ -35,6 +35,19 @@ class VerifyEnv(Step):
     def touches(self, ctx: Context) -> list[str]:
         return [str(record_path(ctx, self.env))]
 
+    def effective_plan(self) -> CheckPlan:
+        """The plan with the cuDNN version actually placed (redist/archive sources): the
+        version is known only once cudnn.place has run, from the placed files themselves."""
+        from dataclasses import replace
+
+        from ..cudnn import dir_version
+
+        for d in self.plan.lib_dirs:
+            found = dir_version(Path(d))
+            if found:
+                return replace(self.plan, cudnn=found)
+        return self.plan
+
     def check(self, ctx: Context) -> bool:
         try:
             doc = read_record(ctx, self.env)
@@ -43,14 +56,15 @@ class VerifyEnv(Step):
         if not doc or not doc.get("report", {}).get("ok"):
             return False
         try:
-            return bool(doc.get("fingerprint") == verify_fingerprint(ctx, self.env, self.plan))
+            return bool(doc.get("fingerprint") == verify_fingerprint(ctx, self.env, self.effective_plan()))
         except OSError:
             return False
 
     def apply(self, ctx: Context) -> UndoRecord:
-        report = run_verification(ctx, self.env, self.plan, timeout=self.timeout)
+        plan = self.effective_plan()
+        report = run_verification(ctx, self.env, plan, timeout=self.timeout)
         checkpoint(ctx, self.id, "middle")
-        path = write_record(ctx, self.env, report, verify_fingerprint(ctx, self.env, self.plan), self.plan)
+        path = write_record(ctx, self.env, report, verify_fingerprint(ctx, self.env, plan), plan)
         ctx.extra["verify_report"] = report  # the snapshot step records it
         if not report.ok:
             bad = report.first_failure

@@ -190,7 +190,7 @@ def test_conda_backend_named_env_with_a_stand_in_conda(
 
     conda = write_fake_conda(tmp_path / "condabin", root=tmp_path / "miniforge")
     env = cli_env(tmp_env, knowledge, index.url, PATH=f"{conda.parent}:{tmp_env['PATH']}")
-    args = ["--profile", "stable", "--allow-cpu", "-y", "--backend", "conda", "--name", "tf", "--json"]
+    args = ["--profile", "stable", "--allow-cpu", "-y", "--name", "tf", "--json"]  # --name implies conda
     done = run_cli(args, env)
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
@@ -199,7 +199,8 @@ def test_conda_backend_named_env_with_a_stand_in_conda(
     assert any(a[:2] == ["create", "-y"] and "-n" in a for a in read_log(conda))
     act = prefix / "etc/conda/activate.d/tfgpu-install.sh"
     assert "nvidia/cudnn/lib" in act.read_text()
-    assert not (prefix / "bin" / "activate").exists() or ">>> tfgpu-install" not in (prefix / "bin" / "activate").read_text()
+    venv_activate = prefix / "bin" / "activate"  # the stand-in's prefix is a venv inside: untouched
+    assert not venv_activate.exists() or ">>> tfgpu-install" not in venv_activate.read_text()
     again = run_cli(args, env)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
     back = run_cli(["rollback", "--env", str(prefix)], env)

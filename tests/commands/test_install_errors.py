@@ -183,3 +183,39 @@ def test_no_write_permission_as_a_real_user(env: dict[str, str]) -> None:
         assert tree_digest(base) == before
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+class _Tty:
+    """A terminal that answers one line."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        return self.answer + "\n"
+
+
+def test_interactive_no_cancels_and_changes_nothing(
+    tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", _Tty("n"))
+    before = _state(tmp_path)
+    code = main(["--profile", "stable", "--allow-cpu", "--python", sys.executable,
+                 "--env", str(tmp_path / "data" / "e")], environ=env)
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE and "Proceed?" in err and "cancelled" in err
+    assert "env.create" in err  # the plan was shown before the question
+    assert _state(tmp_path) == before
+
+
+def test_interactive_yes_installs(
+    tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", _Tty("y"))
+    code = main(["--profile", "stable", "--allow-cpu", "--python", sys.executable,
+                 "--env", str(tmp_path / "data" / "e")], environ=env)
+    assert code == ExitCode.OK, capsys.readouterr().err
+    assert (tmp_path / "data" / "e" / "bin" / "tfgpu-run").exists()

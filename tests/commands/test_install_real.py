@@ -24,15 +24,24 @@ pytestmark = [
 ]
 
 
+def _machine(base: Path) -> dict[str, dict[str, str]]:
+    # Keras writes keras.json under KERAS_HOME (default ~/.keras) whenever TensorFlow is
+    # imported; verify points it into the tool's cache, so home must stay untouched.
+    return {n: tree_digest(base / n) for n in ("home", "root", "data")}
+
+
 def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, str]) -> None:
     env = dict(tmp_env, PYTHONPATH=str(REPO))
     # Keep the user's uv cache (and mirror settings) so a CI rerun does not download 3 GB again.
-    for var in ("UV_CACHE_DIR", "UV_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL",
-                "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-        if os.environ.get(var):
-            env[var] = os.environ[var]
+    for var, value in os.environ.items():
+        if var.startswith(("UV_", "PIP_", "SSL_CERT_")) or var.lower().endswith("_proxy") or var in (
+            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"
+        ):
+            env[var] = value
+    if env.get("PIP_CERT") and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = env["PIP_CERT"]  # a TLS-intercepting proxy: uv needs its CA too
     env.setdefault("UV_CACHE_DIR", str(Path(os.environ.get("HOME", "/tmp")) / ".cache" / "uv"))
-    pristine = {n: tree_digest(tmp_path / n) for n in ("home", "root", "data")}
+    pristine = _machine(tmp_path)
     args = ["--profile", "stable", "--allow-cpu", "-y", "--json"]
 
     done = run_cli(args, env, timeout=3600)
@@ -43,7 +52,7 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     assert doc["gpu_verified"] is False and env_dir.is_dir()
 
     out = subprocess.run(
-        ["/usr/bin/env", "-i", str(env_dir / "bin" / "tfgpu-run"), "python", "-c",
+        ["/usr/bin/env", "-i", f"HOME={tmp_env['HOME']}", f"KERAS_HOME={tmp_path / 'keras'}", str(env_dir / "bin" / "tfgpu-run"), "python", "-c",
          "import json, tensorflow as tf; b = tf.sysconfig.get_build_info();"
          "print(json.dumps({'tf': tf.__version__, 'cuda': b.get('cuda_version'), 'cudnn': b.get('cudnn_version'),"
          " 'cpu': [d.name for d in tf.config.list_physical_devices('CPU')]}))"],
@@ -55,11 +64,23 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     assert str(info["cuda"]).startswith(choice["cuda"])
     assert str(info["cudnn"]).split(".")[0] == str(choice["cudnn"]).split(".")[0]
 
+    # The libraries TF will look for are there, with the sonames the plan wants.
+    from installer.steps.env import TargetEnv
+    from installer.steps.libraries import CheckLibraries
+
+    libs = CheckLibraries(TargetEnv.at(env_dir), choice["cuda"], choice["cudnn"], choice["pins"])
+    assert [f.problem for f in libs.findings() if f.problem] == []
+
+    # A snapshot of the real stable env restores it exactly (pip freeze --all, library hashes).
+    from tests.support.restore_kit import assert_restores_exactly
+
+    assert_restores_exactly(env_dir, dict(env, PYTHONPATH=str(REPO)), tmp_path / "restore")
+
     again = run_cli(args, env, timeout=600)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
 
     back = run_cli(["rollback", "--env", str(env_dir)], env, timeout=600)
     assert back.returncode == 0, back.stderr
     assert not env_dir.exists()
-    assert {n: tree_digest(tmp_path / n) for n in ("home", "root", "data")} == pristine
+    assert _machine(tmp_path) == pristine
     assert list(Path(tmp_env["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml")) == []

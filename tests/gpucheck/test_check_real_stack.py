@@ -92,3 +92,16 @@ def test_build_info_other_than_the_plan_fails(tf_env: Path, tmp_path: Path) -> N
     lay5 = layer(doc, 5)
     assert lay5["status"] == "fail"
     assert "TensorFlow was built for cuda 12.3, the plan placed 11.8" in lay5["summary"]
+
+
+def test_tensorflow_on_a_driver_it_cannot_use(tf_env: Path, tmp_path: Path) -> None:
+    """Real TF loading the stub libcuda (it lacks most of the driver API): layer 1 passes, and layer 5
+    reports TF's own failure instead of the check dying with it."""
+    from tests.support.stublibs import build_stub_libs
+
+    libs = build_stub_libs(tmp_path / "stubs")
+    doc = run_check(["--root", str(tmp_path), "--layers", "1,5", "--keep-going", "--plan-json", json.dumps(STABLE_PLAN)],
+                    env={"LD_LIBRARY_PATH": str(libs.driver)}, python=_py(tf_env))
+    assert layer(doc, 1)["status"] == "pass"
+    lay5 = layer(doc, 5)
+    assert lay5["status"] == "fail" and lay5["summary"].startswith("TensorFlow")

@@ -3,7 +3,6 @@ activation (as under sudo/cron), undo gives back the original bytes."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -155,9 +154,32 @@ def test_shell_rc_block(ctx: Context, tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
-def test_fish_activation(ctx: Context, tmp_path: Path) -> None:  # pragma: no cover - needs fish
+def test_fish_activation(ctx: Context, tmp_path: Path) -> None:
     env = _venv_with_libs(tmp_path)
     Executor(ctx, env).run([WriteActivation(env)])
-    out = subprocess.run(["fish", "-c", f"source {env}/bin/activate.fish; echo $LD_LIBRARY_PATH"],
-                         capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, check=True).stdout
-    assert "nvidia/cudnn/lib" in out
+    lib = next(env.glob("lib/python*/site-packages/nvidia/cudnn/lib"))
+    script = (f"source {env}/bin/activate.fish; echo A=(printenv LD_LIBRARY_PATH); command -v ptxas; deactivate;"
+              " echo D=(printenv LD_LIBRARY_PATH)")
+    out = subprocess.run(["fish", "--no-config", "-c", script], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LD_LIBRARY_PATH": "/opt/keep"},
+                         check=True).stdout.splitlines()
+    assert out[0] == f"A={lib}:/opt/keep"
+    assert out[1].endswith("nvidia/cuda_nvcc/bin/ptxas")
+    assert out[2] == "D=/opt/keep"
+
+
+@pytest.mark.skipif(shutil.which("tcsh") is None, reason="tcsh not installed")
+def test_csh_activation(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    Executor(ctx, env).run([WriteActivation(env)])
+    lib = next(env.glob("lib/python*/site-packages/nvidia/cudnn/lib"))
+    # `prompt` set: venv's own activate.csh reads it (a non-interactive tcsh has none).
+    script = f"set prompt='> '; source {env}/bin/activate.csh; printenv LD_LIBRARY_PATH; which ptxas"
+    out = subprocess.run(["tcsh", "-f", "-c", script],
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                         check=True).stdout.splitlines()
+    assert out[0] == str(lib)
+    assert out[1].endswith("nvidia/cuda_nvcc/bin/ptxas")
+    kept = subprocess.run(["tcsh", "-f", "-c", script], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LD_LIBRARY_PATH": "/opt/keep"})
+    assert kept.stdout.splitlines()[0] == f"{lib}:/opt/keep"

@@ -85,7 +85,9 @@ def test_kill_in_the_middle_then_rollback(tmp_env: dict[str, str], tmp_path: Pat
     assert tree_digest(etc) == before
 
 
-def test_needs_root_on_the_real_system(tmp_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_needs_root_on_the_real_system(
+    tmp_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = ReplayRunner()
     ctx = build_context(dict(tmp_env, TFGPU_ROOT="/"), runner=runner)
     monkeypatch.setattr("os.geteuid", lambda: 1000)

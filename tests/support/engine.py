@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import sys
 from pathlib import Path
-from typing import Any
 
 if __name__ == "__main__":  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

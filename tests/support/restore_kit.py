@@ -102,3 +102,28 @@ def source_env(tmp_path_factory: pytest.TempPathFactory, served_index: Any) -> P
                  "--json"], environ=environ)
     assert code == 0, f"provisioning the source env failed with exit {code}"
     return Provisioned(env, environ, served_index.url, tmp)
+
+
+def assert_restores_exactly(env: Path, environ: Mapping[str, str], work: Path, timeout: float = 3600) -> None:
+    """Export `env` (hashes looked up on the configured index), restore it into work/restored
+    through the CLI as a subprocess, and check `pip freeze --all` and every nvidia library's
+    sha256 are identical; then roll the restored copy back. For the real-registry e2e test
+    ("a snapshot of the real stable env restores it exactly")."""
+    import os
+
+    def run(*args: str) -> Any:
+        proc = subprocess.run([sys.executable, "-m", "installer", *args, "--json"], env=dict(environ),
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return json.loads(proc.stdout)
+
+    work.mkdir(parents=True, exist_ok=True)
+    snap = work / "snapshot.yaml"
+    run("snapshot", "export", "--env", str(env), "-o", str(snap))
+    target = work / "restored"
+    doc = run("snapshot", "restore", str(snap), "--env", str(target), "--allow-cpu", "-y")
+    assert doc["identical"] is True, doc["drift"]
+    assert freeze(target) == freeze(env)
+    assert lib_hashes(target) == lib_hashes(env) != {}
+    run("rollback", "--env", str(target))
+    assert not os.path.exists(target)
