@@ -248,11 +248,30 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     try:
         with ex.lock(wait=args.wait):
             remember_env(ctx, options.env)
+            _record_rollback_point(ctx, options.env, facts)
             report = ex.run(steps)
     finally:
         if progress is not None:
             progress.close()
     return _result(resolution, options, report, head, dry_run=False, ctx_results=ctx.extra.get("results", {}))
+
+
+def _record_rollback_point(ctx: Context, env: Path, facts: "Facts") -> None:
+    """Before the first change to an env that already exists, keep what it held as a
+    `rollback-point` snapshot (`rollback --to ID` returns to it). A resumed run (an interrupted
+    step) skips this: its rollback point was taken when it started."""
+    from ..envstate import site_packages
+    from ..journal import Journal, step_states
+
+    if site_packages(env) is None:
+        return  # a new env: rollback simply removes it
+    journal = Journal.for_env(ctx, env)
+    if journal.exists() and set(step_states(journal.entries()).values()) & {"interrupted", "failed"}:
+        return
+    from ..snapshot import save
+    from ..snapshot_build import build
+
+    save(ctx.state_dir, build(ctx, env, "rollback-point", facts=facts, hashes=False))
 
 
 def _verified_before(ctx: Context, env: Path) -> bool:

@@ -246,3 +246,25 @@ def test_status_of_an_env_never_installed(tmp_path: Path, tmp_env: dict[str, str
     assert out.returncode == 0 and doc["installed"] is False and doc["steps"] == []
     none = run_cli(["rollback", "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     assert none.returncode == 2 and "--env" in json.loads(none.stdout)["hint"]
+
+
+def test_existing_env_gets_a_rollback_point_first(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """Installing into an env that already holds something records what it held (a
+    `rollback-point` snapshot) before the first change; a new env needs none."""
+    import venv
+
+    from installer import snapshot as S
+
+    env_dir = tmp_path / "data" / "existing"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    env = cli_env(tmp_env, knowledge, index.url)
+    args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(env_dir), "--json"]
+    done = run_cli(args, env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    stored = S.list_stored(Path(tmp_env["TFGPU_STATE_DIR"]))
+    points = [s for _, s in stored if s.kind == "rollback-point"]
+    assert len(points) == 1
+    assert points[0].env["path"] == str(env_dir) and points[0].packages == ()  # it held no packages
+    assert [s.kind for _, s in stored].count("known-good") == 1
