@@ -78,9 +78,42 @@ def installed_packages(env: Path) -> tuple[Package, ...]:
     return tuple(sorted(seen.values(), key=lambda p: p.key))
 
 
+def _record_digests(env: Path) -> dict[str, tuple[str, int]]:
+    """env-relative path -> (sha256 hex, size) of the library files the nvidia-* wheels list in
+    their RECORD: the digests the installer wrote while unpacking the (hash-checked) wheels."""
+    import base64
+    import csv
+
+    out: dict[str, tuple[str, int]] = {}
+    sp = site_packages(env)
+    if sp is None:
+        return out
+    base = sp.relative_to(env)
+    for record in sp.glob("nvidia*.dist-info/RECORD"):
+        try:
+            rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
+        except (OSError, csv.Error):
+            continue
+        for row in rows:
+            if len(row) < 3 or not row[1].startswith("sha256=") or not row[2].isdigit() or ".so" not in row[0]:
+                continue
+            try:
+                digest = base64.urlsafe_b64decode(row[1][7:] + "=" * (-len(row[1][7:]) % 4)).hex()
+            except ValueError:
+                continue
+            out[os.path.normpath(str(base / row[0]))] = (digest, int(row[2]))
+    return out
+
+
 def library_files(env: Path, previous: Optional[dict[str, FileRecord]] = None) -> tuple[FileRecord, ...]:
-    """sha256 of every library file; a file whose size and mtime match `previous` keeps its hash."""
+    """sha256 of every library file.
+
+    Hashing the CUDA wheels' 3 GB costs seconds, so: a file whose size and mtime match
+    `previous` keeps its recorded hash; a file `previous` knows but that changed is hashed for
+    real (that is what `check` is for); a file seen for the first time takes the digest its
+    wheel's RECORD gives when the size agrees, else it is hashed."""
     env = Path(env)
+    records = _record_digests(env) if previous is None else {}
     out: dict[str, FileRecord] = {}
     for pattern in _LIBRARY_GLOBS:
         for p in env.glob(pattern):
@@ -89,8 +122,11 @@ def library_files(env: Path, previous: Optional[dict[str, FileRecord]] = None) -
             rel = str(p.relative_to(env))
             st = p.stat()
             old = (previous or {}).get(rel)
+            known = records.get(os.path.normpath(rel))
             if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
                 out[rel] = old
+            elif old is None and known is not None and known[1] == st.st_size:
+                out[rel] = FileRecord(rel, known[0], st.st_size, st.st_mtime_ns)
             else:
                 out[rel] = FileRecord(rel, sha256_file(p), st.st_size, st.st_mtime_ns)
     return tuple(out[k] for k in sorted(out))

@@ -157,7 +157,7 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
 
     snap, bundle_dir = _load(args, ctx)
     warnings = _check_hashes(snap)
-    knowledge = load_knowledge(knowledge_dir(ctx))
+    knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     facts = gather(ctx, assumptions_from_args(args, ctx), knowledge)
     tools = facts.tools
     conda = bool(tools.conda or tools.mamba or tools.micromamba)

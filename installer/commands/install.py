@@ -128,7 +128,7 @@ def _resolve(args: argparse.Namespace, ctx: Context) -> tuple["Facts", "Knowledg
     from ..resolver import has_usable_gpu, resolve
 
     assume = assumptions_from_args(args, ctx)
-    knowledge = load_knowledge(knowledge_dir(ctx))
+    knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     policy = load_policy(args.profile, knowledge)
     facts = gather(ctx, assume, knowledge)
     facts, _ = _python_choice(args, facts)

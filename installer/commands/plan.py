@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     assume = assumptions_from_args(args, ctx)
     # TFGPU_PROFILES_DIR: another profiles/ directory (a site's own data; tests), as for install
     other = ctx.env("TFGPU_PROFILES_DIR")
-    knowledge = load_knowledge(Path(other) if other else None)
+    knowledge = load_knowledge(Path(other) if other else None, cache_dir=ctx.cache_dir)
     policy = load_policy(args.profile, knowledge)
     facts = gather(ctx, assume, knowledge)
     resolution = resolve(

@@ -11,6 +11,7 @@ import argparse
 import re
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..context import Context
@@ -131,7 +132,8 @@ def assumptions_from_args(args: argparse.Namespace, ctx: Context) -> Assumptions
 class _Lazy:
     """Loads the knowledge once, only if a lookup needs it; a failure becomes one problem."""
 
-    def __init__(self, knowledge: Optional["Knowledge"]) -> None:
+    def __init__(self, knowledge: Optional["Knowledge"], ctx: Optional[Context] = None) -> None:
+        self.ctx = ctx
         self.value = knowledge
         self.tried = knowledge is not None
         self.error: Optional[str] = None
@@ -142,7 +144,10 @@ class _Lazy:
             try:
                 from ..knowledge import load_knowledge
 
-                self.value = load_knowledge()
+                ctx = self.ctx
+                other = ctx.env("TFGPU_PROFILES_DIR") if ctx is not None else None
+                self.value = load_knowledge(Path(other) if other else None,
+                                            cache_dir=ctx.cache_dir if ctx is not None else None)
             except NotImplementedError:
                 self.error = "the compatibility tables (profiles/*.yaml) are not available in this build"
             except Exception as exc:  # BadInputError from a broken profiles/ install
@@ -248,7 +253,7 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
     from .python import gather_pythons, gather_tools
 
     assume = assume or Assumptions()
-    kn = _Lazy(knowledge)
+    kn = _Lazy(knowledge, ctx)
     problems: list[Problem] = []
     host, p = gather_host(ctx)
     problems += p
