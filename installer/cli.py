@@ -29,7 +29,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole parser, or (`only`: the command being run) just that command's subparser:
     each subparser imports its command module and costs argparse set-up, and a run needs one.
     `--help` and a bare `tfgpu-install` still build them all."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document")
     common.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser = _Parser(
@@ -52,7 +52,7 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
     Only the global flags may stand before a command name; anything else starts an install.
     """
-    for i, arg in enumerate(argv):
+    for arg in argv:
         if arg in ("-h", "--help", "--version"):
             return argv
         if arg in ("--json", "--debug"):
