@@ -43,13 +43,18 @@ class Context:
         return self.environ.get(name, default)
 
 
-def _platform_dirs(environ: Mapping[str, str]) -> tuple[Path, Path, Path]:
-    import platformdirs  # only needed when no TFGPU_*_DIR is given
+def _platform_dirs(environ: Mapping[str, str], home: Path) -> tuple[Path, Path, Path]:
+    """The XDG user state/cache/data dirs (what platformdirs answers on Linux, the only
+    platform this tool provisions), without importing it: this is on every command's start."""
+
+    def xdg(var: str, default: str) -> Path:
+        value = environ.get(var, "")
+        return Path(value) if os.path.isabs(value) else home / default
 
     return (
-        Path(platformdirs.user_state_dir("tfgpu-install")),
-        Path(platformdirs.user_cache_dir("tfgpu-install")),
-        Path(platformdirs.user_data_dir("tfgpu-install")),
+        xdg("XDG_STATE_HOME", ".local/state") / "tfgpu-install",
+        xdg("XDG_CACHE_HOME", ".cache") / "tfgpu-install",
+        xdg("XDG_DATA_HOME", ".local/share") / "tfgpu-install",
     )
 
 
@@ -62,13 +67,10 @@ def build_context(
     env = dict(os.environ if environ is None else environ)
     home = Path(env.get("HOME") or str(Path.home()))
     root = Path(env.get("TFGPU_ROOT", "/"))
-    if all(k in env for k in ("TFGPU_STATE_DIR", "TFGPU_CACHE_DIR", "TFGPU_DATA_DIR")):
-        state, cache, data = (Path(env[k]) for k in ("TFGPU_STATE_DIR", "TFGPU_CACHE_DIR", "TFGPU_DATA_DIR"))
-    else:
-        state, cache, data = _platform_dirs(env)
-        state = Path(env.get("TFGPU_STATE_DIR", str(state)))
-        cache = Path(env.get("TFGPU_CACHE_DIR", str(cache)))
-        data = Path(env.get("TFGPU_DATA_DIR", str(data)))
+    state, cache, data = _platform_dirs(env, home)
+    state = Path(env.get("TFGPU_STATE_DIR", str(state)))
+    cache = Path(env.get("TFGPU_CACHE_DIR", str(cache)))
+    data = Path(env.get("TFGPU_DATA_DIR", str(data)))
     overrides = {
         k[len("TFGPU_OVERRIDE_"):].lower(): v for k, v in env.items() if k.startswith("TFGPU_OVERRIDE_")
     }
