@@ -14,27 +14,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from installer.fsutil import tree_digest
-from tests.support.install_kit import cli_env, computing_wheelhouse, run_cli, write_knowledge
+from tests.support.install_kit import cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    wh = computing_wheelhouse(tmp_path_factory.mktemp("computing-wheelhouse"))
-    with wh.serve() as srv:  # type: ignore[attr-defined]
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_knowledge(tmp_path_factory.mktemp("knowledge"))
 
 
 def _etc(tmp_env: dict[str, str]) -> Path:

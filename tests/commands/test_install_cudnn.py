@@ -12,28 +12,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from installer.errors import ExitCode
 from tests.support.cudnn_archive import build_archive, publish
 from tests.support.httpserver import Fault, LoopbackServer
-from tests.support.install_kit import cli_env, computing_wheelhouse, run_cli, write_knowledge
+from tests.support.install_kit import cli_env, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the libraries are built with gcc")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    wh = computing_wheelhouse(tmp_path_factory.mktemp("computing-wheelhouse"))
-    with wh.serve() as srv:  # type: ignore[attr-defined]
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_knowledge(tmp_path_factory.mktemp("knowledge"))
 
 
 def install(env: dict[str, str], target: Path, *argv: str) -> "subprocess.CompletedProcess[str]":

@@ -8,23 +8,16 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from installer.cli import main
 from installer.errors import ExitCode
 from installer.fsutil import tree_digest
-from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, write_knowledge
+from tests.support.install_kit import MATRIX, cli_env, write_knowledge
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    wh = computing_wheelhouse(tmp_path_factory.mktemp("computing-wheelhouse"))
-    with wh.serve() as srv:  # type: ignore[attr-defined]
-        yield srv
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from installer.fsutil import tree_digest
-from tests.support.install_kit import cli_env, computing_wheelhouse, run_cli, write_knowledge
+from tests.support.install_kit import cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
@@ -28,18 +28,6 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelho
 # checks never reach apply(), so they have no kill points).
 ACTING = ["env.create", "packages.install", "activation.write", "shell-rc.write", "ldconfig.system",
           "verify.run", "snapshot.record"]
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    wh = computing_wheelhouse(tmp_path_factory.mktemp("computing-wheelhouse"))
-    with wh.serve() as srv:  # type: ignore[attr-defined]
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_knowledge(tmp_path_factory.mktemp("knowledge"))
 
 
 def _prepare(base: Path) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 
-from conftest import load_cases
+from tests.conftest import load_cases
 from installer.cli import main
 from installer.errors import ExitCode
 from installer.resolver import version_key
