@@ -19,21 +19,6 @@ from .snapshot import Package, canonical_name
 from .steps.env import find_uv
 
 
-def index_args(ctx: Context, index_url: Optional[str] = None, find_links: Optional[str] = None) -> list[str]:
-    """Index flags for uv: an explicit URL wins, else the user's UV_/PIP_ settings (mirrors)."""
-    args: list[str] = []
-    url = index_url or ctx.env("UV_INDEX_URL") or ctx.env("PIP_INDEX_URL")
-    if url:
-        args += ["--index-url", url]
-    extra = ctx.env("UV_EXTRA_INDEX_URL") or ctx.env("PIP_EXTRA_INDEX_URL")
-    if extra and not index_url:
-        for u in extra.split():
-            args += ["--extra-index-url", u]
-    if find_links:
-        args += ["--find-links", find_links, "--no-index"]
-    return args
-
-
 @dataclass(frozen=True)
 class Lock:
     text: str  # the pylock.toml as uv wrote it
@@ -98,7 +83,11 @@ def compile_lock(
         out = os.path.join(tmp, "pylock.toml")
         argv = [uv, "pip", "compile", req, "--no-deps", "--format", "pylock.toml", "-o", out, "-q",
                 "--python-version", py, "--python-platform", python_platform(glibc, arch), "--no-header"]
-        argv += index_args(ctx, index_url, find_links)
+        from .steps.packages import index_flags
+
+        # The same index settings as the install itself; a find-links dir means offline.
+        argv += index_flags(ctx, "uv", index_url, find_links=[find_links] if find_links else (),
+                            no_index=bool(find_links))
         done = ctx.runner.run(argv, desc="look up package hashes", timeout=timeout)
         if not done.ok:
             raise DownloadError(

@@ -26,20 +26,24 @@ def load_cases(kind_dir: str) -> list[dict[str, Any]]:
     return cases
 
 
-@pytest.fixture
-def tmp_env(tmp_path: Path) -> dict[str, str]:
-    """A process environment whose state/cache/data dirs and system root are temp dirs."""
+def make_tmp_env(base: Path) -> dict[str, str]:
+    """A process environment whose state/cache/data dirs and system root are dirs under `base`."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path / "home"),
-        "TFGPU_ROOT": str(tmp_path / "root"),
-        "TFGPU_STATE_DIR": str(tmp_path / "state"),
-        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
-        "TFGPU_DATA_DIR": str(tmp_path / "data"),
+        "HOME": str(base / "home"),
+        "TFGPU_ROOT": str(base / "root"),
+        "TFGPU_STATE_DIR": str(base / "state"),
+        "TFGPU_CACHE_DIR": str(base / "cache"),
+        "TFGPU_DATA_DIR": str(base / "data"),
     }
     for name in ("home", "root", "state", "cache", "data"):
-        (tmp_path / name).mkdir()
+        (base / name).mkdir(parents=True, exist_ok=True)
     return env
+
+
+@pytest.fixture
+def tmp_env(tmp_path: Path) -> dict[str, str]:
+    return make_tmp_env(tmp_path)
 
 
 @pytest.fixture

@@ -137,6 +137,38 @@ def _truthy(value: Optional[str]) -> bool:
     return bool(value) and str(value).lower() not in ("0", "false", "no", "off", "")
 
 
+def index_flags(
+    ctx: Context,
+    tool: str,
+    index_url: Optional[str] = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    no_index: bool = False,
+) -> list[str]:
+    """Index flags for uv or pip: explicit options first, then the user's mirror settings for
+    either tool (a user behind a mirror often sets only PIP_INDEX_URL; uv alone would not read
+    it). Installs and hash look-ups use the same, so both see the same packages."""
+    own, other = ("UV", "PIP") if tool == "uv" else ("PIP", "UV")
+    index = index_url or ctx.env(f"{own}_INDEX_URL") or ctx.env("UV_DEFAULT_INDEX") or ctx.env(f"{other}_INDEX_URL")
+    args: list[str] = []
+    if index:
+        args += ["--index-url", index]
+    extras: list[str] = list(extra_index_urls)
+    for var in (f"{own}_EXTRA_INDEX_URL", f"{other}_EXTRA_INDEX_URL", "UV_INDEX"):
+        extras += (ctx.env(var) or "").split()
+    links = list(find_links)
+    for var in (f"{own}_FIND_LINKS", f"{other}_FIND_LINKS"):
+        links += (ctx.env(var) or "").split()
+    for url in dict.fromkeys(extras):
+        if url != index:
+            args += ["--extra-index-url", url]
+    for link in dict.fromkeys(links):
+        args += ["--find-links", link]
+    if no_index or _truthy(ctx.env("PIP_NO_INDEX")) or _truthy(ctx.env("UV_NO_INDEX")):
+        args.append("--no-index")
+    return args
+
+
 class InstallPackages(Step):
     id = "packages.install"
 
@@ -211,32 +243,7 @@ class InstallPackages(Step):
         return bool(names) and all(self.hashes.get(n) for n in names)
 
     def _index_args(self, ctx: Context, tool: str) -> list[str]:
-        """Explicit options first, then the user's mirror settings for either tool (a user
-        behind a mirror often sets only PIP_INDEX_URL; uv alone would not read it)."""
-        own, other = ("UV", "PIP") if tool == "uv" else ("PIP", "UV")
-        index = (
-            self.index_url
-            or ctx.env(f"{own}_INDEX_URL")
-            or ctx.env("UV_DEFAULT_INDEX")
-            or ctx.env(f"{other}_INDEX_URL")
-        )
-        args: list[str] = []
-        if index:
-            args += ["--index-url", index]
-        extras: list[str] = list(self.extra_index_urls)
-        for var in (f"{own}_EXTRA_INDEX_URL", f"{other}_EXTRA_INDEX_URL", "UV_INDEX"):
-            extras += (ctx.env(var) or "").split()
-        links = list(self.find_links)
-        for var in (f"{own}_FIND_LINKS", f"{other}_FIND_LINKS"):
-            links += (ctx.env(var) or "").split()
-        for url in dict.fromkeys(extras):
-            if url != index:
-                args += ["--extra-index-url", url]
-        for link in dict.fromkeys(links):
-            args += ["--find-links", link]
-        if self.no_index or _truthy(ctx.env("PIP_NO_INDEX")) or _truthy(ctx.env("UV_NO_INDEX")):
-            args.append("--no-index")
-        return args
+        return index_flags(ctx, tool, self.index_url, self.extra_index_urls, self.find_links, self.no_index)
 
     def _installer(self, ctx: Context) -> tuple[str, list[str], list[str]]:
         """(tool name, install argv prefix, uninstall argv prefix) for this env."""

@@ -75,18 +75,9 @@ def served_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def base_environ(tmp: Path, index_url: str) -> dict[str, str]:
-    import os
+    from tests.conftest import make_tmp_env
 
-    tmp_env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp / "home"),
-        "TFGPU_ROOT": str(tmp / "root"),
-        "TFGPU_STATE_DIR": str(tmp / "state"),
-        "TFGPU_CACHE_DIR": str(tmp / "cache"),
-        "TFGPU_DATA_DIR": str(tmp / "data"),
-    }
-    for name in ("home", "root", "state", "cache", "data"):
-        (tmp / name).mkdir(parents=True, exist_ok=True)
+    tmp_env = make_tmp_env(tmp)
     return cli_env(tmp_env, write_knowledge(tmp / "knowledge", GLIBC_MATRIX), index_url)
 
 
