@@ -8,12 +8,12 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from . import __version__
-from .commands import COMMANDS
-from .errors import ExitCode, TfgpuError, UsageError
+from installer import __version__
+from installer.commands import COMMANDS
+from installer.errors import ExitCode, TfgpuError, UsageError
 
 if TYPE_CHECKING:
-    from .runner import Runner
+    from installer.runner import Runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,8 +81,8 @@ def main(
             parser.print_help()
             return int(ExitCode.USAGE)
         args = parser.parse_args(full)
-        from .context import build_context
-        from .console import render
+        from installer.context import build_context
+        from installer.console import render
 
         ctx = build_context(environ, runner=runner, debug=args.debug)
         result = _module(args.command).run(args, ctx)
@@ -93,7 +93,7 @@ def main(
             import traceback
 
             traceback.print_exc()
-        from .console import render_error
+        from installer.console import render_error
 
         render_error(err, as_json)
         return int(err.code)
@@ -103,7 +103,7 @@ def main(
     except Exception as exc:  # a bug: one readable line unless --debug
         if debug:
             raise
-        from .console import render_error
+        from installer.console import render_error
 
         render_error(
             TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),

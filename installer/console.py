@@ -7,8 +7,8 @@ import os
 import sys
 from typing import Any, Optional, TextIO
 
-from .errors import TfgpuError
-from .report import Bullets, Heading, Result, Table, Text
+from installer.errors import TfgpuError
+from installer.report import Bullets, Heading, Result, Table, Text
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
 

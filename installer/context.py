@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from .runner import Runner, SubprocessRunner
+from installer.runner import Runner, SubprocessRunner
 
 # Called by long steps to report progress: (what, done, total or None).
 ProgressFn = Callable[[str, float, Optional[float]], None]

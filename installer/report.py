@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
-from .errors import ExitCode
+from installer.errors import ExitCode
 
 
 @dataclass(frozen=True)

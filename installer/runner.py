@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Protocol, Sequence
 
-from .errors import RunnerError
+from installer.errors import RunnerError
 
 
 @dataclass(frozen=True)

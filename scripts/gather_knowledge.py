@@ -304,7 +304,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def check(rows: list[dict[str, Any]]) -> int:
     """Re-derive every row from PyPI and compare with profiles/matrix.yaml (exit 1 on a difference)."""
     sys.path.insert(0, str(ROOT))
-    from installer.knowledge import load_knowledge
+    from installer.knowledge.load import load_knowledge
 
     kn = load_knowledge(ROOT / "profiles")
     drift = 0

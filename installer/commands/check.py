@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..context import Context
-from ..report import Result
-from .common import add_env_flag
+from installer.context import Context
+from installer.report import Result
+from installer.commands.common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,6 +17,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..snapshot_cmds import check
+    from installer.app.snapshot import check
 
     return check(args, ctx)

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..context import Context
-from ..errors import ExitCode, UsageError
-from ..report import Block, Bullets, Heading, Result, Text, table
+from installer.context import Context
+from installer.errors import ExitCode, UsageError
+from installer.report import Block, Bullets, Heading, Result, Text, table
 
 if TYPE_CHECKING:
-    from ..doctor.rules import RuleSet
+    from installer.doctor.rules import RuleSet
 
 _EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cause);
 13 a broken layer (or, with --log, a known cause) was found; 3 no NVIDIA GPU or driver here."""
@@ -47,12 +47,12 @@ def _read_log(name: str) -> str:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..doctor.rules import load_rules
+    from installer.doctor.rules import load_rules
 
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None)
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
-    from ..envs import last_env
+    from installer.app.envs import last_env
 
     last = last_env(ctx)
     env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
 
 
 def _log_result(text: str, rules: "RuleSet") -> Result:
-    from ..doctor.classify import CAUSE, HARMLESS_ONLY, classify
+    from installer.doctor.classify import CAUSE, HARMLESS_ONLY, classify
 
     diag = classify(text, rules)
     blocks: list[Block] = [Heading("Log diagnosis")]
@@ -101,7 +101,7 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
 
 def _smi_context(text: str) -> dict[str, Any]:
     """A pasted nvidia-smi table says the driver answered: worth stating next to a loader error."""
-    from ..facts.gpu import OK, parse_nvidia_smi
+    from installer.facts.gpu import OK, parse_nvidia_smi
 
     r = parse_nvidia_smi(text)
     if r.state != OK or not r.driver_version:
@@ -125,7 +125,7 @@ def _layer_title(rules: "RuleSet", layer_id: str) -> str:
 
 
 def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
-    from ..doctor.chain import ABSENT, WARN, walk
+    from installer.doctor.chain import ABSENT, WARN, walk
 
     report = walk(ctx, rules, env)
     blocks: list[Block] = [Heading("tfgpu-install doctor: bottom-up")]

@@ -10,26 +10,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..context import Context
-from ..errors import EnvironmentProblem, ExitCode, NoGpuError, UnsatisfiableError, UsageError
-from ..report import Block, Bullets, Heading, Result, Text, table
-from .common import add_assume_flags, add_profile_flag
+from installer.context import Context
+from installer.errors import EnvironmentProblem, ExitCode, NoGpuError, UnsatisfiableError, UsageError
+from installer.app.confirm import confirm
+from installer.report import Block, Bullets, Heading, Result, Text, table
+from installer.commands.common import add_assume_flags, add_profile_flag
 
 if TYPE_CHECKING:
-    from ..executor import ExecReport
-    from ..facts.model import Facts
-    from ..knowledge import Knowledge
-    from ..plan import InstallOptions
-    from ..resolver_model import Resolution
+    from installer.engine.executor import ExecReport
+    from installer.facts.model import Facts
+    from installer.knowledge.model import Knowledge
+    from installer.plan.options import InstallOptions
+    from installer.resolver.model import Resolution
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .plan import add_resolve_flags
+    from installer.commands.plan import add_resolve_flags
 
     add_profile_flag(p)
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
@@ -65,12 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # --- the pieces before execution ------------------------------------------------------------
-
-
-def knowledge_dir(ctx: Context) -> Optional[Path]:
-    """TFGPU_PROFILES_DIR points the tool at another profiles/ directory (tests, a site's own data)."""
-    d = ctx.env("TFGPU_PROFILES_DIR")
-    return Path(d) if d else None
 
 
 def _is_root() -> bool:
@@ -123,9 +117,9 @@ def _python_choice(args: argparse.Namespace, facts: "Facts") -> tuple["Facts", O
 
 
 def _resolve(args: argparse.Namespace, ctx: Context) -> tuple["Facts", "Knowledge", "Resolution"]:
-    from ..facts.probe import assumptions_from_args, gather
-    from ..knowledge import load_knowledge, load_policy
-    from ..resolver import has_usable_gpu, resolve
+    from installer.facts.probe import assumptions_from_args, gather
+    from installer.knowledge.load import knowledge_dir, load_knowledge, load_policy
+    from installer.resolver.resolve import has_usable_gpu, resolve
 
     assume = assumptions_from_args(args, ctx)
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
@@ -156,8 +150,8 @@ def _resolve(args: argparse.Namespace, ctx: Context) -> tuple["Facts", "Knowledg
 
 
 def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", facts: "Facts") -> "InstallOptions":
-    from ..plan import InstallOptions
-    from .plan import default_env_path
+    from installer.plan.options import InstallOptions
+    from installer.commands.plan import default_env_path
 
     choice = resolution.choice
     assert choice is not None
@@ -169,7 +163,7 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
     else:
         backend = "venv" if (explicit_python or choice.python_path) else "conda"
     if args.name:
-        from ..steps.env import conda_named_env_path
+        from installer.steps.env import conda_named_env_path
 
         env = conda_named_env_path(ctx, args.name)
     elif args.env:
@@ -194,32 +188,13 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
     )
 
 
-def _confirm(args: argparse.Namespace, ctx: Context, blocks: list[Block]) -> None:
-    if args.yes:
-        return
-    stdin = ctx.extra.get("stdin", sys.stdin)  # tests may hand in their own
-    if stdin is None or not stdin.isatty():
-        raise UsageError(
-            "refusing to change this machine without confirmation (stdin is not a terminal)",
-            hint="pass -y to proceed, or --dry-run to see the plan first",
-            ref="confirmation-needed",
-        )
-    from ..console import render  # the console is the only printer
-
-    render(Result(data={}, blocks=blocks), as_json=False, stream=sys.stderr)
-    sys.stderr.write("Proceed? [y/N] ")
-    sys.stderr.flush()
-    answer = stdin.readline().strip().lower()
-    if answer not in ("y", "yes"):
-        raise UsageError("cancelled: nothing was changed", hint="run again and answer y, or pass -y", ref="cancelled")
-
-
 # --- run ----------------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..executor import Executor
-    from ..plan import build_steps, plan_to_json
+    from installer.engine.executor import Executor
+    from installer.plan.install import build_steps
+    from installer.plan.journaled import plan_to_json
 
     _check_flags(args, ctx)
     facts, _, resolution = _resolve(args, ctx)
@@ -235,13 +210,13 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     if args.dry_run or not pending:
         results = {"verified_before": _verified_before(ctx, options.env)} if not pending else {}
         return _result(resolution, options, preview, head, dry_run=args.dry_run, ctx_results=results)
-    _confirm(args, ctx, head)
+    confirm(ctx, args.yes, head)
 
-    from ..envs import remember_env
+    from installer.app.envs import remember_env
 
     progress = None
     if not args.json:
-        from ..console import Progress
+        from installer.console import Progress
 
         progress = Progress(enabled=True)
         ctx.progress = progress
@@ -260,16 +235,16 @@ def _record_rollback_point(ctx: Context, env: Path, facts: "Facts") -> None:
     """Before the first change to an env that already exists, keep what it held as a
     `rollback-point` snapshot (`rollback --to ID` returns to it). A resumed run (an interrupted
     step) skips this: its rollback point was taken when it started."""
-    from ..envstate import site_packages
-    from ..journal import Journal, step_states
+    from installer.snapshot.envstate import site_packages
+    from installer.engine.journal import Journal, step_states
 
     if site_packages(env) is None:
         return  # a new env: rollback simply removes it
     journal = Journal.for_env(ctx, env)
     if journal.exists() and set(step_states(journal.entries()).values()) & {"interrupted", "failed"}:
         return
-    from ..snapshot import save
-    from ..snapshot_build import build
+    from installer.snapshot.model import save
+    from installer.snapshot.build import build
 
     save(ctx.state_dir, build(ctx, env, "rollback-point", facts=facts, hashes=False))
 
@@ -277,7 +252,7 @@ def _record_rollback_point(ctx: Context, env: Path, facts: "Facts") -> None:
 def _verified_before(ctx: Context, env: Path) -> bool:
     """A complete env: the stored verification said the GPU works."""
     try:
-        from ..verify import read_record
+        from installer.verify.host import read_record
 
         doc = read_record(ctx, env) or {}
     except Exception:
@@ -326,7 +301,7 @@ def _result(
     ctx_results: Optional[dict[str, Any]] = None,
 ) -> Result:
     ctx_results = ctx_results or {}
-    from ..plan import options_to_json
+    from installer.plan.options import options_to_json
 
     blocks = list(head)
     if dry_run:

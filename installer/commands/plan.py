@@ -11,14 +11,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..context import Context
-from ..errors import ExitCode
-from ..report import Block, Bullets, Heading, Result, Text, table
-from .common import add_assume_flags, add_profile_flag
+from installer.context import Context
+from installer.errors import ExitCode
+from installer.report import Block, Bullets, Heading, Result, Text, table
+from installer.commands.common import add_assume_flags, add_profile_flag
 
 if TYPE_CHECKING:
-    from ..facts.model import Facts
-    from ..resolver_model import Choice, Resolution
+    from installer.facts.model import Facts
+    from installer.resolver.model import Choice, Resolution
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,9 +57,9 @@ def default_env_path(ctx: Context, choice: "Choice") -> Path:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..facts.probe import assumptions_from_args, gather
-    from ..knowledge import load_knowledge, load_policy
-    from ..resolver import has_usable_gpu, resolve
+    from installer.facts.probe import assumptions_from_args, gather
+    from installer.knowledge.load import load_knowledge, load_policy
+    from installer.resolver.resolve import has_usable_gpu, resolve
 
     assume = assumptions_from_args(args, ctx)
     # TFGPU_PROFILES_DIR: another profiles/ directory (a site's own data; tests), as for install
@@ -93,7 +93,8 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
 def _steps(ctx: Context, resolution: "Resolution", allow_cpu: bool) -> list[dict[str, str]]:
     if resolution.choice is None:
         return []
-    from ..plan import InstallOptions, build_steps
+    from installer.plan.options import InstallOptions
+    from installer.plan.install import build_steps
 
     options = InstallOptions(
         env=default_env_path(ctx, resolution.choice),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..context import Context
-from ..errors import ExitCode
-from ..facts.model import Facts
-from ..report import Block, Bullets, Heading, Result, Text, table
-from .common import add_assume_flags
+from installer.context import Context
+from installer.errors import ExitCode
+from installer.facts.model import Facts
+from installer.report import Block, Bullets, Heading, Result, Text, table
+from installer.commands.common import add_assume_flags
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ def blocks_for(facts: Facts) -> list[Block]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..facts.probe import assumptions_from_args, gather
+    from installer.facts.probe import assumptions_from_args, gather
 
     facts = gather(ctx, assumptions_from_args(args, ctx))
     code = ExitCode.OK if facts.gpus else ExitCode.NO_GPU

@@ -10,11 +10,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..context import Context
-from ..report import Result, Text, table
+from installer.context import Context
+from installer.report import Result, Text, table
 
 if TYPE_CHECKING:
-    from ..knowledge import Knowledge, Policy
+    from installer.knowledge.model import Knowledge, Policy
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def _summary(kn: "Knowledge") -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..knowledge import load_knowledge, load_policy
+    from installer.knowledge.load import load_knowledge, load_policy
 
     # TFGPU_PROFILES_DIR: another profiles/ directory (a site's own data; tests), as for install
     other = ctx.env("TFGPU_PROFILES_DIR")

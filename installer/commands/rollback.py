@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional
 
-from ..context import Context
-from ..errors import BadInputError, ExitCode
-from ..report import Result, Text, table
-from .common import add_env_flag
+from installer.context import Context
+from installer.errors import BadInputError, ExitCode
+from installer.report import Result, Text, table
+from installer.commands.common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
     """Every step any journaled run of this env planned (newest plan wins per step id)."""
-    from ..journal import current_epoch
-    from ..plan import steps_from_plan
+    from installer.engine.journal import current_epoch
+    from installer.plan.journaled import steps_from_plan
 
     by_id: dict[str, Any] = {}
     for e in current_epoch(entries):
@@ -36,7 +36,7 @@ def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
         if e.event != "run" or not isinstance(plan, dict) or "resolution" not in plan:
             continue
         if "restore" in plan:  # written by `snapshot restore` (installer/restore.py)
-            from ..restore import steps_from_restore_plan
+            from installer.plan.restore import steps_from_restore_plan
 
             steps = steps_from_restore_plan(plan)
         else:
@@ -47,10 +47,10 @@ def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
 
 
 def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
-    from ..journal import current_epoch
+    from installer.engine.journal import current_epoch
 
     try:
-        from ..snapshot import find
+        from installer.snapshot.model import find
 
         path, snap = find(ctx.state_dir, ref)
         wanted = {str(Path(path).resolve()), snap.id}
@@ -70,9 +70,9 @@ def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..envs import target_env
-    from ..executor import Executor
-    from ..journal import Journal, open_entries
+    from installer.app.envs import target_env
+    from installer.engine.executor import Executor
+    from installer.engine.journal import Journal, open_entries
 
     env = target_env(ctx, args.env)
     journal = Journal.for_env(ctx, env)

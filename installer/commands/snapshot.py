@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..context import Context
-from ..errors import UsageError
-from ..report import Result
-from .common import add_assume_flags, add_env_flag
+from installer.context import Context
+from installer.errors import UsageError
+from installer.report import Result
+from installer.commands.common import add_assume_flags, add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from .. import snapshot_cmds
+    from installer.app import snapshot as snapshot_cmds
 
     handler = {
         "export": snapshot_cmds.export,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..context import Context
-from ..errors import ExitCode, TfgpuError
-from ..report import Block, Result, Text, table
-from .common import add_env_flag
+from installer.context import Context
+from installer.errors import ExitCode, TfgpuError
+from installer.report import Block, Result, Text, table
+from installer.commands.common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
     try:
-        from ..verify import read_record
+        from installer.verify.host import read_record
 
         doc = read_record(ctx, env)
     except Exception as exc:  # an unreadable record is reported, not fatal
@@ -36,10 +36,10 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..envs import target_env
-    from ..executor import Executor
-    from ..journal import Journal, step_states
-    from .rollback import journal_steps
+    from installer.app.envs import target_env
+    from installer.engine.executor import Executor
+    from installer.engine.journal import Journal, step_states
+    from installer.commands.rollback import journal_steps
 
     env = target_env(ctx, args.env)
     journal = Journal.for_env(ctx, env)

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ..context import Context
-from ..errors import ExitCode, UsageError
-from ..report import Result
-from .common import add_env_flag
+from installer.context import Context
+from installer.errors import ExitCode, UsageError
+from installer.report import Result
+from installer.commands.common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,8 +61,7 @@ def _env_named_in(f: Path) -> Optional[str]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from ..verify import (CheckPlan, plan_from_env, read_record, report_blocks, run_verification,
-                          verify_fingerprint, write_record)
+    from installer.verify.host import CheckPlan, plan_from_env, read_record, report_blocks, run_verification, verify_fingerprint, write_record
 
     if args.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")

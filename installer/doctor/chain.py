@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from ..context import Context
-from .envcheck import probe_import, read_env
-from .lower import (
-    gather_host, check_driver, check_gpu_memory, check_libraries, check_toolkits, check_visible_devices,
-    check_wsl_linux_driver,
-)
-from .rules import RuleSet
-from .upper import check_compute_capability, check_env, check_import, check_ptxas
-from .walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
+from installer.context import Context
+from installer.doctor.envcheck import probe_import, read_env
+from installer.doctor.system_layers import gather_host, check_driver, check_gpu_memory, check_libraries, check_toolkits, check_visible_devices, check_wsl_linux_driver
+from installer.doctor.rules import RuleSet
+from installer.doctor.env_layers import check_compute_capability, check_env, check_import, check_ptxas
+from installer.doctor.walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
 
 __all__ = ["walk", "ChainReport", "Check", "OK", "WARN", "BROKEN", "ABSENT", "SKIP"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .rules import Match, RuleSet, match_all
+from installer.doctor.rules import Match, RuleSet, match_all
 
 UNKNOWN = "unknown"  # nothing we know in the text
 HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log

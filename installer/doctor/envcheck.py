@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..context import Context
+from installer.context import Context
 
 # Any of these marks an activation block written by tfgpu-install (venv bin/activate, conda activate.d).
 ACTIVATION_MARKERS = ("tfgpu-install", "tfgpu_install", "TFGPU")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import BadInputError
+from installer.errors import BadInputError
 
 SEVERITIES = ("error", "warning", "info")
 FIX_KINDS = ("command", "remove", "install", "setting", "upgrade", "none")

@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..context import Context
-from ..facts import gpu as smi
-from .envcheck import EnvFiles, ImportProbe
-from .libpath import resolve_in_root
-from .rules import RuleSet
+from installer.context import Context
+from installer.facts import gpu as smi
+from installer.doctor.envcheck import EnvFiles, ImportProbe
+from installer.doctor.libpath import resolve_in_root
+from installer.doctor.rules import RuleSet
 
 OK, WARN, BROKEN, ABSENT, SKIP = "ok", "warn", "broken", "absent", "skip"
 SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..context import Context
-from ..errors import RunnerError
-from .model import CudaInstall, Problem
+from installer.context import Context
+from installer.errors import RunnerError
+from installer.facts.model import CudaInstall, Problem
 
 # Libraries TensorFlow loads; libcuda is the driver's.
 LIBS = ("libcuda", "libcudart", "libcublas", "libcublasLt", "libcudnn", "libnvidia-ml")

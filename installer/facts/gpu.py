@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 # Re-exported: callers read every NVIDIA text format from this module.
-from .devices import _VERSION
-from .devices import PciGpu as PciGpu
-from .devices import cuda_from_int as cuda_from_int
-from .devices import is_version as is_version
-from .devices import parse_lspci as parse_lspci
-from .devices import parse_proc_driver_version as parse_proc_driver_version
-from .devices import parse_sys_module_version as parse_sys_module_version
+from installer.facts.devices import _VERSION
+from installer.facts.devices import PciGpu as PciGpu
+from installer.facts.devices import cuda_from_int as cuda_from_int
+from installer.facts.devices import is_version as is_version
+from installer.facts.devices import parse_lspci as parse_lspci
+from installer.facts.devices import parse_proc_driver_version as parse_proc_driver_version
+from installer.facts.devices import parse_sys_module_version as parse_sys_module_version
 
 __all__ = [
     "PciGpu", "cuda_from_int", "is_version", "parse_lspci", "parse_proc_driver_version", "parse_sys_module_version",

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..context import Context
-from ..errors import RunnerError
-from ..runner import TIMED_OUT
-from . import gpu as smi
-from .model import Driver, Gpu, Host, Problem, SourceTried, Tools
-from .nvml import NvmlReading, query_nvml
+from installer.context import Context
+from installer.errors import RunnerError
+from installer.runner import TIMED_OUT
+from installer.facts import gpu as smi
+from installer.facts.model import Driver, Gpu, Host, Problem, SourceTried, Tools
+from installer.facts.nvml import NvmlReading, query_nvml
 
 SMI_TIMEOUT_S = 15.0
 PROC_VERSION = "/proc/driver/nvidia/version"

@@ -10,8 +10,8 @@ import platform
 import re
 from typing import Mapping, Optional
 
-from ..context import Context
-from .model import Host, Problem
+from installer.context import Context
+from installer.facts.model import Host, Problem
 
 
 def parse_os_release(text: str) -> dict[str, str]:

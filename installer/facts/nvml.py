@@ -12,8 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..runner import Runner
-from .gpu import cuda_from_int, is_version
+from installer.runner import Runner
+from installer.facts.gpu import cuda_from_int, is_version
 
 TIMEOUT_S = 10.0
 
@@ -155,7 +155,7 @@ def parse_nvml_output(text: str) -> NvmlReading:
 
 def query_nvml(runner: Runner, python: Optional[str] = None, timeout: float = TIMEOUT_S) -> NvmlReading:
     """Run the NVML probe in a child process. A hang or crash becomes an error reading."""
-    from ..errors import RunnerError
+    from installer.errors import RunnerError
 
     try:
         done = runner.run(nvml_argv(python), desc="NVML probe", timeout=timeout)

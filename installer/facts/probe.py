@@ -14,14 +14,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..context import Context
-from ..errors import BadInputError, UsageError
-from .gpu import UNRECOGNIZED, parse_nvidia_smi
-from .gpudetect import GpuDetection, detect_gpus, reading_to_detection
-from .model import Driver, Facts, Gpu, Host, Problem, PythonInterp
+from installer.context import Context
+from installer.errors import BadInputError, UsageError
+from installer.facts.gpu import UNRECOGNIZED, parse_nvidia_smi
+from installer.facts.gpudetect import GpuDetection, detect_gpus, reading_to_detection
+from installer.facts.model import Driver, Facts, Gpu, Host, Problem, PythonInterp
 
 if TYPE_CHECKING:
-    from ..knowledge import Knowledge
+    from installer.knowledge.model import Knowledge
 
 FLAG = "override:flag"
 ENV = "override:env"
@@ -142,7 +142,7 @@ class _Lazy:
         if not self.tried:
             self.tried = True
             try:
-                from ..knowledge import load_knowledge
+                from installer.knowledge.load import load_knowledge
 
                 ctx = self.ctx
                 other = ctx.env("TFGPU_PROFILES_DIR") if ctx is not None else None
@@ -161,7 +161,7 @@ def _max_cuda_from_table(kn: _Lazy, version: str) -> tuple[Optional[str], Option
     if k is None:
         return None, None, kn.error
     try:
-        from ..knowledge import max_cuda_for_driver
+        from installer.knowledge.model import max_cuda_for_driver
 
         row = max_cuda_for_driver(k, version)
     except NotImplementedError:
@@ -182,7 +182,7 @@ def lookup_cc(knowledge: Optional["Knowledge"], name: str, truncated: bool = Fal
     if knowledge is None or not name:
         return None, None
     try:
-        from ..knowledge import gpu_by_name
+        from installer.knowledge.gpu_names import gpu_by_name
 
         row = gpu_by_name(knowledge, name)
     except NotImplementedError:
@@ -248,9 +248,9 @@ def _host_overrides(host: Host, assume: Assumptions) -> Host:
 
 def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Optional["Knowledge"] = None) -> Facts:
     """Probe the machine (or read what `assume` says about another one). Never raises."""
-    from .cuda import gather_cuda
-    from .host import gather_host
-    from .python import gather_pythons, gather_tools
+    from installer.facts.cuda import gather_cuda
+    from installer.facts.host import gather_host
+    from installer.facts.python import gather_pythons, gather_tools
 
     assume = assume or Assumptions()
     kn = _Lazy(knowledge, ctx)

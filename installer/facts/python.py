@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..context import Context
-from ..errors import RunnerError
-from .model import Problem, PythonInterp, Tools
+from installer.context import Context
+from installer.errors import RunnerError
+from installer.facts.model import Problem, PythonInterp, Tools
 
 VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 TIMEOUT_S = 5.0

@@ -19,10 +19,10 @@ import shlex
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..context import Context
-from ..errors import StepFailed
-from ..fsutil import atomic_write, read_block, remove_block, remove_file, set_block
-from .base import Step, UndoRecord, checkpoint
+from installer.context import Context
+from installer.errors import StepFailed
+from installer.files import atomic_write, read_block, remove_block, remove_file, set_block
+from installer.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
 CONDA_SCRIPT = "tfgpu-install.sh"

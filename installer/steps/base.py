@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..context import Context
+from installer.context import Context
 
 UndoRecord = dict[str, Any]
 

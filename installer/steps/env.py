@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..context import Context
-from ..errors import EnvironmentProblem, StepFailed
-from ..fsutil import atomic_write
-from .base import Step, UndoRecord, checkpoint
+from installer.context import Context
+from installer.errors import EnvironmentProblem, StepFailed
+from installer.files import atomic_write
+from installer.steps.base import Step, UndoRecord, checkpoint
 
 BACKENDS = ("venv", "conda")
 CONDA_TOOLS = ("mamba", "conda", "micromamba")
@@ -176,7 +176,7 @@ class CreateEnv(Step):
         return [str(self.env.path)]
 
     def _marker(self, ctx: Context) -> Path:
-        from ..journal import env_state_dir
+        from installer.engine.journal import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "env-creating.json"
 

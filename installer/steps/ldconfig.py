@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..context import Context
-from ..errors import EnvironmentProblem, StepFailed
-from ..fsutil import atomic_write, remove_file
-from .activation import nvidia_lib_dirs
-from .base import Step, UndoRecord, checkpoint
+from installer.context import Context
+from installer.errors import EnvironmentProblem, StepFailed
+from installer.files import atomic_write, remove_file
+from installer.steps.activation import nvidia_lib_dirs
+from installer.steps.base import Step, UndoRecord, checkpoint
 
 _SONAME = re.compile(r"^lib[\w.+-]+\.so(\.\d+)+$")
 

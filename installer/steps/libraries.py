@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..context import Context
-from ..elf import read_elf, read_soname
-from ..errors import StepFailed
-from .base import Step, UndoRecord
-from .env import TargetEnv
+from installer.context import Context
+from installer.fetch.elf import read_elf, read_soname
+from installer.errors import StepFailed
+from installer.steps.base import Step, UndoRecord
+from installer.steps.env import TargetEnv
 
 
 @dataclass(frozen=True)

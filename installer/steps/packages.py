@@ -20,11 +20,11 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..context import Context
-from ..errors import DownloadError, StepFailed
-from ..fsutil import atomic_write
-from .base import Step, UndoRecord, checkpoint
-from .env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
+from installer.context import Context
+from installer.errors import DownloadError, StepFailed
+from installer.files import atomic_write
+from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.steps.env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
 
 _NETWORK_SIGNS = (
     "Failed to fetch",
@@ -220,7 +220,7 @@ class InstallPackages(Step):
         return [str(self.env.site_packages())]
 
     def _before_file(self, ctx: Context) -> Path:
-        from ..journal import env_state_dir
+        from installer.engine.journal import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "packages-before.json"
 

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..context import Context
-from ..errors import StepFailed
-from ..fsutil import atomic_write
-from .base import Step, UndoRecord, checkpoint
-from .env import TargetEnv
+from installer.context import Context
+from installer.errors import StepFailed
+from installer.files import atomic_write
+from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.steps.env import TargetEnv
 
 
 def _canon(name: str) -> str:
@@ -85,7 +85,7 @@ class SyncPackages(Step):
         return [str(self.env.site_packages())]
 
     def _plan_file(self, ctx: Context) -> Path:
-        from ..journal import env_state_dir
+        from installer.engine.journal import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "sync-plan.json"
 
@@ -95,7 +95,7 @@ class SyncPackages(Step):
         return not self._plan_file(ctx).exists() and not extras(self.env, self.keep)
 
     def apply(self, ctx: Context) -> UndoRecord:
-        from ..journal import env_state_dir
+        from installer.engine.journal import env_state_dir
 
         plan_file = self._plan_file(ctx)
         if plan_file.exists():  # resume after a kill: finish the same plan

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..context import Context
-from ..errors import VerifyFailed
-from ..verify import CheckPlan, read_record, record_path, run_verification, verify_fingerprint, write_record
-from .base import Step, UndoRecord, checkpoint
+from installer.context import Context
+from installer.errors import VerifyFailed
+from installer.verify.host import CheckPlan, read_record, record_path, run_verification, verify_fingerprint, write_record
+from installer.steps.base import Step, UndoRecord, checkpoint
 
 
 class VerifyEnv(Step):
@@ -40,7 +40,7 @@ class VerifyEnv(Step):
         version is known only once cudnn.place has run, from the placed files themselves."""
         from dataclasses import replace
 
-        from ..cudnn import dir_version
+        from installer.fetch.cudnn_redist import dir_version
 
         for d in self.plan.lib_dirs:
             found = dir_version(Path(d))

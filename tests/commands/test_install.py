@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from installer.fsutil import tree_digest
+from installer.files import tree_digest
 from tests.support.install_kit import cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
@@ -247,7 +247,7 @@ def test_existing_env_gets_a_rollback_point_first(
     `rollback-point` snapshot) before the first change; a new env needs none."""
     import venv
 
-    from installer import snapshot as S
+    from installer.snapshot import model as S
 
     env_dir = tmp_path / "data" / "existing"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -14,7 +14,7 @@ import pytest
 
 from installer.cli import main
 from installer.errors import ExitCode
-from installer.fsutil import tree_digest
+from installer.files import tree_digest
 from tests.support.install_kit import MATRIX, cli_env, write_knowledge
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")

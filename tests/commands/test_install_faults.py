@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from installer.fsutil import tree_digest
+from installer.files import tree_digest
 from tests.support.install_kit import cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"

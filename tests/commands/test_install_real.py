@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.fsutil import tree_digest
+from installer.files import tree_digest
 from tests.support.install_kit import REPO, run_cli
 
 pytestmark = [

@@ -17,7 +17,7 @@ from typing import Any
 from tests.conftest import load_cases
 from installer.cli import main
 from installer.errors import ExitCode
-from installer.resolver import version_key
+from installer.resolver.resolve import version_key
 
 CASES = {c["id"]: c for c in load_cases("nvidia-smi")}
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typing import Any
 
 from installer.cli import main
 from installer.errors import ExitCode
-from installer.knowledge import profiles_dir
+from installer.knowledge.load import profiles_dir
 
 
 def test_profiles_json(capsys: Any, tmp_env: dict[str, str]) -> None:

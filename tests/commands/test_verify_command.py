@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from installer.cli import main
-from installer.journal import Journal, env_state_dir
+from installer.engine.journal import Journal, env_state_dir
 from installer.context import build_context
-from installer.verify import read_record
+from installer.verify.host import read_record
 from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import make_venv, tf_env  # noqa: F401
 

@@ -131,7 +131,7 @@ def test_mig_gpu_from_nvml(tmp_env: dict[str, str]) -> None:
 
 
 def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import installer.knowledge as k
+    import installer.knowledge.load as k
 
     def missing(directory: Any = None) -> Any:
         raise NotImplementedError

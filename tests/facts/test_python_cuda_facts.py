@@ -12,14 +12,7 @@ from hypothesis import strategies as st
 
 from installer.context import build_context
 from installer.facts.host import parse_ldd_version, parse_os_release
-from installer.facts.cuda import (
-    gather_cuda,
-    parse_ldconfig_p,
-    parse_nvcc_version,
-    parse_version_json,
-    parse_version_txt,
-    soname_version,
-)
+from installer.facts.cuda import gather_cuda, parse_ldconfig_p, parse_nvcc_version, parse_version_json, parse_version_txt, soname_version
 from installer.facts.model import Tools
 from installer.facts.python import gather_pythons, parse_conda_env_list, parse_python_version, version_from_path
 from installer.runner import ReplayRunner, SubprocessRunner

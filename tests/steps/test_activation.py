@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from installer.context import Context
-from installer.executor import Executor
-from installer.fsutil import tree_digest
+from installer.engine.executor import Executor
+from installer.files import tree_digest
 from installer.steps.activation import LAUNCHER, WriteActivation, WriteShellRc
 
 FAKE_CUDNN = "int cudnnGetVersion(void) { return 8907; }\n"

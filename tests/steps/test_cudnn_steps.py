@@ -14,11 +14,11 @@ import pytest
 
 from installer.context import Context
 from installer.errors import BadInputError, DownloadError, ExitCode, StepFailed, UnsatisfiableError, UsageError
-from installer.executor import Executor
-from installer.fsutil import tree_digest
-from installer.plan import InstallOptions
-from installer.resolver_model import Choice, Resolution
-from installer.steps.cudnn import MARKER, cudnn_steps, find_stale, placed_lib_dir
+from installer.engine.executor import Executor
+from installer.files import tree_digest
+from installer.plan.options import InstallOptions
+from installer.resolver.model import Choice, Resolution
+from installer.steps.cudnn.place import MARKER, cudnn_steps, find_stale, placed_lib_dir
 from tests.support.cudnn_archive import build_archive, install_libs, publish, version_code, version_header
 from tests.support.httpserver import Fault, LoopbackServer
 

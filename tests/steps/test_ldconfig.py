@@ -10,8 +10,8 @@ import pytest
 
 from installer.context import Context, build_context
 from installer.errors import EnvironmentProblem
-from installer.executor import Executor
-from installer.fsutil import tree_digest
+from installer.engine.executor import Executor
+from installer.files import tree_digest
 from installer.runner import ReplayRunner
 from installer.steps.ldconfig import SystemLdconfig
 

@@ -11,7 +11,7 @@ import pytest
 
 from installer.context import Context
 from installer.errors import ExitCode, StepFailed
-from installer.fsutil import tree_sha256
+from installer.files import tree_sha256
 from installer.steps.env import CreateEnv, TargetEnv
 from installer.steps.libraries import CheckLibraries, expected_libraries, nvidia_lib_dirs
 from installer.steps.packages import InstallPackages

@@ -310,8 +310,8 @@ def test_index_settings_precedence(tmp_env: dict[str, str], tmp_path: Path) -> N
 
 
 def test_from_choice_and_options(tmp_path: Path) -> None:
-    from installer.plan import InstallOptions
-    from installer.resolver_model import Choice
+    from installer.plan.options import InstallOptions
+    from installer.resolver.model import Choice
 
     choice = Choice(tensorflow="2.99.0", cuda="12.3", cudnn="9.1", python=PYV, jit_only=False,
                     pins=dict(STABLE_PINS), constraints={"numpy": ">=1.23.5,<2.0"})

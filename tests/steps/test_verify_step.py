@@ -9,9 +9,9 @@ import pytest
 
 from installer.context import Context, build_context
 from installer.errors import ExitCode, VerifyFailed
-from installer.executor import Executor
+from installer.engine.executor import Executor
 from installer.steps.verify import VerifyEnv
-from installer.verify import CheckPlan, read_record, record_path
+from installer.verify.host import CheckPlan, read_record, record_path
 from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import STABLE_PLAN, make_venv, tf_env  # noqa: F401
 

@@ -18,7 +18,7 @@ if __name__ == "__main__":  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from installer.context import Context
-from installer.fsutil import atomic_write, read_block, remove_block, remove_file, set_block
+from installer.files import atomic_write, read_block, remove_block, remove_file, set_block
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 
@@ -168,7 +168,7 @@ def _main(argv: list[str]) -> int:
 
     from installer.context import build_context
     from installer.errors import TfgpuError
-    from installer.executor import Executor
+    from installer.engine.executor import Executor
 
     root = Path(argv[0])
     ctx = build_context(dict(os.environ))

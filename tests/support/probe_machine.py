@@ -12,7 +12,7 @@ import yaml
 
 from installer.facts import gpu as smi
 from installer.facts.nvml import nvml_argv
-from installer.knowledge import DriverRow, GpuRow, Knowledge
+from installer.knowledge.model import DriverRow, GpuRow, Knowledge
 from installer.runner import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

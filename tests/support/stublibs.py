@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 import pytest
 
-CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "installer" / "gpucheck" / "check.py"
+CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "installer" / "verify" / "gpucheck" / "check.py"
 
 _COMMON = r"""
 #include <stdlib.h>

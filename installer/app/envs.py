@@ -1,0 +1,40 @@
+"""Which environment a command means: --env, else the last one installed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from installer.context import Context
+from installer.errors import UsageError
+from installer.files import atomic_write
+
+
+def _last_file(ctx: Context) -> Path:
+    return ctx.state_dir / "last-env"
+
+
+def remember_env(ctx: Context, env: Path) -> None:
+    """Called by install after it starts changing an env."""
+    atomic_write(_last_file(ctx), os.path.abspath(str(env)) + "\n")
+
+
+def last_env(ctx: Context) -> Optional[Path]:
+    try:
+        text = _last_file(ctx).read_text().strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
+
+
+def target_env(ctx: Context, given: Optional[str]) -> Path:
+    if given:
+        return Path(os.path.abspath(os.path.expanduser(given)))
+    last = last_env(ctx)
+    if last is None:
+        raise UsageError(
+            "no environment given and none installed yet",
+            "pass --env PATH, or install one first: tfgpu-install --profile stable",
+        )
+    return last

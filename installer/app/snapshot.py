@@ -1,0 +1,173 @@
+"""The snapshot and check commands' work (the CLI modules stay thin)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Optional
+
+from installer.snapshot import model as snap_mod
+from installer.context import Context
+from installer.errors import BadInputError, ExitCode, UsageError
+from installer.report import Bullets, Heading, Result, Text, table
+
+
+def _facts(ctx: Context, args: Optional[argparse.Namespace] = None) -> Any:
+    """This host's facts; TFGPU_OVERRIDE_* (and --assume-* where the command has them) apply."""
+    from installer.facts.probe import assumptions_from_args, gather
+
+    return gather(ctx, assumptions_from_args(args or argparse.Namespace(), ctx))
+
+
+def _env_path(ctx: Context, args: argparse.Namespace) -> Path:
+    from installer.app.envs import target_env
+
+    env = target_env(ctx, getattr(args, "env", None))
+    if not env.is_dir():
+        raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
+    return env
+
+
+def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+    found = snap_mod.latest_for_env(ctx.state_dir, env)
+    return found[1].verification if found else None
+
+
+def export(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.snapshot.build import build
+
+    env = _env_path(ctx, args)
+    kind = "export"
+    fmt = args.format
+    snap = build(
+        ctx, env, kind, facts=_facts(ctx, args), verification=_last_verification(ctx, env),
+        # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
+        hashes=not args.no_hashes and fmt != "pylock", index_url=args.index_url,
+    )
+    if fmt == "tfgpu":
+        if args.output:
+            out = Path(args.output)
+            snap_mod.write(out, snap)
+        else:
+            out = snap_mod.save(ctx.state_dir, snap)
+    else:
+        if not args.output:
+            raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
+        out = Path(args.output)
+        from installer.files import atomic_write
+
+        if fmt == "requirements":
+            from installer.snapshot.exports import requirements_txt
+
+            atomic_write(out, requirements_txt(snap))
+        elif fmt == "conda":
+            from installer.snapshot.exports import conda_environment_yml
+
+            atomic_write(out, conda_environment_yml(snap))
+        else:
+            from installer.snapshot.pylock import compile_lock
+
+            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=args.index_url,
+                                glibc=snap.host.glibc, arch=snap.host.arch)
+            atomic_write(out, lock.text)
+    data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
+            "files": len(snap.files), "notes": list(snap.notes)}
+    blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
+                   f"{len(snap.files)} library files)", "ok")]
+    if snap.notes:
+        blocks.append(Bullets("notes", snap.notes, "warn"))
+    return Result(data, blocks)
+
+
+def list_(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.snapshot.contract import choice_of
+
+    stored = snap_mod.list_stored(ctx.state_dir)
+    rows = [
+        (s.id, s.kind, s.created, s.env.get("path"), choice_of(s).get("tensorflow"),
+         "yes" if (s.verification or {}).get("ok") else "-")
+        for _, s in stored
+    ]
+    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.get("path"),
+                           "tensorflow": choice_of(s).get("tensorflow"), "path": str(p)} for p, s in stored]}
+    blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
+    if not stored:
+        blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
+    return Result(data, blocks)
+
+
+def show(args: argparse.Namespace, ctx: Context) -> Result:
+    path, snap = snap_mod.find(ctx.state_dir, args.id)
+    from installer.snapshot.contract import choice_of
+
+    d = snap.to_dict()
+    res = choice_of(snap)
+    blocks: list[Any] = [
+        Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
+        Text(f"env: {snap.env.get('path')} ({snap.env.get('backend')}, Python {snap.env.get('python')})"),
+        Text(f"TensorFlow {res.get('tensorflow', '?')}, CUDA {res.get('cuda', '-')}, cuDNN {res.get('cudnn', '-')}"),
+        Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
+             f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
+                 f"{g.get('name')} (cc {g.get('compute_capability')})" for g in snap.host.gpus) or "none")),
+        table("packages", ("name", "version", "hashes"), [(p.name, p.version, len(p.hashes)) for p in snap.packages]),
+    ]
+    return Result({**d, "path": str(path)}, blocks)
+
+
+def diff(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.snapshot.drift import compare, to_jsonable
+
+    _, a = snap_mod.find(ctx.state_dir, args.a)
+    _, b = snap_mod.find(ctx.state_dir, args.b)
+    d = compare((a.packages, b.packages), (a.files, b.files), (a.activation, b.activation), (a.host, b.host))
+    blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
+    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("identical", "ok"))
+    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks)
+
+
+def check(args: argparse.Namespace, ctx: Context) -> Result:
+    """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
+    from installer.snapshot.drift import compare, to_jsonable
+    from installer.snapshot.envstate import capture
+    from installer.snapshot.build import host_contract
+
+    env = _env_path(ctx, args)
+    # The last known-good record; an env never installed by this tool can be watched from an export.
+    found = snap_mod.latest_for_env(ctx.state_dir, env) or snap_mod.latest_for_env(ctx.state_dir, env, "export")
+    if found is None:
+        raise BadInputError(
+            f"no known-good snapshot for {env}",
+            "a successful install records one; or record the env as it is now with "
+            f"`tfgpu-install snapshot export --env {env}`",
+            ref="no-snapshot",
+        )
+    _, good = found
+    live = capture(env, previous_files={f.path: f for f in good.files})
+    host = host_contract(_facts(ctx)) if good.host.driver else None
+    d = compare(
+        (good.packages, live.packages), (good.files, live.files), (good.activation, live.activation),
+        (good.host, host) if host is not None else None,
+    )
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d)}
+    if d.clean:
+        return Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")])
+    blocks: list[Any] = [
+        Text(f"{env} drifted from its known-good snapshot {good.id}", "warn"),
+        Bullets("", tuple(d.lines()), "warn"),
+        Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
+    ]
+    return Result(data, blocks, exit_code=int(ExitCode.DRIFT))
+
+
+def restore(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.app.restore import restore as do_restore
+
+    return do_restore(args, ctx)
+
+
+def bundle(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.app.restore import bundle as do_bundle
+
+    return do_bundle(args, ctx)
+
+

@@ -1,0 +1,50 @@
+"""What the user asked an install for, besides the profile: plain, frozen data (and its JSON form,
+which the journal keeps so that rollback can rebuild the same steps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    env: Path  # target environment path
+    backend: str = "venv"  # "venv" | "conda"
+    name: Optional[str] = None  # conda named env
+    python: Optional[str] = None  # interpreter path chosen for the env
+    system_ldconfig: bool = False
+    shell_rc: Optional[Path] = None
+    allow_cpu: bool = False
+    cudnn_source: str = "wheel"  # "wheel" | "redist" | "archive"
+    cudnn_mirror: Optional[str] = None
+    cudnn_archive: Optional[Path] = None
+    cudnn_prefix: Optional[Path] = None
+    quarantine_stale: bool = False
+    index_url: Optional[str] = None  # else PIP_INDEX_URL / UV_INDEX_URL from the environment
+    seed_pip: bool = False  # give a uv-made venv its own pip (uv's venvs have none by default)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def options_to_json(options: InstallOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(options):
+        value = getattr(options, f.name)
+        out[f.name] = str(value) if isinstance(value, Path) else value
+    return out
+
+
+def options_from_json(data: dict[str, Any]) -> InstallOptions:
+    kwargs: dict[str, Any] = {}
+    for f in fields(InstallOptions):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.name in _PATH_FIELDS and value is not None:
+            value = Path(value)
+        kwargs[f.name] = value
+    return InstallOptions(**kwargs)
+
+
+_PATH_FIELDS = ("env", "shell_rc", "cudnn_archive", "cudnn_prefix")

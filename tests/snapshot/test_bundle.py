@@ -1,0 +1,103 @@
+"""snapshot bundle -> restore --offline with the index unreachable; an altered bundle is refused
+before anything is written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from installer.snapshot import model as S
+from installer.snapshot.bundle import platform_tags
+from installer.errors import ExitCode
+from tests.support.restore_kit import (  # noqa: F401 (fixtures)
+    Provisioned, cli, freeze, lib_hashes, needs_gcc, served_index, source_env,
+)
+from tests.support.snapshot_doc import make
+
+pytestmark = needs_gcc
+
+
+def _closed_port_url() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: any request is refused
+    return f"http://127.0.0.1:{port}/simple"
+
+
+@pytest.fixture(scope="module")
+def bundled(source_env: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from installer.cli import main
+
+    tmp = tmp_path_factory.mktemp("bundle")
+    snap = tmp / "snap.yaml"
+    assert main(["snapshot", "export", "--env", str(source_env.env), "-o", str(snap), "--json"],
+                environ=source_env.environ) == 0
+    out = tmp / "bundle"
+    assert main(["snapshot", "bundle", str(snap), "-o", str(out), "--json"], environ=source_env.environ) == 0
+    return snap, out
+
+
+def test_bundle_holds_every_wheel_with_a_manifest(bundled: tuple[Path, Path]) -> None:
+    snap_file, out = bundled
+    snap = S.load(snap_file)
+    manifest = json.loads((out / "manifest.json").read_text())
+    wheels = [k for k in manifest["files"] if k.startswith("wheels/")]
+    assert len(wheels) == len(snap.packages)
+    assert {"snapshot.yaml", "requirements.txt"} <= set(manifest["files"])
+    assert manifest["snapshot_id"] == snap.id and manifest["python"] == ".".join(snap.env["python"].split(".")[:2])
+    assert not [p for p in out.parent.iterdir() if ".partial-" in p.name]
+
+
+def test_offline_restore_with_the_index_unreachable(
+    source_env: Provisioned, bundled: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap_file, out = bundled
+    dead = _closed_port_url()
+    environ = {**source_env.environ, "UV_INDEX_URL": dead, "PIP_INDEX_URL": dead,
+               "UV_CACHE_DIR": str(tmp_path / "empty-uv-cache")}
+    target = tmp_path / "restored"
+    code, doc = cli(["snapshot", "restore", str(snap_file), "--offline", str(out), "--env", str(target),
+                     "--allow-cpu", "-y"], environ, capsys)
+    assert code == 0, doc
+    assert doc["identical"] is True
+    assert freeze(target) == freeze(source_env.env)
+    assert lib_hashes(target) == lib_hashes(source_env.env)
+
+
+def test_altered_bundle_is_refused_before_anything_is_written(
+    source_env: Provisioned, bundled: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = bundled
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    wheel = sorted((copy / "wheels").glob("absl_py-*.whl"))[0]
+    wheel.write_bytes(wheel.read_bytes() + b"\0")
+    target = tmp_path / "restored"
+    code, err = cli(["snapshot", "restore", str(copy), "--offline", str(copy), "--env", str(target), "-y",
+                     "--allow-cpu"], source_env.environ, capsys)
+    assert code == ExitCode.DOWNLOAD, err
+    assert err["error"] == "bundle-corrupt" and "absl_py" in err["message"]
+    assert not target.exists()
+
+
+def test_bundle_needs_hashes_and_a_new_directory(
+    source_env: Provisioned, bundled: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unhashed = tmp_path / "unhashed.yaml"
+    S.write(unhashed, make())
+    code, err = cli(["snapshot", "bundle", str(unhashed), "-o", str(tmp_path / "b")], source_env.environ, capsys)
+    assert code == ExitCode.BAD_INPUT and err["error"] == "snapshot-unhashed"
+    snap_file, out = bundled
+    code, err = cli(["snapshot", "bundle", str(snap_file), "-o", str(out)], source_env.environ, capsys)
+    assert code == ExitCode.USAGE and err["error"] == "bundle-exists"
+    assert not (tmp_path / "b").exists()
+
+
+def test_platform_tags_follow_the_snapshot_host() -> None:
+    assert platform_tags(make()) == ["manylinux_2_35_x86_64", "manylinux2014_x86_64"]
+    assert platform_tags(make(host=S.HostContract())) == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]

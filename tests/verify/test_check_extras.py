@@ -1,0 +1,42 @@
+"""The check's report extras (pure): mixed precision, CUDA vs nvidia-smi numbering, PTX JIT, MirroredStrategy."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from installer.verify.host import CHECK_SCRIPT
+
+# check.py is a script run inside the env, not a module of the package: load it by path.
+_spec = importlib.util.spec_from_file_location("tfgpucheck_main", CHECK_SCRIPT)
+assert _spec is not None and _spec.loader is not None
+check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check)
+
+HW = {"measured": {"gpus": [{"pci": "0000:01:00.0"}, {"pci": "0000:41:00.0"}]}}
+
+
+def _devices(*ccs: str) -> list[dict[str, object]]:
+    pcis = ["0000:41:00.0", "0000:01:00.0"]
+    return [{"index": i, "name": f"GPU {i}", "compute_capability": cc, "pci": pcis[i]} for i, cc in enumerate(ccs)]
+
+
+def test_mixed_gpus_numbering_jit_and_mirrored() -> None:
+    state = {"devices": _devices("9.0", "6.1"),
+             "tf_measured": {"gpus": ["/physical_device:GPU:0"], "mirrored_replicas": 1,
+                             "build": {"cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "compute_90"]}}}
+    out = check.extras(state, HW, {"CUDA_VISIBLE_DEVICES": "1,0"})
+    assert out["mixed_precision"]["eligible"] is False  # the 6.1 card has no Tensor Cores
+    assert [(m["cuda"], m["nvidia_smi"]) for m in out["visible_devices"]["mapping"]] == [(0, 1), (1, 0)]
+    assert out["visible_devices"]["CUDA_VISIBLE_DEVICES"] == "1,0" and "PCI_BUS_ID" in out["visible_devices"]["note"]
+    assert out["ptx_jit"]["compute_capabilities"] == ["6.1", "9.0"]
+    assert out["mirrored_strategy"] == {"replicas": 1, "gpus": 1, "sees_all": True}
+
+
+def test_matching_numbering_needs_no_note() -> None:
+    state = {"devices": [{"index": 0, "name": "A", "compute_capability": "8.0", "pci": "0000:01:00.0"}],
+             "tf_measured": {"gpus": ["a", "b"], "mirrored_replicas": 1,
+                             "build": {"cuda_compute_capabilities": ["sm_80"]}}}
+    out = check.extras(state, HW, {})
+    assert "note" not in out["visible_devices"] and out["mixed_precision"]["eligible"] is True
+    assert out["ptx_jit"]["compute_capabilities"] == []
+    assert out["mirrored_strategy"]["sees_all"] is False  # 2 GPUs listed, 1 replica
