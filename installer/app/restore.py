@@ -18,15 +18,17 @@ half-written.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from installer.snapshot import model as snap_mod
 from installer.context import Context
-from installer.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError, VerifyFailed
+from installer.engine.executor import ExecReport
+from installer.facts.model import AssumeFlags
+from installer.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
 from installer.plan.options import InstallOptions
 from installer.plan.restore import pinned_resolution, restore_steps
 from installer.report import Block, Bullets, Heading, Result, Text, table
@@ -50,22 +52,22 @@ def _check_hashes(snap: Snapshot) -> list[str]:
             + (" ..." if len(missing) > 5 else "") + ")"]
 
 
-def _load(args: argparse.Namespace, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
+def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
     from installer.snapshot import bundle
 
-    if args.offline:
-        bdir = Path(os.path.abspath(args.offline))
+    if req.offline:
+        bdir = Path(os.path.abspath(req.offline))
         bsnap, _ = bundle.verify(bdir)
-        if Path(args.file).is_dir() and os.path.abspath(args.file) == str(bdir):
+        if Path(req.file).is_dir() and os.path.abspath(req.file) == str(bdir):
             return bsnap, bdir
-        _, snap = snap_mod.find(ctx.state_dir, args.file)
+        _, snap = snap_mod.find(ctx.state_dir, req.file)
         if snap.id != bsnap.id:
             raise BadInputError(f"the bundle {bdir} holds snapshot {bsnap.id}, not {snap.id}",
                                 f"pass the bundle's own snapshot: --offline {bdir} {bdir}", ref="bundle-other-snapshot")
         return bsnap, bdir
-    if Path(args.file).is_dir() and (Path(args.file) / "manifest.json").is_file():
-        raise BadInputError(f"{args.file} is a bundle", f"restore it with --offline {args.file}")
-    return snap_mod.find(ctx.state_dir, args.file)[1], None
+    if Path(req.file).is_dir() and (Path(req.file) / "manifest.json").is_file():
+        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {req.file}")
+    return snap_mod.find(ctx.state_dir, req.file)[1], None
 
 
 def _placed_files(snap: Snapshot) -> list[str]:
@@ -83,22 +85,40 @@ def _python_path(facts: Any, minor: str) -> Optional[str]:
 # --- restore ------------------------------------------------------------------------------
 
 
-def restore(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.app.confirm import confirm
-    from installer.knowledge.load import knowledge_dir
-    from installer.snapshot.contract import check_host, choice_of
-    from installer.engine.executor import Executor
-    from installer.facts.probe import assumptions_from_args, gather
-    from installer.knowledge.load import load_knowledge
-    from installer.plan.options import options_to_json
+@dataclass(frozen=True)
+class RestoreRequest:
+    file: str  # a snapshot file, a stored id, or (with offline) the bundle dir
+    env: Optional[str] = None
+    offline: Optional[str] = None  # a bundle made by `snapshot bundle`
+    index_url: Optional[str] = None
+    allow_cpu: bool = False
+    assume: AssumeFlags = field(default_factory=AssumeFlags)
+    yes: bool = False
+    dry_run: bool = False
+    progress: bool = False
 
-    snap, bundle_dir = _load(args, ctx)
+
+@dataclass(frozen=True)
+class BundleRequest:
+    file: str
+    output: str
+    index_url: Optional[str] = None
+
+
+def restore(ctx: Context, req: RestoreRequest) -> Result:
+    from installer.app.provision import ProvisionRequest, provision
+    from installer.facts.probe import assumptions, gather
+    from installer.knowledge.load import knowledge_dir, load_knowledge
+    from installer.plan.options import options_to_json
+    from installer.snapshot.contract import check_host, choice_of
+
+    snap, bundle_dir = _load(req, ctx)
     warnings = _check_hashes(snap)
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
-    facts = gather(ctx, assumptions_from_args(args, ctx), knowledge)
+    facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
     tools = facts.tools
     conda = bool(tools.conda or tools.mamba or tools.micromamba)
-    verdict = check_host(snap, facts, knowledge, allow_cpu=args.allow_cpu, conda_available=conda)
+    verdict = check_host(snap, facts, knowledge, allow_cpu=req.allow_cpu, conda_available=conda)
     if not verdict.ok:
         raise IncompatibleHost(
             f"snapshot {snap.id} cannot be restored on this host:\n  - " + "\n  - ".join(verdict.refusals),
@@ -111,7 +131,7 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
         warnings.append(f"{len(placed)} library file(s) outside the packages (a cuDNN placed from a redist or "
                         f"archive, e.g. {placed[0]}) are not restored: run `tfgpu-install --env ENV "
                         "--cudnn-source redist|archive` after the restore to place them again")
-    where = args.env or str(snap.env.get("path") or "")
+    where = req.env or str(snap.env.get("path") or "")
     if not where:
         raise BadInputError(f"snapshot {snap.id} names no env path", "pass --env PATH")
     env = Path(os.path.abspath(os.path.expanduser(where)))
@@ -123,84 +143,54 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
     assert choice is not None
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
-                             index_url=None if bundle_dir else args.index_url, extra=extra)
+                             index_url=None if bundle_dir else req.index_url, extra=extra)
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),
         "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
                     "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in snap.packages]},
     }
-    steps = restore_steps(resolution, options, snap.packages, require_hashes)
-    ctx.extra["facts"] = facts
-    ex = Executor(ctx, env, plan=plan)
-    preview = ex.run(steps, dry_run=True)
-    head: list[Block] = [
-        Heading(f"restore snapshot {snap.id} into {env}"),
-        Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
-             f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
-        table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
-    ]
-    if warnings:
-        head.append(Bullets("warnings", tuple(warnings), "warn"))
-    if getattr(args, "dry_run", False):
-        return Result({"env": str(env), "snapshot": snap.id, "dry_run": True, "steps": preview.to_json(),
-                       "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
-                      [*head, Text("dry run: nothing was changed", "dim")])
-    pending = any(s.status == "pending" for s in preview.steps)
-    if pending:
-        confirm(ctx, args.yes, head)
-    from installer.app.envs import last_env, remember_env
 
-    with ex.lock():
-        entries = ex.journal.entries()
-        before = entries[-1].seq if entries else 0
-        point = _rollback_point(ctx, env, facts) if pending else None
-        previous = last_env(ctx)
-        remember_env(ctx, env)
-        try:
-            report = ex.run(steps)
-        except VerifyFailed:
-            raise  # restored but not working: left in place for `tfgpu-install doctor` or rollback
-        except TfgpuError as err:
-            try:
-                ex.rollback(steps, to_seq=before)
-            except TfgpuError:
-                raise err  # the journal still holds it: `tfgpu-install rollback` finishes the undo
-            if previous is not None:
-                remember_env(ctx, previous)
-            raise _undone(err, env) from err
-    recorded = (ctx.extra.get("results") or {}).get("snapshot.record") or {}
-    result = _result(snap, env, report, head, verdict, warnings, recorded.get("id"))
-    result.data["rollback_point"] = point
+    def head(preview: ExecReport) -> list[Block]:
+        blocks: list[Block] = [
+            Heading(f"restore snapshot {snap.id} into {env}"),
+            Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
+                 f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
+            table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
+        ]
+        if warnings:
+            blocks.append(Bullets("warnings", tuple(warnings), "warn"))
+        return blocks
+
+    try:
+        done = provision(ctx, ProvisionRequest(
+            env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes), plan=plan,
+            head=head, facts=facts, yes=req.yes, dry_run=req.dry_run, progress=req.progress,
+            undo_on_failure=True,
+        ))
+    except TfgpuError as err:
+        raise _hash_mismatch(err)
+    if req.dry_run:
+        return Result({"env": str(env), "snapshot": snap.id, "dry_run": True, "steps": done.preview.to_json(),
+                       "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
+                      [*head(done.preview), Text("dry run: nothing was changed", "dim")])
+    report = done.report or done.preview
+    recorded = done.results.get("snapshot.record") or {}
+    result = _result(snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
+    result.data["rollback_point"] = done.rollback_point
     return result
 
 
-def _rollback_point(ctx: Context, env: Path, facts: Any) -> Optional[str]:
-    """Restoring over an existing env: record what it holds first (a `rollback-point` snapshot),
-    so `snapshot restore ID` can bring that state back even after the journal is gone."""
-    from installer.snapshot.build import build
-
-    if not (env / "pyvenv.cfg").is_file() and not (env / "conda-meta").is_dir():
-        return None
-    snap = build(ctx, env, "rollback-point", facts=facts, hashes=False)
-    snap_mod.save(ctx.state_dir, snap)
-    return snap.id
-
-
-def _undone(err: TfgpuError, env: Path) -> TfgpuError:
-    """The same error, saying the partial restore was undone (a hash mismatch: DOWNLOAD, ref hash-mismatch)."""
-    tail = f" (the restore was undone: {env} is as it was before)"
-    if any(sign in err.message for sign in _HASH_MISMATCH):
-        return DownloadError(
-            "a package does not match the hash the snapshot records: " + err.message + tail,
-            "the snapshot file was edited or the index serves different files; use an untouched snapshot, "
-            "or the index it was exported from (--index-url)",
-            ref="hash-mismatch",
-        )
-    try:
-        return type(err)(err.message + tail, err.hint, ref=err.ref, code=err.code)
-    except TypeError:  # a subclass with its own constructor: keep it as it is
+def _hash_mismatch(err: TfgpuError) -> TfgpuError:
+    """pip/uv refusing a package whose hash differs from the snapshot's: DOWNLOAD, ref hash-mismatch."""
+    if not any(sign in err.message for sign in _HASH_MISMATCH):
         return err
+    return DownloadError(
+        "a package does not match the hash the snapshot records: " + err.message,
+        "the snapshot file was edited or the index serves different files; use an untouched snapshot, "
+        "or the index it was exported from (--index-url)",
+        ref="hash-mismatch",
+    )
 
 
 def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
@@ -240,12 +230,12 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
 # --- bundle -------------------------------------------------------------------------------
 
 
-def bundle(args: argparse.Namespace, ctx: Context) -> Result:
+def bundle(ctx: Context, req: BundleRequest) -> Result:
     from installer.snapshot import bundle as bundle_mod
 
-    _, snap = snap_mod.find(ctx.state_dir, args.file)
-    out = Path(os.path.abspath(args.output))
-    manifest = bundle_mod.make(ctx, snap, out, index_url=args.index_url)
+    _, snap = snap_mod.find(ctx.state_dir, req.file)
+    out = Path(os.path.abspath(req.output))
+    manifest = bundle_mod.make(ctx, snap, out, index_url=req.index_url)
     wheels = sorted(k for k in manifest["files"] if k.startswith("wheels/"))
     blocks: list[Block] = [
         Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "

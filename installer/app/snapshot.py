@@ -12,11 +12,12 @@ from installer.errors import BadInputError, ExitCode, UsageError
 from installer.report import Bullets, Heading, Result, Text, table
 
 
-def _facts(ctx: Context, args: Optional[argparse.Namespace] = None) -> Any:
-    """This host's facts; TFGPU_OVERRIDE_* (and --assume-* where the command has them) apply."""
-    from installer.facts.probe import assumptions_from_args, gather
+def _facts(ctx: Context) -> Any:
+    """This host's facts; TFGPU_OVERRIDE_* apply."""
+    from installer.facts.model import AssumeFlags
+    from installer.facts.probe import assumptions, gather
 
-    return gather(ctx, assumptions_from_args(args or argparse.Namespace(), ctx))
+    return gather(ctx, assumptions(AssumeFlags(), ctx))
 
 
 def _env_path(ctx: Context, args: argparse.Namespace) -> Path:
@@ -40,7 +41,7 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
     kind = "export"
     fmt = args.format
     snap = build(
-        ctx, env, kind, facts=_facts(ctx, args), verification=_last_verification(ctx, env),
+        ctx, env, kind, facts=_facts(ctx), verification=_last_verification(ctx, env),
         # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
         hashes=not args.no_hashes and fmt != "pylock", index_url=args.index_url,
     )
@@ -157,17 +158,3 @@ def check(args: argparse.Namespace, ctx: Context) -> Result:
         Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
     ]
     return Result(data, blocks, exit_code=int(ExitCode.DRIFT))
-
-
-def restore(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.app.restore import restore as do_restore
-
-    return do_restore(args, ctx)
-
-
-def bundle(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.app.restore import bundle as do_bundle
-
-    return do_bundle(args, ctx)
-
-

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from installer.facts.model import AssumeFlags
+
 
 def add_profile_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -35,3 +37,14 @@ def add_assume_flags(p: argparse.ArgumentParser) -> None:
 
 def add_env_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", metavar="PATH", help="the target environment (default: the last one installed)")
+
+
+def assume_flags(args: argparse.Namespace) -> AssumeFlags:
+    """The what-if flags of a parsed command line, as the typed request the core takes."""
+    return AssumeFlags(
+        driver=getattr(args, "assume_driver", None),
+        gpus=tuple(getattr(args, "assume_gpu", None) or ()),
+        python=getattr(args, "assume_python", None),
+        glibc=getattr(args, "assume_glibc", None),
+        nvidia_smi=getattr(args, "from_nvidia_smi", None),
+    )

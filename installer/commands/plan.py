@@ -8,17 +8,17 @@ GPU and no --allow-cpu. Heavy modules are imported inside run() so start-up stay
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from installer.context import Context
 from installer.errors import ExitCode
 from installer.report import Block, Bullets, Heading, Result, Text, table
-from installer.commands.common import add_assume_flags, add_profile_flag
+from installer.app.envs import default_env_path
+from installer.commands.common import add_assume_flags, add_profile_flag, assume_flags
 
 if TYPE_CHECKING:
     from installer.facts.model import Facts
-    from installer.resolver.model import Choice, Resolution
+    from installer.resolver.model import Resolution
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,35 +46,15 @@ def add_resolve_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def env_name(choice: "Choice") -> str:
-    """The default environment's name: the combination, e.g. tf2.17.1-cu12.3-py3.11."""
-    cuda = f"cu{choice.cuda}" if choice.cuda else "cpu"
-    return f"tf{choice.tensorflow}-{cuda}-py{choice.python}"
-
-
-def default_env_path(ctx: Context, choice: "Choice") -> Path:
-    return ctx.data_dir / "envs" / env_name(choice)
-
-
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.facts.probe import assumptions_from_args, gather
-    from installer.knowledge.load import load_knowledge, load_policy
-    from installer.resolver.resolve import has_usable_gpu, resolve
+    from installer.app.resolution import ResolveRequest, resolve_machine
+    from installer.resolver.resolve import has_usable_gpu
 
-    assume = assumptions_from_args(args, ctx)
-    # TFGPU_PROFILES_DIR: another profiles/ directory (a site's own data; tests), as for install
-    other = ctx.env("TFGPU_PROFILES_DIR")
-    knowledge = load_knowledge(Path(other) if other else None, cache_dir=ctx.cache_dir)
-    policy = load_policy(args.profile, knowledge)
-    facts = gather(ctx, assume, knowledge)
-    resolution = resolve(
-        facts,
-        knowledge,
-        policy,
-        allow_cpu=args.allow_cpu,
-        allow_minor_compat=args.allow_minor_compat,
-        restrict_gpus=args.restrict_gpus,
-    )
+    resolved = resolve_machine(ctx, ResolveRequest(
+        profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
+        allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
+    ))
+    facts, resolution = resolved.facts, resolved.resolution
     steps = _steps(ctx, resolution, args.allow_cpu)
     data: dict[str, Any] = resolution.to_json()
     data["steps"] = steps

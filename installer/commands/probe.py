@@ -12,7 +12,7 @@ from installer.context import Context
 from installer.errors import ExitCode
 from installer.facts.model import Facts
 from installer.report import Block, Bullets, Heading, Result, Text, table
-from installer.commands.common import add_assume_flags
+from installer.commands.common import add_assume_flags, assume_flags
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,8 +73,8 @@ def blocks_for(facts: Facts) -> list[Block]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.facts.probe import assumptions_from_args, gather
+    from installer.facts.probe import assumptions, gather
 
-    facts = gather(ctx, assumptions_from_args(args, ctx))
+    facts = gather(ctx, assumptions(assume_flags(args), ctx))
     code = ExitCode.OK if facts.gpus else ExitCode.NO_GPU
     return Result(data=facts.to_json(), blocks=blocks_for(facts), exit_code=int(code))

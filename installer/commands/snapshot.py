@@ -12,7 +12,7 @@ import argparse
 from installer.context import Context
 from installer.errors import UsageError
 from installer.report import Result
-from installer.commands.common import add_assume_flags, add_env_flag
+from installer.commands.common import add_assume_flags, add_env_flag, assume_flags
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,14 +50,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.app import snapshot as snapshot_cmds
+    from installer.app.restore import BundleRequest, RestoreRequest, bundle, restore
 
+    if args.snapshot_command == "restore":
+        return restore(ctx, RestoreRequest(
+            file=args.file, env=args.env, offline=args.offline, index_url=args.index_url, allow_cpu=args.allow_cpu,
+            assume=assume_flags(args), yes=args.yes, dry_run=args.dry_run, progress=not args.json,
+        ))
+    if args.snapshot_command == "bundle":
+        return bundle(ctx, BundleRequest(file=args.file, output=args.output, index_url=args.index_url))
     handler = {
         "export": snapshot_cmds.export,
-        "restore": snapshot_cmds.restore,
         "list": snapshot_cmds.list_,
         "show": snapshot_cmds.show,
         "diff": snapshot_cmds.diff,
-        "bundle": snapshot_cmds.bundle,
     }.get(args.snapshot_command)
     if handler is None:
         raise UsageError("snapshot needs an action", "export, restore, list, show, diff or bundle")

@@ -120,3 +120,14 @@ class Facts:
         d["cuda_installs"] = [asdict(c) for c in self.cuda_installs]
         d["problems"] = [asdict(p) for p in self.problems]
         return d
+
+
+@dataclass(frozen=True)
+class AssumeFlags:
+    """The what-if flags as given on the command line (--assume-*, --from-nvidia-smi)."""
+
+    driver: Optional[str] = None
+    gpus: tuple[str, ...] = ()
+    python: Optional[str] = None
+    glibc: Optional[str] = None
+    nvidia_smi: Optional[str] = None  # a file, or "-" for stdin

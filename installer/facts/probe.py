@@ -7,7 +7,6 @@ A probe that fails leaves None and a reason in `problems`; gather never raises.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,7 @@ from installer.context import Context
 from installer.errors import BadInputError, UsageError
 from installer.facts.gpu import UNRECOGNIZED, parse_nvidia_smi
 from installer.facts.gpudetect import GpuDetection, detect_gpus, reading_to_detection
-from installer.facts.model import Driver, Facts, Gpu, Host, Problem, PythonInterp
+from installer.facts.model import AssumeFlags, Driver, Facts, Gpu, Host, Problem, PythonInterp
 
 if TYPE_CHECKING:
     from installer.knowledge.model import Knowledge
@@ -69,7 +68,7 @@ def _read_smi(path: str) -> str:
         ) from exc
 
 
-def assumptions_from_args(args: argparse.Namespace, ctx: Context) -> Assumptions:
+def assumptions(flags: AssumeFlags, ctx: Context) -> Assumptions:
     """--assume-* flags beat TFGPU_OVERRIDE_* variables, which beat detection.
 
     Raises UsageError for a malformed value and BadInputError for an unreadable or
@@ -90,14 +89,14 @@ def assumptions_from_args(args: argparse.Namespace, ctx: Context) -> Assumptions
     def origin(name: str, flag: str, env: str) -> str:
         return flag if sources.get(name) == FLAG else f"TFGPU_OVERRIDE_{env}"
 
-    driver = pick("driver", getattr(args, "assume_driver", None), "driver")
+    driver = pick("driver", flags.driver, "driver")
     driver = _check("driver version", driver, r"\d+\.\d+(\.\d+)*", "535.104.05", origin("driver", "--assume-driver", "DRIVER"))
-    python = pick("python", getattr(args, "assume_python", None), "python")
+    python = pick("python", flags.python, "python")
     python = _check("Python version", python, r"3\.\d+(\.\d+)?", "3.11", origin("python", "--assume-python", "PYTHON"))
-    glibc = pick("glibc", getattr(args, "assume_glibc", None), "glibc")
+    glibc = pick("glibc", flags.glibc, "glibc")
     glibc = _check("glibc version", glibc, r"\d+\.\d+", "2.31", origin("glibc", "--assume-glibc", "GLIBC"))
     os_name = pick("os", None, "os")
-    flag_gpus = getattr(args, "assume_gpu", None)
+    flag_gpus = flags.gpus
     gpus: tuple[str, ...] = ()
     if flag_gpus:
         sources["gpus"] = FLAG
@@ -105,7 +104,7 @@ def assumptions_from_args(args: argparse.Namespace, ctx: Context) -> Assumptions
     elif ov.get("gpus"):
         sources["gpus"] = ENV
         gpus = tuple(g.strip() for g in ov["gpus"].split(",") if g.strip())
-    smi_path = pick("nvidia_smi", getattr(args, "from_nvidia_smi", None), "nvidia_smi")
+    smi_path = pick("nvidia_smi", flags.nvidia_smi, "nvidia_smi")
     smi_text = None
     if smi_path is not None:
         smi_text = _read_smi(smi_path)
@@ -317,4 +316,4 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
     )
 
 
-__all__ = ["Assumptions", "assumptions_from_args", "gather", "lookup_cc"]
+__all__ = ["AssumeFlags", "Assumptions", "assumptions", "gather", "lookup_cc"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,8 @@ import pytest
 
 from installer.context import Context, build_context
 from installer.errors import BadInputError, UsageError
-from installer.facts.probe import Assumptions, assumptions_from_args, gather
+from installer.facts.model import AssumeFlags
+from installer.facts.probe import Assumptions, assumptions, gather
 from installer.runner import ReplayRunner
 from support.probe_machine import (
     LSPCI, MINI_KNOWLEDGE, QUERY, QUERY_OLD, SMI, load_dir, nvml_json, plant, replay,
@@ -148,15 +148,16 @@ def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(tmp_env: dict[s
 # ------------------------------------------------------------------ overrides
 
 
-def _args(**kw: Any) -> argparse.Namespace:
-    base = dict(assume_driver=None, assume_gpu=None, assume_python=None, assume_glibc=None, from_nvidia_smi=None)
-    return argparse.Namespace(**{**base, **kw})
+def _args(**kw: Any) -> AssumeFlags:
+    names = dict(assume_driver="driver", assume_gpu="gpus", assume_python="python", assume_glibc="glibc",
+                 from_nvidia_smi="nvidia_smi")
+    return AssumeFlags(**{names[k]: (tuple(v) if k == "assume_gpu" else v) for k, v in kw.items() if v is not None})
 
 
 def test_flags_beat_env_and_env_beats_detection(tmp_env: dict[str, str]) -> None:
     ctx = _ctx(tmp_env, ReplayRunner(), TFGPU_OVERRIDE_DRIVER="470.82.01", TFGPU_OVERRIDE_GPUS="Tesla K80,8.9",
                TFGPU_OVERRIDE_PYTHON="3.9", TFGPU_OVERRIDE_GLIBC="2.17", TFGPU_OVERRIDE_OS="windows")
-    a = assumptions_from_args(_args(assume_driver="550.54.14"), ctx)
+    a = assumptions((_args(assume_driver="550.54.14")), ctx)
     assert a.driver == "550.54.14" and a.sources["driver"] == "override:flag"
     assert a.gpus == ("Tesla K80", "8.9") and a.sources["gpus"] == "override:env"
     facts = gather(ctx, a, knowledge=MINI_KNOWLEDGE)
@@ -175,7 +176,7 @@ def test_from_nvidia_smi_file_reads_no_live_gpu_source(tmp_env: dict[str, str], 
     saved.write_text(CASES["case_001"]["verbatim"])
     runner = ReplayRunner()  # no NVML, no nvidia-smi: any live GPU probe fails the test
     ctx = _ctx(tmp_env, runner)
-    a = assumptions_from_args(_args(from_nvidia_smi=str(saved), assume_gpu=None), ctx)
+    a = assumptions(_args(from_nvidia_smi=str(saved), assume_gpu=None), ctx)
     facts = gather(ctx, a, knowledge=MINI_KNOWLEDGE)
     assert runner.calls == []
     assert (facts.driver.version, facts.driver.source) == ("331.62", "nvidia-smi file")
@@ -186,18 +187,18 @@ def test_from_nvidia_smi_file_reads_no_live_gpu_source(tmp_env: dict[str, str], 
 def test_bad_overrides_fail_loudly(tmp_env: dict[str, str], tmp_path: Path) -> None:
     ctx = _ctx(tmp_env, ReplayRunner())
     with pytest.raises(UsageError, match="--assume-driver"):
-        assumptions_from_args(_args(assume_driver="latest"), ctx)
+        assumptions((_args(assume_driver="latest")), ctx)
     with pytest.raises(UsageError, match="--assume-python"):
-        assumptions_from_args(_args(assume_python="2"), ctx)
+        assumptions((_args(assume_python="2")), ctx)
     with pytest.raises(BadInputError, match="cannot read"):
-        assumptions_from_args(_args(from_nvidia_smi=str(tmp_path / "missing.txt")), ctx)
+        assumptions(_args(from_nvidia_smi=str(tmp_path / "missing.txt")), ctx)
     junk = tmp_path / "junk.txt"
     junk.write_text("hello world\n")
     with pytest.raises(BadInputError, match="no nvidia-smi output"):
-        assumptions_from_args(_args(from_nvidia_smi=str(junk)), ctx)
+        assumptions(_args(from_nvidia_smi=str(junk)), ctx)
     env_ctx = _ctx(tmp_env, ReplayRunner(), TFGPU_OVERRIDE_GLIBC="two")
     with pytest.raises(UsageError, match="TFGPU_OVERRIDE_GLIBC"):
-        assumptions_from_args(_args(), env_ctx)
+        assumptions((_args()), env_ctx)
 
 
 def test_unknown_assumed_gpu_is_an_error_problem(tmp_env: dict[str, str]) -> None:

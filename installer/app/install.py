@@ -1,0 +1,200 @@
+"""`install`: probe, resolve, show the plan, confirm, run the steps with a journal, verify,
+record a snapshot (the provisioning itself is app/provision.py, shared with restore).
+
+A re-run on a complete env is a no-op (every check() passes, verify and snapshot are
+skipped while the env's fingerprint is unchanged). A re-run after a kill finishes the job.
+No usable GPU and no --allow-cpu: stop after the probe with exit 3 (NO_GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from installer.app.envs import default_env_path
+from installer.app.provision import ProvisionRequest, provision
+from installer.app.resolution import ResolveRequest, Resolved, require_choice, resolve_machine
+from installer.context import Context
+from installer.engine.executor import ExecReport
+from installer.errors import EnvironmentProblem, ExitCode, UsageError
+from installer.plan.options import InstallOptions, options_to_json
+from installer.report import Block, Bullets, Heading, Result, Text, table
+from installer.resolver.model import Resolution
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    resolve: ResolveRequest = field(default_factory=ResolveRequest)
+    env: Optional[str] = None  # --env as given; None: the default location for the choice
+    system_ldconfig: bool = False
+    shell_rc: Optional[str] = None
+    seed_pip: bool = False
+    cudnn_source: str = "wheel"
+    cudnn_mirror: Optional[str] = None
+    cudnn_archive: Optional[str] = None
+    cudnn_prefix: Optional[str] = None
+    quarantine_stale: bool = False
+    index_url: Optional[str] = None
+    yes: bool = False
+    dry_run: bool = False
+    wait: bool = False
+    progress: bool = False  # live progress on the terminal
+
+
+def install(ctx: Context, req: InstallRequest) -> Result:
+    from installer.plan.install import build_steps
+    from installer.plan.journaled import plan_to_json
+
+    _check_request(req, ctx)
+    resolved = resolve_machine(ctx, req.resolve)
+    require_choice(resolved, req.resolve.allow_cpu)
+    options = _options(req, ctx, resolved)
+    resolution = resolved.resolution
+    steps = build_steps(resolution, options)
+    done = provision(ctx, ProvisionRequest(
+        env=options.env, steps=steps, plan=plan_to_json(resolution, options),
+        head=lambda preview: _plan_blocks(resolution, options, preview),
+        facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
+    ))
+    head = _plan_blocks(resolution, options, done.preview)
+    if done.report is None:
+        results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
+        return _result(resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+    return _result(resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+
+
+# --- the pieces before execution ------------------------------------------------------------
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _check_request(req: InstallRequest, ctx: Context) -> None:
+    if req.resolve.conda_name and req.resolve.backend not in (None, "conda"):
+        raise UsageError("--name names a conda env", hint="add --backend conda, or use --env PATH for a venv")
+    if req.resolve.conda_name and req.env:
+        raise UsageError("give either --name (a conda env) or --env PATH, not both")
+    if req.system_ldconfig and str(ctx.root) == "/" and not _is_root():
+        raise EnvironmentProblem(
+            "--system-ldconfig edits /etc/ld.so.conf.d and needs root",
+            hint="run with sudo (e.g. `sudo -E tfgpu-install ... --system-ldconfig`), or leave the flag out: "
+            "activation and the tfgpu-run launcher cover normal use",
+            ref="needs-root",
+        )
+
+
+def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:
+    resolution = resolved.resolution
+    choice = resolution.choice
+    assert choice is not None
+    explicit_python = resolved.explicit_python
+    r = req.resolve
+    if r.backend:
+        backend = r.backend
+    elif r.conda_name:
+        backend = "conda"
+    else:
+        backend = "venv" if (explicit_python or choice.python_path) else "conda"
+    if r.conda_name:
+        from installer.steps.env import conda_named_env_path
+
+        env = conda_named_env_path(ctx, r.conda_name)
+    elif req.env:
+        env = Path(os.path.abspath(os.path.expanduser(req.env)))
+    else:
+        env = default_env_path(ctx, choice)
+    return InstallOptions(
+        env=env,
+        backend=backend,
+        name=r.conda_name,
+        python=explicit_python or choice.python_path,
+        system_ldconfig=req.system_ldconfig,
+        seed_pip=req.seed_pip,
+        shell_rc=Path(os.path.expanduser(req.shell_rc)) if req.shell_rc else None,
+        allow_cpu=bool(r.allow_cpu or resolution.cpu_only),
+        cudnn_source=req.cudnn_source,
+        cudnn_mirror=req.cudnn_mirror,
+        cudnn_archive=Path(req.cudnn_archive) if req.cudnn_archive else None,
+        cudnn_prefix=Path(req.cudnn_prefix) if req.cudnn_prefix else None,
+        quarantine_stale=req.quarantine_stale,
+        index_url=req.index_url,
+    )
+
+
+def _verified_before(ctx: Context, env: Path) -> bool:
+    """A complete env: the stored verification said the GPU works."""
+    try:
+        from installer.verify.host import read_record
+
+        doc = read_record(ctx, env) or {}
+    except Exception:
+        return False
+    report = doc.get("report") or {}
+    return bool(report.get("ok") and report.get("gpu_verified", doc.get("gpu_verified")))
+
+
+# --- the result ---------------------------------------------------------------------------
+
+_MARK = {"done": "done", "unchanged": "unchanged", "applied": "applied", "pending": "to do"}
+
+
+def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport) -> list[Block]:
+    choice = resolution.choice
+    assert choice is not None
+    cuda = f"CUDA {choice.cuda}, cuDNN {choice.cudnn}" if choice.cuda else "CPU build"
+    blocks: list[Block] = [
+        Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
+        Text(f"env: {options.env} ({options.backend})"),
+    ]
+    if resolution.cpu_only:
+        blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
+    if resolution.warnings:
+        blocks.append(Bullets("warnings", tuple(resolution.warnings), "warn"))
+    blocks.append(table("steps", ("step", "state", "what"),
+                        [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps]))
+    return blocks
+
+
+def _gpu_verified(resolution: Resolution, options: InstallOptions, results: dict[str, Any]) -> bool:
+    if resolution.cpu_only:
+        return False
+    verify = results.get("verify.run")
+    if isinstance(verify, dict) and "gpu_verified" in verify:
+        return bool(verify["gpu_verified"])
+    return bool(results.get("verified_before"))
+
+
+def _result(
+    resolution: Resolution,
+    options: InstallOptions,
+    report: ExecReport,
+    head: list[Block],
+    dry_run: bool,
+    results: dict[str, Any],
+) -> Result:
+    blocks = list(head)
+    if dry_run:
+        pending = sum(1 for s in report.steps if s.status == "pending")
+        blocks[-1] = table("steps (dry run: nothing was changed)", ("step", "state", "what"),
+                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
+        blocks.append(Text(f"{pending} step(s) would run", "dim"))
+    elif report.changed:
+        blocks[-1] = table("steps", ("step", "state", "what"),
+                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
+        blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
+                           f"`{options.env}/bin/tfgpu-run`", "ok"))
+    else:
+        blocks = [Text(f"{options.env} is already installed and verified: nothing to do", "ok")]
+    data: dict[str, Any] = {
+        "env": str(options.env),
+        "dry_run": dry_run,
+        "changed": report.changed,
+        "resolution": resolution.to_json(),
+        "options": options_to_json(options),
+        "steps": report.to_json(),
+        "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
+    }
+    return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))

@@ -1,0 +1,106 @@
+"""Probe this machine and resolve a profile on it: what `plan` shows and `install` provisions."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+from installer.context import Context
+from installer.errors import EnvironmentProblem, NoGpuError, UnsatisfiableError
+from installer.facts.model import AssumeFlags, Facts
+from installer.knowledge.model import Knowledge
+from installer.resolver.model import Resolution
+
+
+@dataclass(frozen=True)
+class ResolveRequest:
+    profile: str = "stable"
+    assume: AssumeFlags = field(default_factory=AssumeFlags)
+    allow_cpu: bool = False
+    allow_minor_compat: bool = False
+    restrict_gpus: bool = False
+    python: Optional[str] = None  # --python: a version ("3.11") or an interpreter path
+    backend: Optional[str] = None  # --backend; None: decided from the choice
+    conda_name: Optional[str] = None  # --name: a named conda env
+
+
+@dataclass(frozen=True)
+class Resolved:
+    facts: Facts
+    knowledge: Knowledge
+    resolution: Resolution
+    explicit_python: Optional[str] = None  # --python PATH as given
+
+
+def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
+    """Probe + resolve, never raising for "nothing fits" (the resolution says why)."""
+    from installer.facts.probe import assumptions, gather
+    from installer.knowledge.load import knowledge_dir, load_knowledge, load_policy
+    from installer.resolver.resolve import resolve
+
+    knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
+    policy = load_policy(req.profile, knowledge)
+    facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
+    facts, explicit = _python_choice(req, facts)
+    tools = facts.tools
+    conda = bool(tools.conda or tools.mamba or tools.micromamba) or req.backend == "conda" or bool(req.conda_name)
+    resolution = resolve(
+        facts, knowledge, policy,
+        allow_cpu=req.allow_cpu, conda_available=conda,
+        allow_minor_compat=req.allow_minor_compat, restrict_gpus=req.restrict_gpus,
+    )
+    return Resolved(facts, knowledge, resolution, explicit)
+
+
+def require_choice(resolved: Resolved, allow_cpu: bool) -> None:
+    """Nothing fits: NO_GPU (3) when there is no usable GPU and no --allow-cpu, else UNSATISFIABLE (4)."""
+    from installer.resolver.resolve import has_usable_gpu
+
+    resolution, facts = resolved.resolution, resolved.facts
+    if resolution.choice is not None:
+        return
+    if not has_usable_gpu(facts) and not allow_cpu:
+        why = "; ".join(p.reason for p in facts.problems if p.field in ("gpus", "driver"))[:400]
+        raise NoGpuError(
+            "no usable NVIDIA GPU found on this machine" + (f" ({why})" if why else ""),
+            hint="install or fix the NVIDIA driver (`tfgpu-install probe` shows what was found), or pass "
+            "--allow-cpu to provision the same pinned env and verify TensorFlow on the CPU",
+        )
+    raise UnsatisfiableError(
+        "no TensorFlow/CUDA/cuDNN/Python combination fits this machine and profile "
+        f"'{resolution.profile}': " + "; ".join(resolution.reasons[-2:]),
+        hint="; ".join(resolution.remedies) or "see `tfgpu-install plan` for every rejected candidate",
+    )
+
+
+def _python_choice(req: ResolveRequest, facts: Facts) -> tuple[Facts, Optional[str]]:
+    """--python narrows the interpreters the resolver may pick. Returns (facts, explicit path)."""
+    want = req.python
+    if not want:
+        return facts, None
+    if "/" in want:
+        path = Path(want).expanduser()
+        try:
+            usable = path.is_file() and os.access(path, os.X_OK)
+        except OSError:  # e.g. EACCES on a directory on the way: as unusable as missing
+            usable = False
+        if not usable:
+            raise EnvironmentProblem(
+                f"the interpreter {want} does not exist or is not executable",
+                hint="pass --python with a working interpreter path, or a version like 3.11",
+                ref="python-missing",
+            )
+        found = [p for p in facts.pythons if os.path.realpath(p.path) == os.path.realpath(str(path))]
+        return (replace(facts, pythons=tuple(found)) if found else facts), str(path)
+    found = [p for p in facts.pythons if p.minor == want or p.version == want]
+    if not found and req.backend != "conda":
+        have = ", ".join(sorted({p.minor for p in facts.pythons})) or "none"
+        raise EnvironmentProblem(
+            f"no Python {want} interpreter found on this machine (found: {have})",
+            hint=f"install Python {want} (e.g. `uv python install {want}` or your distribution's package) "
+            "and pass --python PATH, or use --backend conda to let conda provide it",
+            ref="python-missing",
+        )
+    return replace(facts, pythons=tuple(found)), None
