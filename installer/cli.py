@@ -98,8 +98,12 @@ def main(
         render_error(err, as_json)
         return int(err.code)
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted: run the same command again to resume, or `tfgpu-install rollback`\n")
-        return int(ExitCode.INTERRUPTED)
+        from installer.console import render_error
+        from installer.errors import Interrupted
+
+        stop = Interrupted("interrupted", "run the same command again to resume, or `tfgpu-install rollback`")
+        render_error(stop, as_json)  # under --json still one document on stdout
+        return int(stop.code)
     except Exception as exc:  # a bug: one readable line unless --debug
         if debug:
             raise

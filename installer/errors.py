@@ -116,6 +116,11 @@ class IncompatibleHost(TfgpuError):
     ref = "incompatible-host"
 
 
+class Interrupted(TfgpuError):
+    code = ExitCode.INTERRUPTED
+    ref = "interrupted"
+
+
 class RunnerError(TfgpuError):
     """A command could not be started or timed out (not: exited non-zero)."""
 

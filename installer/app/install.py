@@ -61,8 +61,8 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     head = _plan_blocks(resolution, options, done.preview)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
-        return _result(resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
-    return _result(resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+        return _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+    return _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
 
 
 # --- the pieces before execution ------------------------------------------------------------
@@ -168,6 +168,7 @@ def _gpu_verified(resolution: Resolution, options: InstallOptions, results: dict
 
 
 def _result(
+    ctx: Context,
     resolution: Resolution,
     options: InstallOptions,
     report: ExecReport,
@@ -184,6 +185,7 @@ def _result(
     elif report.changed:
         blocks[-1] = table("steps", ("step", "state", "what"),
                            [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
+        blocks += verification_findings(ctx, options.env)
         blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
                            f"`{options.env}/bin/tfgpu-run`", "ok"))
     else:
@@ -198,3 +200,39 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def verification_findings(ctx: Context, env: Path) -> list[Block]:
+    """What verification found, for the last screen: per GPU its name, compute capability, the
+    layers passed, matmul GFLOP/s and speed-up, mixed precision; or that only the CPU was checked."""
+    from installer.verify.host import VerifyReport, read_record
+
+    try:
+        doc = read_record(ctx, env) or {}
+        report = VerifyReport.from_json(doc.get("report") or {})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+    if not report.layers:
+        return []
+    passed = [f"{lay.layer} {lay.name}" for lay in report.layers if lay.status == "pass"]
+    items: list[str] = []
+    if not report.gpu_verified:
+        items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
+    else:
+        driver = report.layer(1)
+        for dev in (driver.measured.get("devices") if driver else None) or []:
+            mem = f", {dev['memory_mib']} MiB" if dev.get("memory_mib") else ""
+            items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
+                         f"{dev.get('compute_capability') or '?'}{mem})")
+        six = report.layer(6)
+        bench = (six.measured.get("benchmark") if six else None) or {}
+        if bench.get("sizes"):
+            top = bench["sizes"][-1]
+            items.append(f"matmul {top['n']}x{top['n']}: {top['gpu_gflops']} GFLOP/s on {bench.get('device')}, "
+                         f"{top['speedup']}x the CPU")
+        mp = report.extras.get("mixed_precision")
+        if mp:
+            items.append(f"mixed precision: {'eligible' if mp.get('eligible') else 'not recommended'}"
+                         + (f" ({mp['why']})" if mp.get("why") else ""))
+    items.append(f"layers passed: {', '.join(passed) or 'none'}")
+    return [Bullets("Verification", tuple(items), "ok" if report.ok else "error")]

@@ -7,6 +7,13 @@ import argparse
 from installer.facts.model import AssumeFlags
 
 
+def non_empty(value: str) -> str:
+    """A path argument: an empty one ("") is a usage error, never "the default"."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path was given")
+    return value
+
+
 def add_profile_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
@@ -30,13 +37,13 @@ def add_assume_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--assume-glibc", metavar="X.Y", help="glibc version of the target")
     g.add_argument(
         "--from-nvidia-smi",
-        metavar="FILE",
+        metavar="FILE", type=non_empty,
         help="a saved nvidia-smi output ('-' for stdin): driver and GPUs come from it",
     )
 
 
 def add_env_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", metavar="PATH", help="the target environment (default: the last one installed)")
+    p.add_argument("--env", metavar="PATH", type=non_empty, help="the target environment (default: the last one installed)")
 
 
 def assume_flags(args: argparse.Namespace) -> AssumeFlags:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from installer.commands.common import non_empty
 from installer.context import Context
 from installer.errors import ExitCode, UsageError
 from installer.report import Block, Bullets, Heading, Result, Text, table
@@ -29,12 +30,12 @@ _EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cau
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = _EPILOG
-    p.add_argument("--env", metavar="PATH",
+    p.add_argument("--env", metavar="PATH", type=non_empty,
                    help="the environment to check (default: the active venv/conda env, if any)")
-    p.add_argument("--log", metavar="FILE",
+    p.add_argument("--log", metavar="FILE", type=non_empty,
                    help="classify a saved TensorFlow / pip / nvidia-smi / loader output ('-' for stdin) instead "
                         "of walking this machine")
-    p.add_argument("--rules", metavar="FILE", help=argparse.SUPPRESS)  # another errors.yaml (tests, drafts)
+    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)  # another errors.yaml (tests, drafts)
 
 
 def _read_log(name: str) -> str:

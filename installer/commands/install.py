@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from installer.commands.common import add_assume_flags, add_profile_flag, assume_flags
+from installer.commands.common import add_assume_flags, add_profile_flag, assume_flags, non_empty
 from installer.context import Context
 from installer.report import Result
 
@@ -21,12 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="show the plan and each step's state; change nothing")
     g = p.add_argument_group("target environment")
-    g.add_argument("--env", metavar="PATH", help="the env to create/update (default: under the user data dir, "
+    g.add_argument("--env", metavar="PATH", type=non_empty, help="the env to create/update (default: under the user data dir, "
                    "named after the combination, e.g. tf2.17.1-cu12.3-py3.11)")
     g.add_argument("--backend", choices=("venv", "conda"), default=None,
                    help="venv (default when a suitable Python is here) or conda (conda/mamba/micromamba)")
     g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
-    g.add_argument("--python", metavar="X.Y|PATH", help="the Python for the env: a version or an interpreter path")
+    g.add_argument("--python", metavar="X.Y|PATH", type=non_empty, help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
     g.add_argument("--seed-pip", action="store_true",
                    help="give the venv its own pip (uv-made venvs have none: use `uv pip` or tfgpu-run)")
@@ -34,16 +34,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("system integration")
     s.add_argument("--system-ldconfig", action="store_true",
                    help="register the env's CUDA libraries in /etc/ld.so.conf.d and run ldconfig (root only)")
-    s.add_argument("--shell-rc", metavar="FILE",
+    s.add_argument("--shell-rc", metavar="FILE", type=non_empty,
                    help="add a marked block to FILE (e.g. ~/.bashrc) that activates the env")
     c = p.add_argument_group("cuDNN")
     c.add_argument("--cudnn-source", choices=("wheel", "redist", "archive"), default="wheel",
                    help="wheel (PyPI, default), redist (NVIDIA's redistributable archive), archive (a local file)")
     c.add_argument("--cudnn-mirror", metavar="URL",
                    help="a mirror of NVIDIA's redist tree (with --cudnn-source redist)")
-    c.add_argument("--cudnn-archive", metavar="PATH",
+    c.add_argument("--cudnn-archive", metavar="PATH", type=non_empty,
                    help="a cuDNN archive you downloaded (with --cudnn-source archive)")
-    c.add_argument("--cudnn-prefix", metavar="DIR", help="place cuDNN here instead of inside the env")
+    c.add_argument("--cudnn-prefix", metavar="DIR", type=non_empty, help="place cuDNN here instead of inside the env")
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
     add_resolve_flags(p)

@@ -12,7 +12,7 @@ import argparse
 from installer.context import Context
 from installer.errors import UsageError
 from installer.report import Result
-from installer.commands.common import add_assume_flags, add_env_flag, assume_flags
+from installer.commands.common import add_assume_flags, add_env_flag, assume_flags, non_empty
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,14 +20,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.required = True
     ex = sub.add_parser("export", help="write a snapshot of an env (native YAML, requirements, conda, pylock)")
     add_env_flag(ex)
-    ex.add_argument("-o", "--output", metavar="FILE", help="where to write it (native format: default the store)")
+    ex.add_argument("-o", "--output", metavar="FILE", type=non_empty, help="where to write it (native format: default the store)")
     ex.add_argument("--format", choices=("tfgpu", "requirements", "conda", "pylock"), default="tfgpu")
     ex.add_argument("--no-hashes", action="store_true", help="skip looking up package hashes on the index")
     ex.add_argument("--index-url", metavar="URL", help="the index to look hashes up on (default: as pip/uv are set)")
     re_ = sub.add_parser("restore", help="rebuild the env a snapshot describes, after checking this host")
-    re_.add_argument("file", metavar="FILE", help="a snapshot file or stored snapshot id")
+    re_.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
     add_env_flag(re_)
-    re_.add_argument("--offline", metavar="DIR", help="install only from a bundle made by `snapshot bundle`")
+    re_.add_argument("--offline", metavar="DIR", type=non_empty, help="install only from a bundle made by `snapshot bundle`")
     re_.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
     re_.add_argument("--allow-cpu", action="store_true", help="restore on a host without a usable GPU")
     re_.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     df.add_argument("a", metavar="A")
     df.add_argument("b", metavar="B")
     bu = sub.add_parser("bundle", help="download every wheel a snapshot needs, with hashes, for offline restore")
-    bu.add_argument("file", metavar="FILE", help="a snapshot file or stored snapshot id")
-    bu.add_argument("-o", "--output", metavar="DIR", required=True, help="the bundle directory")
+    bu.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
+    bu.add_argument("-o", "--output", metavar="DIR", type=non_empty, required=True, help="the bundle directory")
     bu.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
     for sp in (ex, re_, ls, sh, df, bu):
         sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.app.envs import target_env
     from installer.engine.executor import Executor
     from installer.engine.journal import Journal, step_states
-    from installer.commands.rollback import journal_steps
+    from installer.app.rollback import journal_steps
 
     env = target_env(ctx, args.env)
     journal = Journal.for_env(ctx, env)

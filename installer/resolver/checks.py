@@ -404,6 +404,8 @@ def _pick_python(r: Release, m: Machine, avoid: frozenset[str] = frozenset()) ->
         path = None if interp.source.startswith("override") else interp.path
         where = f"found at {interp.path} ({interp.source})" if path else f"given ({interp.source})"
         text = f"Python {here[-1]} is supported by TF {tf} ({span(r.pythons)}) and {where}"
+        if len(here) > 1:  # say why this one and not the user's default python3
+            text += f": the newest of the supported ones here ({', '.join(here)}); --python X.Y picks another"
         return Finding("python", True, text), Pick(here[-1], path)
     found = ", ".join(sorted(m.pythons, key=version_key)) or "none"
     if r.pythons and m.conda:

@@ -62,7 +62,8 @@ class VerifyEnv(Step):
 
     def apply(self, ctx: Context) -> UndoRecord:
         plan = self.effective_plan()
-        report = run_verification(ctx, self.env, plan, timeout=self.timeout)
+        # On a GPU a short matmul benchmark too: the install's last screen reports GFLOP/s and the speed-up.
+        report = run_verification(ctx, self.env, plan, timeout=self.timeout, benchmark=not plan.cpu_only)
         checkpoint(ctx, self.id, "middle")
         path = write_record(ctx, self.env, report, verify_fingerprint(ctx, self.env, plan), plan)
         ctx.extra["verify_report"] = report  # the snapshot step records it

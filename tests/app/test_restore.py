@@ -66,7 +66,7 @@ def test_restore_into_new_path_is_identical(
     assert code == 0 and doc["clean"] is True
 
     # Rollback undoes the restore: the env is gone again.
-    code, doc = cli(["rollback", "--env", str(target)], source_env.environ, capsys)
+    code, doc = cli(["rollback", "-y", "--env", str(target)], source_env.environ, capsys)
     assert code == 0, doc
     assert not target.exists()
 
@@ -114,7 +114,7 @@ def test_restore_over_existing_env_removes_extras_and_undo_puts_them_back(
     assert freeze(target) == freeze(source_env.env)
     assert not list(target.glob("lib/python3*/site-packages/extra_tool"))
     # Rolling back to the first restore's known-good point undoes only the second restore.
-    code, doc = cli(["rollback", "--env", str(target), "--to", first], source_env.environ, capsys)
+    code, doc = cli(["rollback", "-y", "--env", str(target), "--to", first], source_env.environ, capsys)
     assert code == 0, doc
     assert freeze(target) == changed
 

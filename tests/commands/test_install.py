@@ -91,13 +91,13 @@ def test_install_noop_status_rollback(
     assert sdoc["complete"] is True and sdoc["verification"]["ok"] is True
     assert sdoc["verification"]["gpu_verified"] is False
 
-    back = run_cli(["rollback", "--env", str(env_dir), "--json"], env)
+    back = run_cli(["rollback", "-y", "--env", str(env_dir), "--json"], env)
     assert back.returncode == 0, back.stderr
     assert [s["id"] for s in json.loads(back.stdout)["undone"]] == list(reversed(applied))
     assert not env_dir.exists()
     assert _machine(tmp_path) == pristine  # rc, ld.so.conf.d, the ld cache: byte for byte
     assert list(Path(tmp_env["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml")) == []
-    nothing = run_cli(["rollback", "--env", str(env_dir), "--json"], env)
+    nothing = run_cli(["rollback", "-y", "--env", str(env_dir), "--json"], env)
     assert nothing.returncode == 0 and json.loads(nothing.stdout)["changed"] is False
 
 
@@ -195,7 +195,7 @@ def test_conda_backend_named_env_with_a_stand_in_conda(
     assert not venv_activate.exists() or ">>> tfgpu-install" not in venv_activate.read_text()
     again = run_cli(args, env)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
-    back = run_cli(["rollback", "--env", str(prefix)], env)
+    back = run_cli(["rollback", "-y", "--env", str(prefix)], env)
     assert back.returncode == 0, back.stderr
     assert not prefix.exists()
     assert any(a[:1] in (["remove"], ["env"]) for a in read_log(conda))
@@ -218,7 +218,7 @@ def test_rollback_to_a_known_good_snapshot(
     assert second.returncode == 0, second.stderr
     assert ">>> tfgpu-install" in rc.read_text()
 
-    back = run_cli(["rollback", "--env", str(env_dir), "--to", snaps[0].stem, "--json"], env)
+    back = run_cli(["rollback", "-y", "--env", str(env_dir), "--to", snaps[0].stem, "--json"], env)
     assert back.returncode == 0, back.stderr + back.stdout
     undone = [s["id"] for s in json.loads(back.stdout)["undone"]]
     assert "shell-rc.write" in undone and "env.create" not in undone
@@ -226,9 +226,9 @@ def test_rollback_to_a_known_good_snapshot(
     assert (env_dir / "bin" / "tfgpu-run").exists()
     assert snaps[0].exists()
 
-    unknown = run_cli(["rollback", "--env", str(env_dir), "--to", "no-such-snapshot"], env)
+    unknown = run_cli(["rollback", "-y", "--env", str(env_dir), "--to", "no-such-snapshot"], env)
     assert unknown.returncode == 5 and "snapshot" in unknown.stderr
-    assert run_cli(["rollback", "--env", str(env_dir)], env).returncode == 0
+    assert run_cli(["rollback", "-y", "--env", str(env_dir)], env).returncode == 0
     assert not env_dir.exists()
 
 
@@ -236,7 +236,7 @@ def test_status_of_an_env_never_installed(tmp_path: Path, tmp_env: dict[str, str
     out = run_cli(["status", "--env", str(tmp_path / "nothing"), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     doc = json.loads(out.stdout)
     assert out.returncode == 0 and doc["installed"] is False and doc["steps"] == []
-    none = run_cli(["rollback", "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
+    none = run_cli(["rollback", "-y", "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     assert none.returncode == 2 and "--env" in json.loads(none.stdout)["hint"]
 
 

@@ -61,7 +61,7 @@ def test_install_with_redist_cudnn_from_a_loopback_mirror(
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["changed"] is False
         assert len(srv.requests) == n  # a complete env asks the mirror nothing
-    back = run_cli(["rollback", "--env", str(target)], env)
+    back = run_cli(["rollback", "-y", "--env", str(target)], env)
     assert back.returncode == 0, back.stderr + back.stdout
     assert not target.exists() or not (target / "lib" / "cudnn-9.1.0").exists()
 

@@ -90,7 +90,7 @@ def test_disk_full_mid_install_then_rollback(
                          capsys=capsys)
     assert code == ExitCode.ENVIRONMENT and doc["error"] == "disk-full"
     assert "packages.install" in doc["message"] and "rollback" in doc["hint"]
-    assert main(["rollback", "--env", str(target)], environ=env) == 0
+    assert main(["rollback", "-y", "--env", str(target)], environ=env) == 0
     assert {k: v for k, v in _state(tmp_path).items() if not k.startswith("state")} == {
         k: v for k, v in before.items() if not k.startswith("state")
     }
@@ -102,7 +102,7 @@ def test_no_write_permission(tmp_path: Path, env: dict[str, str], capsys: pytest
     code, doc = _install(dict(env, TFGPU_TEST_FAIL_AT="activation.write:middle:eacces"), "--env", str(target),
                          capsys=capsys)
     assert code == ExitCode.ENVIRONMENT and doc["error"] == "no-permission"
-    assert main(["rollback", "--env", str(target)], environ=env) == 0
+    assert main(["rollback", "-y", "--env", str(target)], environ=env) == 0
     assert not target.exists()
 
 

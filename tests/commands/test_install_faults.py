@@ -113,7 +113,7 @@ def test_kill_then_rollback_and_resume(
 
     killed = run_cli(args, kill)
     assert killed.returncode == -signal.SIGKILL, killed.stderr + killed.stdout
-    back = run_cli(["rollback", "--env", str(tmp_path / "data" / "tf-env")], env)
+    back = run_cli(["rollback", "-y", "--env", str(tmp_path / "data" / "tf-env")], env)
     assert back.returncode == 0, back.stderr
     assert _machine(tmp_path) == pristine
 
@@ -122,5 +122,5 @@ def test_kill_then_rollback_and_resume(
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
     assert json.loads(resumed.stdout)["changed"] is True
     assert _normalized(tmp_path) == reference
-    assert run_cli(["rollback", "--env", str(tmp_path / "data" / "tf-env")], env).returncode == 0
+    assert run_cli(["rollback", "-y", "--env", str(tmp_path / "data" / "tf-env")], env).returncode == 0
     assert _machine(tmp_path) == pristine

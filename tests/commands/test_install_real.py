@@ -79,7 +79,7 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     again = run_cli(args, env, timeout=600)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
 
-    back = run_cli(["rollback", "--env", str(env_dir)], env, timeout=600)
+    back = run_cli(["rollback", "-y", "--env", str(env_dir)], env, timeout=600)
     assert back.returncode == 0, back.stderr
     assert not env_dir.exists()
     assert _machine(tmp_path) == pristine

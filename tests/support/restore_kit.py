@@ -116,5 +116,5 @@ def assert_restores_exactly(env: Path, environ: Mapping[str, str], work: Path, t
     assert doc["identical"] is True, doc["drift"]
     assert freeze(target) == freeze(env)
     assert lib_hashes(target) == lib_hashes(env) != {}
-    run("rollback", "--env", str(target))
+    run("rollback", "-y", "--env", str(target))
     assert not os.path.exists(target)
