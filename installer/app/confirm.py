@@ -13,7 +13,7 @@ def confirm(ctx: Context, yes: bool, blocks: list[Block]) -> None:
     """Ask before a change (install, restore over an env, rollback); -y skips the question."""
     if yes:
         return
-    stdin = ctx.extra.get("stdin", sys.stdin)  # tests may hand in their own
+    stdin = ctx.input()
     if stdin is None or not stdin.isatty():
         raise UsageError(
             "refusing to change this machine without confirmation (stdin is not a terminal)",

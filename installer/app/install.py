@@ -18,7 +18,7 @@ from installer.app.provision import ProvisionRequest, provision
 from installer.app.resolution import ResolveRequest, Resolved, require_choice, resolve_machine
 from installer.context import Context
 from installer.engine.executor import ExecReport
-from installer.errors import EnvironmentProblem, ExitCode, UsageError
+from installer.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageError
 from installer.plan.options import InstallOptions, options_to_json
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.resolver.model import Resolution
@@ -210,7 +210,7 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
     try:
         doc = read_record(ctx, env) or {}
         report = VerifyReport.from_json(doc.get("report") or {})
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, TfgpuError, ValueError, TypeError, AttributeError):  # no findings is no reason to fail
         return []
     if not report.layers:
         return []

@@ -10,7 +10,7 @@ restore is undone at once (`undo_on_failure`), so a refused package never leaves
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -53,7 +53,7 @@ class Provisioned:
 
 
 def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
-    ctx.extra["facts"] = req.facts
+    ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)
     if req.dry_run or not any(s.status == "pending" for s in preview.steps):
@@ -64,7 +64,7 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
         from installer.console import Progress  # the console is the only printer
 
         progress = Progress(enabled=True)
-        ctx.progress = progress
+        ex = Executor(replace(ctx, progress=progress), req.env, plan=req.plan)
     try:
         with ex.lock(wait=req.wait):
             entries = ex.journal.entries()
@@ -89,7 +89,7 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
     finally:
         if progress is not None:
             progress.close()
-    return Provisioned(preview, report, dict(ctx.extra.get("results") or {}), point)
+    return Provisioned(preview, report, dict(report.results), point)
 
 
 def _rollback_point(ctx: Context, env: Path, facts: Any) -> Optional[str]:

@@ -7,7 +7,6 @@ Exit 0; 5 (BAD_INPUT) when a file is malformed (the message names file:line).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from installer.context import Context
@@ -72,9 +71,7 @@ def _summary(kn: "Knowledge") -> dict[str, Any]:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.knowledge.load import load_knowledge, load_policy
 
-    # TFGPU_PROFILES_DIR: another profiles/ directory (a site's own data; tests), as for install
-    other = ctx.env("TFGPU_PROFILES_DIR")
-    kn = load_knowledge(Path(other) if other else None, cache_dir=ctx.cache_dir)
+    kn = load_knowledge(ctx.profiles_dir, cache_dir=ctx.cache_dir)  # TFGPU_PROFILES_DIR, as for install
     shown = [(p, True) for p in kn.policies.values()]
     shown += [(load_policy(f, kn), False) for f in getattr(args, "files", None) or []]
     # One line per profile; the full rules are in --json (and `rules` here when wide enough).

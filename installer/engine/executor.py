@@ -13,8 +13,9 @@ import errno
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from installer.context import Context
@@ -43,6 +44,7 @@ class StepReport:
 @dataclass
 class ExecReport:
     steps: list[StepReport] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)  # step id -> record, for the steps applied
 
     @property
     def changed(self) -> bool:
@@ -240,7 +242,7 @@ class Executor:
 
     def run(self, steps: Sequence[Step], dry_run: bool = False) -> ExecReport:
         report = ExecReport()
-        results: dict[str, Any] = self.ctx.extra.setdefault("results", {})
+        results = report.results
         fingerprints = self._last_fingerprints()
         started = False
         total = float(len(steps))
@@ -259,7 +261,9 @@ class Executor:
         return report
 
     def _apply(self, step: Step, results: dict[str, Any]) -> None:
-        ctx = self.ctx
+        # The step sees what the steps before it in this run recorded (env.create's "created",
+        # verify.run's result for the snapshot), by value: the context itself never changes.
+        ctx = replace(self.ctx, results=MappingProxyType(dict(results)))
         checkpoint(ctx, step.id, "before")
         touches = [str(t) for t in step.touches(ctx)]
         try:

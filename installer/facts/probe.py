@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from installer.context import Context
@@ -144,11 +143,8 @@ class _Lazy:
                 from installer.knowledge.load import load_knowledge
 
                 ctx = self.ctx
-                other = ctx.env("TFGPU_PROFILES_DIR") if ctx is not None else None
-                self.value = load_knowledge(Path(other) if other else None,
+                self.value = load_knowledge(ctx.profiles_dir if ctx is not None else None,
                                             cache_dir=ctx.cache_dir if ctx is not None else None)
-            except NotImplementedError:
-                self.error = "the compatibility tables (profiles/*.yaml) are not available in this build"
             except Exception as exc:  # BadInputError from a broken profiles/ install
                 self.error = f"the compatibility tables could not be loaded: {exc}"
         return self.value
@@ -159,12 +155,9 @@ def _max_cuda_from_table(kn: _Lazy, version: str) -> tuple[Optional[str], Option
     k = kn.get()
     if k is None:
         return None, None, kn.error
-    try:
-        from installer.knowledge.model import max_cuda_for_driver
+    from installer.knowledge.model import max_cuda_for_driver
 
-        row = max_cuda_for_driver(k, version)
-    except NotImplementedError:
-        return None, None, "driver table lookup is not available in this build"
+    row = max_cuda_for_driver(k, version)
     if row is None:
         return None, None, f"driver {version} is older than every CUDA release in drivers.yaml"
     return row.cuda, "table:drivers.yaml", None
@@ -180,12 +173,9 @@ def lookup_cc(knowledge: Optional["Knowledge"], name: str, truncated: bool = Fal
     ("NVIDIA GeForce RTX 3060 ...") counts only if every model it could be shares one CC."""
     if knowledge is None or not name:
         return None, None
-    try:
-        from installer.knowledge.gpu_names import gpu_by_name
+    from installer.knowledge.gpu_names import gpu_by_name
 
-        row = gpu_by_name(knowledge, name)
-    except NotImplementedError:
-        row = None
+    row = gpu_by_name(knowledge, name)
     if row is not None:
         return row.compute_capability, "table:gpus.yaml" + (" (name truncated)" if truncated else "")
     if not truncated:

@@ -118,7 +118,7 @@ def make_session(ctx: Context, url: str, retries: int = 3, backoff: float = 0.5)
 
 def _backoff(ctx: Context) -> float:
     # Tests set it to 0 through the Context's test hooks; users get a polite pause.
-    return float(ctx.extra.get("download_backoff", 0.5))
+    return float(ctx.hooks.download_backoff)
 
 
 def _connect_error(url: str, exc: Exception) -> DownloadError:

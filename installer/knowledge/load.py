@@ -122,5 +122,4 @@ def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:
 
 def knowledge_dir(ctx: Context) -> Optional[Path]:
     """TFGPU_PROFILES_DIR points the tool at another profiles/ directory (tests, a site's own data)."""
-    d = ctx.env("TFGPU_PROFILES_DIR")
-    return Path(d) if d else None
+    return ctx.profiles_dir

@@ -52,19 +52,19 @@ class Step(ABC):
 def checkpoint(ctx: Context, step_id: str, where: str) -> None:
     """A point where fault-injection tests may kill or fail this run. No-op in real use."""
     here = f"{step_id}:{where}"
-    kill_at = ctx.extra.get("kill_at") or ctx.env("TFGPU_TEST_KILL_AT")
+    kill_at = ctx.hooks.kill_at
     if kill_at and kill_at == here:
         import os
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
-    stop_at = ctx.extra.get("stop_at") or ctx.env("TFGPU_TEST_STOP_AT")
+    stop_at = ctx.hooks.stop_at
     if stop_at and stop_at == here:
         import os
         import signal
 
         os.kill(os.getpid(), signal.SIGSTOP)
-    fail_at = ctx.extra.get("fail_at") or ctx.env("TFGPU_TEST_FAIL_AT")
+    fail_at = ctx.hooks.fail_at
     if fail_at and fail_at.rsplit(":", 1)[0] == here:
         import errno
 

@@ -289,7 +289,7 @@ class InstallPackages(Step):
 
     def apply(self, ctx: Context) -> UndoRecord:
         before_file = self._before_file(ctx)
-        env_created = bool((ctx.extra.get("results") or {}).get("env.create", {}).get("created"))
+        env_created = bool((ctx.results.get("env.create") or {}).get("created"))
         if before_file.exists():
             # An interrupted install of ours: its "before" is the true before.
             saved = json.loads(before_file.read_text())

@@ -1,8 +1,4 @@
-"""snapshot.record: the known-good record written after verification.
-
-Uses installer.snapshot.model (the snapshot issue's format and writer) when it is there;
-until then a minimal versioned YAML (`format: 1`) in <state>/snapshots/.
-"""
+"""snapshot.record: the known-good snapshot written after verification, into <state>/snapshots/."""
 
 from __future__ import annotations
 
@@ -12,28 +8,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from installer.context import Context
-from installer.files import atomic_write, remove_file
+from installer.errors import TfgpuError
+from installer.files import remove_file
 from installer.steps.base import Step, UndoRecord, checkpoint
-
-
-def _distributions(env: Path) -> list[str]:
-    out = []
-    for sp in sorted(Path(env).glob("lib/python*/site-packages")):
-        for d in sorted(sp.glob("*.dist-info")):
-            name, _, version = d.name[: -len(".dist-info")].partition("-")
-            out.append(f"{name}=={version}")
-    return out
 
 
 def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     """What verify.run found: this run's result, else its stored record (verify skipped)."""
-    res = ctx.extra.get("results", {}).get("verify.run")
+    res = ctx.results.get("verify.run")
     out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
-    try:
-        from installer.verify.host import read_record
+    from installer.verify.host import read_record
 
+    try:
         doc = read_record(ctx, env)
-    except Exception:  # no verify module or no record: the snapshot says so (None)
+    except (OSError, TfgpuError):  # an unreadable record: the snapshot says so (None)
         doc = None
     if isinstance(doc, dict):
         report = doc.get("report")
@@ -90,49 +78,27 @@ class RecordSnapshot(Step):
             return bool(verification["gpu_verified"])
         return bool(verification.get("ok"))
 
-    def minimal_document(self, ctx: Context) -> dict[str, Any]:
-        """The format-1 record (used when installer.snapshot.model is unavailable)."""
-        verification = _verification(ctx, self.env)
-        return {
-            "format": 1,
-            "kind": "known-good",
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "env": {"path": str(self.env), "backend": self.backend},
-            "resolution": self.resolution,
-            "packages": _distributions(self.env),
-            "verification": verification,
-            "gpu_verified": self._gpu_verified(verification),
-        }
-
     def apply(self, ctx: Context) -> UndoRecord:
         verification = _verification(ctx, self.env)
         gpu_verified = self._gpu_verified(verification)
-        try:
-            from installer.snapshot import model as snapmod
-            from installer.snapshot.build import build
-        except ImportError:
-            snapmod = None  # type: ignore[assignment]
+        from dataclasses import replace
+
+        from installer.snapshot import model as snapmod
+        from installer.snapshot.build import build
+
         checkpoint(ctx, self.id, "middle")
-        if snapmod is not None:
-            snap = build(
-                ctx,
-                self.env,
-                "known-good",
-                facts=ctx.extra.get("facts"),
-                resolution=self.resolution,
-                verification=dict(verification or {}, gpu_verified=gpu_verified),
-                hashes=False,  # known-good records are local; `snapshot export` adds published hashes
-            )
-            from dataclasses import replace
-
-            snap = replace(snap, id=self.snapshot_id())
-            path = snapmod.save(ctx.state_dir, snap)
-            return {"path": str(path), "id": snap.id, "gpu_verified": gpu_verified}
-        import yaml
-
-        path = self.snapshot_path(ctx)
-        atomic_write(path, yaml.safe_dump(self.minimal_document(ctx), sort_keys=False))
-        return {"path": str(path), "id": path.stem, "gpu_verified": gpu_verified}
+        snap = build(
+            ctx,
+            self.env,
+            "known-good",
+            facts=ctx.facts,
+            resolution=self.resolution,
+            verification=dict(verification or {}, gpu_verified=gpu_verified),
+            hashes=False,  # known-good records are local; `snapshot export` adds published hashes
+        )
+        snap = replace(snap, id=self.snapshot_id())
+        path = snapmod.save(ctx.state_dir, snap)
+        return {"path": str(path), "id": snap.id, "gpu_verified": gpu_verified}
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         # The record describes an env that no longer exists after rollback.

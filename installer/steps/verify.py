@@ -66,7 +66,6 @@ class VerifyEnv(Step):
         report = run_verification(ctx, self.env, plan, timeout=self.timeout, benchmark=not plan.cpu_only)
         checkpoint(ctx, self.id, "middle")
         path = write_record(ctx, self.env, report, verify_fingerprint(ctx, self.env, plan), plan)
-        ctx.extra["verify_report"] = report  # the snapshot step records it
         if not report.ok:
             bad = report.first_failure
             what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()

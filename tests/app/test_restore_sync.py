@@ -63,10 +63,10 @@ def test_interrupted_sync_is_undone_through_the_journal(ctx: Context, env: Targe
     before = {k: v for k, v in tree_digest(env.path).items() if "__pycache__" not in k}
     step = SyncPackages(env, ["keep-me"])
     ex = Executor(ctx, env.path)
-    ctx.extra["fail_at"] = "packages.sync:middle:eio"
+    ctx.hooks.fail_at = "packages.sync:middle:eio"
     with pytest.raises(TfgpuError):
         ex.run([step])
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     assert not step.check(ctx)  # a plan on disk means "not done"
     ex.rollback([step])
     assert set(installed_versions(env)) == {"keep-me", "extra-one", "extra-two"}

@@ -88,13 +88,13 @@ def test_dry_run_changes_nothing_and_runs_no_mutating_command(tmp_env: dict[str,
 def test_resume_after_failure_finishes_the_job(ctx: Context, tmp_path: Path) -> None:
     root = tmp_path / "t"
     _seed(root)
-    ctx.extra["fail_at"] = "packages.install:middle:eio"
+    ctx.hooks.fail_at = "packages.install:middle:eio"
     ex = Executor(ctx, root / "env")
     with pytest.raises(StepFailed):
         ex.run(demo_steps(root))
     states = [e.event for e in ex.journal.entries()]
     assert states[-2:] == ["begin", "failed"]
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     rep = ex.run(demo_steps(root))
     assert [s.status for s in rep.steps] == ["done", "applied", "applied", "applied"]
 
@@ -103,13 +103,13 @@ def test_disk_full_is_one_clear_error_and_rollback_restores(ctx: Context, tmp_pa
     root = tmp_path / "t"
     _seed(root)
     before = tree_digest(root)
-    ctx.extra["fail_at"] = "packages.install:middle:enospc"
+    ctx.hooks.fail_at = "packages.install:middle:enospc"
     ex = Executor(ctx, root / "env")
     with pytest.raises(EnvironmentProblem) as info:
         ex.run(demo_steps(root))
     assert info.value.ref == "disk-full" and "packages.install" in info.value.message
     assert "resume" in (info.value.hint or "")
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     ex.rollback(demo_steps(root))
     assert tree_digest(root) == before
 
@@ -147,7 +147,7 @@ def test_rollback_after_partial_uses_pre_state(ctx: Context, tmp_path: Path) -> 
     """A step that changed a file then failed without an undo record: the backup restores it."""
     target = tmp_path / "config.txt"
     target.write_text("original\n")
-    ctx.extra["fail_at"] = "cfg.write:middle:eio"
+    ctx.hooks.fail_at = "cfg.write:middle:eio"
     ex = Executor(ctx, tmp_path / "env")
     with pytest.raises(StepFailed):
         ex.run([WriteFile("cfg.write", target, "new content here\n")])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -18,7 +19,7 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 @pytest.fixture
 def fast(ctx: Context) -> Context:
-    ctx.extra["download_backoff"] = 0.0
+    ctx.hooks.download_backoff = 0.0
     return ctx
 
 
@@ -29,7 +30,7 @@ def _leftovers(ctx: Context) -> list[str]:
 
 def test_happy_path_then_cache_hit_makes_no_request(fast: Context) -> None:
     seen: list[float] = []
-    fast.progress = lambda what, done, total: seen.append(done)
+    fast = replace(fast, progress=lambda what, done, total: seen.append(done))
     with LoopbackServer() as srv:
         url = srv.add("/f.tar.xz", DATA)
         got = fetch(fast, url, SHA, size=len(DATA))
@@ -171,7 +172,7 @@ def test_proxy_and_ca_settings_come_from_the_context(ctx: Context) -> None:
         "https": "http://proxy:3128", "http": "http://proxy:3128"}
     assert proxies_for(env, "https://mirror.internal/x") == {}
     assert proxies_for(env, "http://127.0.0.1:8000/x") == {}  # loopback never goes through a proxy
-    ctx.environ = {**ctx.environ, "REQUESTS_CA_BUNDLE": "/etc/site-ca.pem", **env}
+    ctx = replace(ctx, environ={**ctx.environ, "REQUESTS_CA_BUNDLE": "/etc/site-ca.pem", **env})
     with make_session(ctx, "https://developer.download.nvidia.com/x") as session:
         assert session.verify == "/etc/site-ca.pem" and session.proxies["https"] == "http://proxy:3128"
         assert session.trust_env is False  # os.environ is not consulted behind the Context's back

@@ -31,7 +31,7 @@ def resolution(cudnn: str = "9.1", pin: Optional[str] = "9.1.0.70", cuda: str = 
 
 @pytest.fixture
 def fast(ctx: Context) -> Context:
-    ctx.extra["download_backoff"] = 0.0
+    ctx.hooks.download_backoff = 0.0
     return ctx
 
 
@@ -248,7 +248,7 @@ def _stale_setup(tmp_path: Path, tmp_env: dict[str, str]) -> tuple[Context, Path
     toolkit = Path(tmp_env["TFGPU_ROOT"]) / "usr/local/cuda-12.2/lib64"
     install_libs(toolkit, "9.0.0", w)
     ctx = build_context({**tmp_env, "LD_LIBRARY_PATH": str(old)})
-    ctx.extra["download_backoff"] = 0.0
+    ctx.hooks.download_backoff = 0.0
     return ctx, old, toolkit, w
 
 
@@ -276,8 +276,8 @@ def test_stale_copies_are_listed_without_the_flag(tmp_path: Path, tmp_env: dict[
     ctx, old, toolkit, _ = _stale_setup(tmp_path, tmp_env)
     arc = build_archive(tmp_path / "build", "9.1.0.70")
     opts = InstallOptions(env=tmp_path / "env", cudnn_source="archive", cudnn_archive=arc)
-    run(ctx, resolution(), opts)
-    reported = ctx.extra["results"]["cudnn.place"]["stale"]  # what the install report can show
+    report = Executor(ctx, opts.env).run(cudnn_steps(resolution(), opts))
+    reported = report.results["cudnn.place"]["stale"]  # what the install report can show
     assert {(c["directory"], c["version"]) for c in reported} == {(str(old), "8.6.0"), (str(toolkit), "9.0.0")}
     stale = find_stale(ctx, resolution(), opts)
     assert {(c.directory, c.version, c.source) for c in stale} == {
@@ -292,11 +292,11 @@ def test_quarantine_interrupted_midway_rolls_back_byte_identical(tmp_path: Path,
     (env / "lib").mkdir(parents=True)  # as env.create leaves it
     opts = InstallOptions(env=env, cudnn_source="archive", cudnn_archive=arc, quarantine_stale=True)
     before = {p: tree_digest(p) for p in (old, toolkit, env)}
-    ctx.extra["fail_at"] = "cudnn.quarantine:middle:eio"
+    ctx.hooks.fail_at = "cudnn.quarantine:middle:eio"
     with pytest.raises(StepFailed):
         run(ctx, resolution(), opts)
     assert tree_digest(old) != before[old]  # it had started moving
-    ctx.extra.pop("fail_at")
+    ctx.hooks.fail_at = None
     Executor(ctx, env).rollback(cudnn_steps(resolution(), opts))
     assert {p: tree_digest(p) for p in (old, toolkit, env)} == before
 
@@ -345,11 +345,11 @@ def test_place_interrupted_then_resumed_then_rolled_back(fast: Context, tmp_path
     (env / "lib").mkdir(parents=True)
     before = tree_digest(env)
     opts = InstallOptions(env=env, cudnn_source="archive", cudnn_archive=arc)
-    fast.extra["fail_at"] = "cudnn.place:middle:eio"
+    fast.hooks.fail_at = "cudnn.place:middle:eio"
     with pytest.raises(StepFailed):
         run(fast, resolution(), opts)
     assert (env / "lib" / "cudnn-9.1.0" / MARKER).is_file() and not (env / "lib" / "cudnn").exists()
-    del fast.extra["fail_at"]
+    fast.hooks.fail_at = None
     assert run(fast, resolution(), opts) == ["done", "applied"]  # resumed
     assert loader_resolves(env / "lib" / "cudnn" / "lib") == 90100
     Executor(fast, env).rollback(cudnn_steps(resolution(), opts))
@@ -365,10 +365,10 @@ def test_place_interrupted_then_rolled_back(fast: Context, tmp_path: Path, named
     (env / "lib").mkdir(parents=True)
     before = tree_digest(env)
     opts = InstallOptions(env=env, cudnn_source="archive", cudnn_archive=arc)
-    fast.extra["fail_at"] = "cudnn.place:middle:eio"
+    fast.hooks.fail_at = "cudnn.place:middle:eio"
     with pytest.raises(StepFailed):
         run(fast, resolution(), opts)
-    del fast.extra["fail_at"]
+    fast.hooks.fail_at = None
     Executor(fast, env).rollback(cudnn_steps(resolution(), opts))
     assert tree_digest(env) == before
 

@@ -154,19 +154,19 @@ def test_interpreter_missing(ctx: Context, tmp_path: Path) -> None:
 def test_interrupted_creation_resumes_and_rolls_back(ctx: Context, tmp_path: Path) -> None:
     env = TargetEnv.at(tmp_path / "env")
     step = CreateEnv(env, PYV, BASE)
-    ctx.extra["fail_at"] = "env.create:middle:eio"
+    ctx.hooks.fail_at = "env.create:middle:eio"
     with pytest.raises(OSError):
         step.apply(ctx)
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     assert env.path.is_dir()  # half-made
     assert not step.check(ctx)  # ours, unfinished: not "done", and not refused either
     step.undo(ctx, {"partial": True})
     assert not env.path.exists()
     # Again, then resume: the second apply finishes the job.
-    ctx.extra["fail_at"] = "env.create:middle:eio"
+    ctx.hooks.fail_at = "env.create:middle:eio"
     with pytest.raises(OSError):
         step.apply(ctx)
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     (env.path / "debris").write_text("left by the killed attempt")
     record = step.apply(ctx)
     assert step.check(ctx) and record["created"] and not (env.path / "debris").exists()

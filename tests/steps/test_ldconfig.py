@@ -75,12 +75,12 @@ def test_kill_in_the_middle_then_rollback(tmp_env: dict[str, str], tmp_path: Pat
     etc = _root(ctx)
     env, so = _env_with_lib(tmp_path)
     before = tree_digest(etc)
-    ctx.extra["fail_at"] = "ldconfig.system:middle:eio"
+    ctx.hooks.fail_at = "ldconfig.system:middle:eio"
     ex = Executor(ctx, env)
     with pytest.raises(Exception):
         ex.run([SystemLdconfig(env)])
     assert (etc / "ld.so.conf.d" / "tfgpu-tf-env.conf").exists()
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     ex.rollback([SystemLdconfig(env)])
     assert tree_digest(etc) == before
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -193,13 +194,14 @@ def test_env_created_in_the_same_run_is_left_to_env_removal(tmp_env: dict[str, s
                                                              package_index: IndexServer) -> None:
     ctx = _ctx(tmp_env)
     env = TargetEnv.at(tmp_path / "env")
-    ctx.extra["results"] = {"env.create": CreateEnv(env, PYV, Path(sys.executable)).apply(ctx)}
+    created = CreateEnv(env, PYV, Path(sys.executable)).apply(ctx)
+    ctx = replace(ctx, results={"env.create": created})  # what the executor hands the next step
     record = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url).apply(ctx)
     assert record["env_created"] is True
     n = len(ctx.runner.calls)  # type: ignore[attr-defined]
     InstallPackages(env, STABLE_REQUIREMENTS).undo(ctx, record)
     assert len(ctx.runner.calls) == n  # type: ignore[attr-defined]  # nothing uninstalled one by one
-    CreateEnv(env, PYV, Path(sys.executable)).undo(ctx, ctx.extra["results"]["env.create"])
+    CreateEnv(env, PYV, Path(sys.executable)).undo(ctx, created)
     assert not env.path.exists()
 
 
@@ -209,10 +211,10 @@ def test_interrupted_install_resumes_and_partial_undo(tmp_env: dict[str, str], t
     env = _venv(ctx, tmp_path / "env")
     before = installed_versions(env)
     step = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url)
-    ctx.extra["fail_at"] = "packages.install:middle:eio"
+    ctx.hooks.fail_at = "packages.install:middle:eio"
     with pytest.raises(OSError):
         step.apply(ctx)
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     # Everything is on disk, but the step did not finish: check() says so, and undo of the
     # interrupted step (no record) still knows the before-state.
     assert not unsatisfied(env, STABLE_REQUIREMENTS)
@@ -220,10 +222,10 @@ def test_interrupted_install_resumes_and_partial_undo(tmp_env: dict[str, str], t
     step.undo(ctx, {"partial": True})
     assert installed_versions(env) == before
     # And a resumed run finishes and is then done.
-    ctx.extra["fail_at"] = "packages.install:middle:eio"
+    ctx.hooks.fail_at = "packages.install:middle:eio"
     with pytest.raises(OSError):
         step.apply(ctx)
-    del ctx.extra["fail_at"]
+    ctx.hooks.fail_at = None
     record = step.apply(ctx)
     assert record["before"] == before and step.check(ctx)
 

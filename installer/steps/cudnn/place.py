@@ -283,7 +283,7 @@ class PlaceCudnn(Step):
             _replace_link(link, dest.name)
         self._loader_check(ctx, dest / "lib", version)
         remove_file(self._intent_path(ctx))
-        # Listed for the report even without --quarantine-stale (ctx.extra["results"]).
+        # Listed for the report even without --quarantine-stale (the executor's results).
         from installer.steps.cudnn.stale import QuarantineStale
 
         undo["stale"] = [c.to_json() for c in QuarantineStale(self.want).stale(ctx)]
