@@ -8,7 +8,7 @@ import sys
 from typing import Any, Optional, TextIO
 
 from installer.errors import TfgpuError
-from installer.report import Bullets, Heading, Result, Table, Text
+from installer.report import Bullets, Heading, Result, Table, Text, human_bytes
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
 
@@ -97,26 +97,69 @@ def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None
 
 
 class Progress:
-    """A progress sink for long steps: a rich bar on a terminal, silent otherwise."""
+    """A progress sink for long work: a rich bar on a terminal, plain lines otherwise (a log, CI),
+    at most one per PLAIN_EVERY seconds for the same task. Never used under --json.
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
+    A task is named by the text before ": " (e.g. "installing 15 requirements with uv: 3/12
+    downloads, ..."): the rest is its changing detail."""
+
+    PLAIN_EVERY = 5.0
+
+    def __init__(self, enabled: bool, stream: Optional[TextIO] = None) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.rich = enabled and _isatty(self.stream)
         self._bar: Any = None
         self._tasks: dict[str, Any] = {}
+        self._last: dict[str, tuple[float, tuple[str, float]]] = {}
+        self._start: dict[str, float] = {}
 
     def __call__(self, what: str, done: float, total: Optional[float]) -> None:
         if not self.enabled:
             return
+        key = what.split(": ", 1)[0]
+        if not self.rich:
+            return self._plain(key, what, done, total)
         if self._bar is None:
             from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress(console=_console(sys.stderr), transient=True)
+            self._bar = RichProgress(console=_console(self.stream), transient=True)
             self._bar.start()
-        if what not in self._tasks:
-            self._tasks[what] = self._bar.add_task(what, total=total)
-        self._bar.update(self._tasks[what], completed=done, total=total)
+        if key not in self._tasks:
+            self._tasks[key] = self._bar.add_task(what, total=total)
+        self._bar.update(self._tasks[key], completed=done, total=total, description=what)
+
+    def _plain(self, key: str, what: str, done: float, total: Optional[float]) -> None:
+        now = self._clock()
+        last = self._last.get(key)
+        start = self._start.setdefault(key, now)
+        counter = total is not None and total <= 100  # steps or layers, not bytes
+        finished = total is not None and done >= total
+        if last is not None:
+            same = last[1] == (what, done)
+            if same or not (finished or counter or now - last[0] >= self.PLAIN_EVERY):
+                return
+        self._last[key] = (now, (what, done))
+        if counter:
+            line = f"{what} [{done:.0f}/{total:.0f}]"
+        elif done > 0 and "/s" not in what:  # bytes: how many and how fast
+            rate = done / max(now - start, 1e-3)
+            line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "") + \
+                f" ({human_bytes(rate)}/s)"
+        else:
+            line = what
+        self.stream.write(f"  ... {line}\n")
+        self.stream.flush()
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())

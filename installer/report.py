@@ -57,3 +57,12 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) 
         tuple(columns),
         tuple(tuple("-" if c is None else str(c) for c in row) for row in rows),
     )
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> "1.5 KiB": sizes and rates as people read them."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Protocol, Sequence
 
@@ -40,10 +42,13 @@ class Runner(Protocol):
         cwd: Optional[str] = None,
         input: Optional[str] = None,
         mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
     ) -> Completed:
         """Run argv; return its result. Raise RunnerError only when it cannot start
         or times out. `mutating` marks commands that change the system (dry runs
-        and tests assert none reach the runner)."""
+        and tests assert none reach the runner). `on_line` gets each line of the
+        command's stderr as it is written (progress of long installs); the whole
+        stderr is still in the result."""
         ...
 
     def which(self, name: str) -> Optional[str]:
@@ -77,9 +82,12 @@ class SubprocessRunner:
         cwd: Optional[str] = None,
         input: Optional[str] = None,
         mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
     ) -> Completed:
         args = tuple(str(a) for a in argv)
         self.log.append(args)
+        if on_line is not None:
+            return self._streamed(args, env, timeout, cwd, input, desc, on_line)
         full_env = None
         if env is not None or self.base_env is not None:
             full_env = dict(self.base_env if self.base_env is not None else os.environ)
@@ -107,6 +115,65 @@ class SubprocessRunner:
             out = exc.stdout if isinstance(exc.stdout, str) else ""
             return Completed(args, TIMED_OUT, out or "", f"timed out after {timeout}s: {desc or args[0]}")
         return Completed(args, proc.returncode, proc.stdout, proc.stderr)
+
+    def _env(self, env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+        if env is None and self.base_env is None:
+            return None
+        full = dict(self.base_env if self.base_env is not None else os.environ)
+        full.update(env or {})
+        return full
+
+    def _streamed(self, args: tuple[str, ...], env: Optional[Mapping[str, str]], timeout: Optional[float],
+                  cwd: Optional[str], input: Optional[str], desc: str,
+                  on_line: Callable[[str], None]) -> Completed:
+        """run() with stderr read line by line as it comes (stdout collected by a thread)."""
+        try:
+            proc = subprocess.Popen(
+                args, env=self._env(env), cwd=cwd, text=True, errors="replace",
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except FileNotFoundError:
+            return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
+        except PermissionError as exc:
+            raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
+        out: list[str] = []
+        err: list[str] = []
+        assert proc.stdout is not None and proc.stderr is not None
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        if input is not None and proc.stdin is not None:
+            proc.stdin.write(input)
+            proc.stdin.close()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _kill_group(proc)
+
+        timer = threading.Timer(timeout, expire) if timeout else None
+        if timer is not None:
+            timer.start()
+        try:
+            for line in proc.stderr:
+                err.append(line)
+                on_line(line.rstrip("\n"))
+            proc.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        reader.join()
+        if expired.is_set():
+            return Completed(args, TIMED_OUT, "".join(out), f"timed out after {timeout}s: {desc or args[0]}")
+        return Completed(args, proc.returncode, "".join(out), "".join(err))
+
+
+def _kill_group(proc: "subprocess.Popen[str]") -> None:
+    """A command past its time: its whole process group goes (a wedged child's children too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 @dataclass
@@ -143,6 +210,7 @@ class ReplayRunner:
         cwd: Optional[str] = None,
         input: Optional[str] = None,
         mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
     ) -> Completed:
         key = tuple(str(a) for a in argv)
         self.calls.append(key)
@@ -151,4 +219,8 @@ class ReplayRunner:
         if key not in self.responses:
             raise AssertionError(f"ReplayRunner: unexpected command {key!r} ({desc})")
         resp = self.responses[key]
-        return resp(key) if callable(resp) else resp
+        done = resp(key) if callable(resp) else resp
+        if on_line is not None:  # as the real runner does, line by line, after the fact
+            for line in done.stderr.splitlines():
+                on_line(line)
+        return done

@@ -247,7 +247,7 @@ class Executor:
         started = False
         total = float(len(steps))
         for i, step in enumerate(steps):
-            self.ctx.progress(step.describe(), float(i), total)
+            self.ctx.progress(f"provisioning: {step.id}: {step.describe()}", float(i), total)
             state = self.preview(step, fingerprints)
             if dry_run or state.status != "pending":
                 report.steps.append(state)
@@ -257,7 +257,7 @@ class Executor:
                 started = True
             self._apply(step, results)
             report.steps.append(StepReport(step.id, step.describe(), "applied"))
-        self.ctx.progress("done", total, total)
+        self.ctx.progress("provisioning: done", total, total)
         return report
 
     def _apply(self, step: Step, results: dict[str, Any]) -> None:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from installer.context import Context
 from installer.errors import DownloadError, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.steps.install_progress import InstallProgress
 from installer.steps.env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
 
 _NETWORK_SIGNS = (
@@ -269,8 +270,9 @@ class InstallPackages(Step):
                 hint="install uv (pip install uv) so the env needs no pip, or recreate the env",
             )
 
-    def _run(self, ctx: Context, argv: list[str], what: str) -> None:
-        res = ctx.runner.run(argv, desc=what, env=_tool_env(ctx), timeout=3600, mutating=True)
+    def _run(self, ctx: Context, argv: list[str], what: str,
+             on_line: Optional[Callable[[str], None]] = None) -> None:
+        res = ctx.runner.run(argv, desc=what, env=_tool_env(ctx), timeout=3600, mutating=True, on_line=on_line)
         if res.ok:
             return
         detail = _last_lines(res.stderr or res.stdout, 8)
@@ -315,8 +317,9 @@ class InstallPackages(Step):
         reqfile = before_file.parent / "requirements.txt"
         atomic_write(reqfile, "\n".join(lines) + "\n")
         argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
-        ctx.progress(f"installing {len(self.requirements)} requirements with {tool}", 0.0, None)
-        self._run(ctx, argv, f"{tool} install into {self.env.path}")
+        shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
+        shown.start()
+        self._run(ctx, argv, f"{tool} install into {self.env.path}", on_line=shown.feed)
         checkpoint(ctx, self.id, "middle")
         missing = unsatisfied(self.env, self.requirements)
         if missing:

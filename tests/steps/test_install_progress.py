@@ -1,0 +1,80 @@
+"""Install progress read from what uv and pip really print when their stderr is a pipe
+(captured here from uv 0.9 and pip 23/24 installing from an index)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+
+from installer.steps.install_progress import InstallProgress, size_bytes
+
+UV = """\
+Using Python 3.11.7 environment at: uvt
+Resolved 2 packages in 295ms
+Downloading numpy (16.1MiB)
+Downloading scipy (33.7MiB)
+ Downloaded numpy
+ Downloaded scipy
+Prepared 2 packages in 3.89s
+Installed 2 packages in 282ms
+ + numpy==2.4.6
+ + scipy==1.17.1
+"""
+
+PIP = """\
+Looking in links: /opt/wheels
+Collecting six
+  Downloading six-1.17.0-py2.py3-none-any.whl (11 kB)
+Collecting tomli
+  Downloading tomli-2.5.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl (276 kB)
+     \u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501 276.4/276.4 kB 39.5 MB/s eta 0:00:00
+Installing collected packages: tomli, six
+Successfully installed six-1.17.0 tomli-2.5.0
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(text: str, clock: Clock) -> list[tuple[str, float, Optional[float]]]:
+    seen: list[tuple[str, float, Optional[float]]] = []
+    shown = InstallProgress(lambda w, d, t: seen.append((w, d, t)), "installing 2 requirements with uv", clock)
+    for line in text.splitlines():
+        clock.now += 1.0
+        shown.feed(line)
+    return seen
+
+
+def test_uv_downloads_counted_with_bytes_total_and_rate() -> None:
+    seen = feed(UV, Clock())
+    total = size_bytes("16.1", "MiB") + size_bytes("33.7", "MiB")
+    after_numpy = next(s for s in seen if s[1] == pytest.approx(size_bytes("16.1", "MiB")))
+    assert after_numpy[2] == pytest.approx(total)
+    assert after_numpy[0].startswith("installing 2 requirements with uv: 1/2 downloads, 16.1 MiB of 49.8 MiB, ")
+    assert after_numpy[0].endswith("/s")
+    last = seen[-1]
+    assert last[1] == pytest.approx(total) and "2/2 downloads" in last[0]
+
+
+def test_pip_downloads_counted_as_pip_prints_them() -> None:
+    seen = feed(PIP, Clock())
+    assert seen[-1][1] == pytest.approx(11e3 + 276e3) and seen[-1][2] == pytest.approx(11e3 + 276e3)
+    # "Collecting tomli" means six's download is done (pip downloads one after another)
+    assert any(d == pytest.approx(11e3) for _, d, _ in seen)
+
+
+def test_lines_it_does_not_know_change_nothing_and_never_raise() -> None:
+    seen = feed("warning: something odd\n\x00\n Downloaded\nDownloading (MiB)\n", Clock())
+    assert seen == []
+
+
+@pytest.mark.parametrize("number,unit,expected", [("11", "kB", 11e3), ("1.5", "GiB", 1.5 * 1024**3),
+                                                  ("3", "MB", 3e6), ("7", "B", 7.0)])
+def test_sizes_in_the_units_the_tools_print(number: str, unit: str, expected: float) -> None:
+    assert size_bytes(number, unit) == pytest.approx(expected)

@@ -1,0 +1,48 @@
+"""Progress on a stream that is not a terminal: plain lines, throttled, counters and bytes."""
+
+from __future__ import annotations
+
+import io
+
+from installer.console import Progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def plain() -> tuple[Progress, io.StringIO, Clock]:
+    out, clock = io.StringIO(), Clock()
+    p = Progress(enabled=True, stream=out)
+    p._clock = clock  # a fixed clock: the throttle is tested, never timed
+    return p, out, clock
+
+
+def test_every_step_of_a_counter_is_a_line_and_bytes_are_throttled() -> None:
+    p, out, clock = plain()
+    assert p.rich is False  # a StringIO is not a terminal
+    p("provisioning: env.create: create the venv", 0, 3)
+    p("provisioning: packages.install: install", 1, 3)
+    for i in range(1, 50):  # a download reporting every 0.1 s
+        clock.now += 0.1
+        p("downloading cudnn.tar.xz", i * 1e6, 100e6)
+    clock.now += 10
+    p("downloading cudnn.tar.xz", 100e6, 100e6)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  ... provisioning: env.create: create the venv [0/3]"
+    assert lines[1] == "  ... provisioning: packages.install: install [1/3]"
+    downloads = [line for line in lines if "cudnn" in line]
+    assert len(downloads) == 2  # the first and the finished one; nothing in between within 5 s
+    assert downloads[-1].startswith("  ... downloading cudnn.tar.xz: 95.4 MiB of 95.4 MiB (")
+    assert downloads[-1].endswith("/s)")
+
+
+def test_disabled_prints_nothing() -> None:
+    out = io.StringIO()
+    p = Progress(enabled=False, stream=out)
+    p("provisioning: env.create: x", 0, 3)
+    assert out.getvalue() == ""

@@ -1,0 +1,33 @@
+"""The runner hands a command's stderr over line by line as it is written (install progress)."""
+
+from __future__ import annotations
+
+import time
+
+from installer.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
+
+
+def test_lines_arrive_while_the_command_runs_and_the_result_is_whole() -> None:
+    seen: list[tuple[str, float]] = []
+    start = time.monotonic()
+    done = SubprocessRunner().run(
+        ["sh", "-c", "echo out; echo first >&2; sleep 1; echo second >&2; exit 3"],
+        on_line=lambda line: seen.append((line, time.monotonic() - start)),
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "first\nsecond\n")
+    assert [line for line, _ in seen] == ["first", "second"]
+    assert seen[0][1] < seen[1][1]  # the first line came before the command went on
+
+
+def test_a_streamed_command_past_its_time_is_killed_with_its_children() -> None:
+    done = SubprocessRunner().run(["sh", "-c", "sleep 30 & echo started >&2; wait"], timeout=0.5,
+                                  on_line=lambda line: None)
+    assert done.returncode == TIMED_OUT and "timed out" in done.stderr
+
+
+def test_replay_runner_streams_the_recorded_stderr() -> None:
+    r = ReplayRunner()
+    r.add(["uv", "pip", "install"], stderr="Resolved 2 packages in 1s\nInstalled 2 packages in 1s\n")
+    seen: list[str] = []
+    r.run(["uv", "pip", "install"], on_line=seen.append)
+    assert seen == ["Resolved 2 packages in 1s", "Installed 2 packages in 1s"]
