@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from installer.context import Context
 from installer.errors import UsageError
 from installer.files import atomic_write
+
+if TYPE_CHECKING:
+    from installer.resolver.model import Choice
 
 
 def _last_file(ctx: Context) -> Path:
@@ -38,3 +41,14 @@ def target_env(ctx: Context, given: Optional[str]) -> Path:
             "pass --env PATH, or install one first: tfgpu-install --profile stable",
         )
     return last
+
+
+def env_name(choice: "Choice") -> str:
+    """The default environment's name: the combination, e.g. tf2.17.1-cu12.3-py3.11."""
+    cuda = f"cu{choice.cuda}" if choice.cuda else "cpu"
+    return f"tf{choice.tensorflow}-{cuda}-py{choice.python}"
+
+
+def default_env_path(ctx: Context, choice: "Choice") -> Path:
+    """Where install (and a restore without --env) puts the env for a combination."""
+    return ctx.data_dir / "envs" / env_name(choice)

@@ -15,10 +15,11 @@ from installer.context import Context
 from installer.errors import ExitCode
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.commands.common import add_assume_flags, add_profile_flag
+from installer.app.envs import default_env_path
 
 if TYPE_CHECKING:
     from installer.facts.model import Facts
-    from installer.resolver.model import Choice, Resolution
+    from installer.resolver.model import Resolution
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,16 +45,6 @@ def add_resolve_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="mixed GPUs: accept a newer release that runs on some of them, and set CUDA_VISIBLE_DEVICES",
     )
-
-
-def env_name(choice: "Choice") -> str:
-    """The default environment's name: the combination, e.g. tf2.17.1-cu12.3-py3.11."""
-    cuda = f"cu{choice.cuda}" if choice.cuda else "cpu"
-    return f"tf{choice.tensorflow}-{cuda}-py{choice.python}"
-
-
-def default_env_path(ctx: Context, choice: "Choice") -> Path:
-    return ctx.data_dir / "envs" / env_name(choice)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
