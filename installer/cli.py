@@ -63,6 +63,14 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["install"] + argv
 
 
+def _keep_global_flags(args: argparse.Namespace, full: list[str]) -> None:
+    """`tfgpu-install --json probe`: argparse lets the subcommand's own --json default (False)
+    overwrite the one given before the command name; the flags count wherever they stand."""
+    before = full[: full.index(args.command)] if args.command in full else []
+    args.json = args.json or "--json" in before
+    args.debug = args.debug or "--debug" in before
+
+
 def main(
     argv: Optional[Sequence[str]] = None,
     environ: Optional[Mapping[str, str]] = None,
@@ -81,6 +89,7 @@ def main(
             parser.print_help()
             return int(ExitCode.USAGE)
         args = parser.parse_args(full)
+        _keep_global_flags(args, full)
         from installer.context import build_context
         from installer.console import render
 
