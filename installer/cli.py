@@ -106,19 +106,34 @@ def main(
 
         render_error(err, as_json)
         return int(err.code)
+    except OSError as exc:
+        from installer.errors import disk_full, is_disk_full
+
+        if not is_disk_full(exc):
+            return _internal_error(exc, as_json, debug)
+        # The last net: a write no layer below wrapped still says what is full, exit 6.
+        full = disk_full(exc.filename or "?", exc)
+        from installer.console import render_error
+
+        render_error(full, as_json)
+        return int(full.code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: run the same command again to resume, or `tfgpu-install rollback`\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: one readable line unless --debug
-        if debug:
-            raise
-        from installer.console import render_error
+        return _internal_error(exc, as_json, debug)
 
-        render_error(
-            TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
-            as_json,
-        )
-        return int(ExitCode.FAILURE)
+
+def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:
+    if debug:
+        raise exc
+    from installer.console import render_error
+
+    render_error(
+        TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
+        as_json,
+    )
+    return int(ExitCode.FAILURE)
 
 
 if __name__ == "__main__":  # pragma: no cover
