@@ -112,11 +112,11 @@ def main(
         if not is_disk_full(exc):
             return _internal_error(exc, as_json, debug)
         # The last net: a write no layer below wrapped still says what is full, exit 6.
-        full = disk_full(exc.filename or "?", exc)
+        no_space = disk_full(exc.filename or "?", exc)
         from installer.console import render_error
 
-        render_error(full, as_json)
-        return int(full.code)
+        render_error(no_space, as_json)
+        return int(no_space.code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: run the same command again to resume, or `tfgpu-install rollback`\n")
         return int(ExitCode.INTERRUPTED)

@@ -102,7 +102,7 @@ def _build_class(cls: type) -> Decoder:
         # which halves the load.
         if type(data) is not dict or data.keys() != names:
             raise _Doubt(f"not a {cls.__name__}: unknown or missing fields")
-        obj = object.__new__(cls)
+        obj: Any = object.__new__(cls)
         obj.__dict__.update({name: parts[name](v) for name, v in data.items()})
         return obj
 

@@ -231,12 +231,12 @@ class Check:
             if key not in node.value:
                 self.fail(node, path, f"missing key '{key}'", "the file is not a complete tfgpu-install snapshot; "
                           "export it again")
-        return node.value  # type: ignore[no-any-return]
+        return node.value
 
     def seq(self, node: Node, path: str, what: str = "a list") -> list[Node]:
         if not isinstance(node.value, list):
             self.expect(node, path, what)
-        return node.value  # type: ignore[no-any-return]
+        return node.value
 
     def text(self, node: Node, path: str, *, null: bool = False, pattern: Optional["re.Pattern[str]"] = None,
              example: str = "", limit: int = MAX_PATH) -> Optional[str]:
@@ -269,7 +269,7 @@ class Check:
     def boolean(self, node: Node, path: str) -> bool:
         if not isinstance(node.value, bool):
             self.expect(node, path, "true or false")
-        return node.value  # type: ignore[no-any-return]
+        return node.value
 
     def strings(self, node: Node, path: str, limit: int = MAX_PATH) -> list[str]:
         return [self.text(item, f"{path}[{i}]", limit=limit) or ""
@@ -430,7 +430,7 @@ def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
     env: dict[str, Any] = {}
     if _present(top, "env"):
         env = {"path": c.text(top["env"], "env")} if isinstance(top["env"].value, str) else _env(c, top["env"])
-    packages = []
+    packages: list[dict[str, Any]] = []
     if _present(top, "packages"):
         for i, item in enumerate(c.seq(top["packages"], "packages")):
             path = f"packages[{i}]"

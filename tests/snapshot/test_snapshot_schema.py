@@ -244,6 +244,11 @@ def test_a_damaged_file_in_the_store_is_skipped_with_a_warning(
     out = capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
     assert "skipped a damaged snapshot" in out and "types.yaml:25: packages: expected a list" in out, out
 
-    # Named directly, a damaged file is the error itself: exit 5 with file:line.
-    code, doc = _cli(["snapshot", "show", str(store / "types.yaml")], tmp_env, capsys)
-    assert code == ExitCode.BAD_INPUT and f"{store / 'types.yaml'}:" in doc["message"], doc
+    # Named directly, a damaged file is the error itself: exit 5 with file:line, for every command.
+    bad = str(store / "types.yaml")
+    for args in (["snapshot", "show", bad], ["snapshot", "diff", bad, good.id],
+                 ["snapshot", "restore", bad, "--env", str(tmp_path / "new"), "--dry-run"],
+                 ["snapshot", "bundle", bad, "-o", str(tmp_path / "bundle")]):
+        code, doc = _cli(args, tmp_env, capsys)
+        assert code == ExitCode.BAD_INPUT and doc["message"].startswith(f"{bad}:25: packages: "), (args, doc)
+    assert not (tmp_path / "new").exists() and not (tmp_path / "bundle").exists()
