@@ -26,7 +26,7 @@ class EnvLock:
     def holder(self) -> Optional[int]:
         try:
             text = self.path.read_text().strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: not text (a damaged file only loses the PID)
             return None
         return int(text) if text.isdigit() else None
 
