@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from installer.errors import BadInputError
 from installer.files import atomic_write
-from installer.snapshot import schema
+from installer.snapshot import reader, schema
 
 FORMAT = 2
 KINDS = ("known-good", "rollback-point", "export")
@@ -150,13 +150,13 @@ def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
     """A snapshot from plain data (parsed JSON, a test's dict); BAD_INPUT when it is not one."""
     if not isinstance(d, dict):
         raise BadInputError(f"{where}: not a snapshot document", "pass a file written by `tfgpu-install snapshot export`")
-    return _from_checked(schema.check(schema.node_of(d), where))
+    return _from_checked(schema.check(reader.node_of(d), where))
 
 
 def loads(text: str, where: str = "snapshot") -> Snapshot:
     """Parse and check a snapshot's YAML: BAD_INPUT '<where>:<line>: ...' for anything malformed or
     hostile (aliases, deep nesting, huge values, wrong types), never another exception."""
-    root = schema.parse(text, where)
+    root = reader.parse(text, where)
     if not isinstance(root.value, dict):
         raise BadInputError(f"{where}:{root.line}: not a snapshot document (expected a mapping at the top)",
                             "pass a file written by `tfgpu-install snapshot export`", ref="bad-snapshot")
@@ -170,7 +170,7 @@ def load(path: Path) -> Snapshot:
         raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones")
     except OSError as exc:
         raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}", "check the path and its permissions")
-    return loads(schema.decode(data, str(path)), str(path))
+    return loads(reader.decode(data, str(path)), str(path))
 
 
 def write(path: Path, snap: Snapshot) -> None:

@@ -89,7 +89,7 @@ def test_deep_nesting_is_refused_at_its_line(levels: int, words: str) -> None:
 
 
 def test_huge_strings_are_refused() -> None:
-    text, line = _edit("notes: []", "notes: ['" + "x" * (S.schema.MAX_SCALAR + 1) + "']")
+    text, line = _edit("notes: []", "notes: ['" + "x" * (S.reader.MAX_SCALAR + 1) + "']")
     _refused(text, f"f.yaml:{line}: a value of")
 
 
@@ -192,7 +192,7 @@ def test_a_mangled_text_loads_or_is_bad_input(data: st.DataObject) -> None:
         at = data.draw(st.integers(0, len(raw)))
         raw[at:at + data.draw(st.integers(0, 3))] = data.draw(st.binary(max_size=4))
     try:
-        snap = S.loads(S.schema.decode(bytes(raw), "f.yaml"), "f.yaml")
+        snap = S.loads(S.reader.decode(bytes(raw), "f.yaml"), "f.yaml")
     except BadInputError as err:
         assert err.message.startswith("f.yaml")
         return
