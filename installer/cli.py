@@ -63,6 +63,14 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["install"] + argv
 
 
+def _keep_global_flags(args: argparse.Namespace, full: list[str]) -> None:
+    """`tfgpu-install --json probe`: argparse lets the subcommand's own --json default (False)
+    overwrite the one given before the command name; the flags count wherever they stand."""
+    before = full[: full.index(args.command)] if args.command in full else []
+    args.json = args.json or "--json" in before
+    args.debug = args.debug or "--debug" in before
+
+
 def main(
     argv: Optional[Sequence[str]] = None,
     environ: Optional[Mapping[str, str]] = None,
@@ -81,6 +89,7 @@ def main(
             parser.print_help()
             return int(ExitCode.USAGE)
         args = parser.parse_args(full)
+        _keep_global_flags(args, full)
         from installer.context import build_context
         from installer.console import render
 
@@ -97,6 +106,17 @@ def main(
 
         render_error(err, as_json)
         return int(err.code)
+    except OSError as exc:
+        from installer.errors import disk_full, is_disk_full
+
+        if not is_disk_full(exc):
+            return _internal_error(exc, as_json, debug)
+        # The last net: a write no layer below wrapped still says what is full, exit 6.
+        no_space = disk_full(exc.filename or "?", exc)
+        from installer.console import render_error
+
+        render_error(no_space, as_json)
+        return int(no_space.code)
     except KeyboardInterrupt:
         from installer.console import render_error
         from installer.errors import Interrupted
@@ -105,15 +125,19 @@ def main(
         render_error(stop, as_json)  # under --json still one document on stdout
         return int(stop.code)
     except Exception as exc:  # a bug: one readable line unless --debug
-        if debug:
-            raise
-        from installer.console import render_error
+        return _internal_error(exc, as_json, debug)
 
-        render_error(
-            TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
-            as_json,
-        )
-        return int(ExitCode.FAILURE)
+
+def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:
+    if debug:
+        raise exc
+    from installer.console import render_error
+
+    render_error(
+        TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
+        as_json,
+    )
+    return int(ExitCode.FAILURE)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -126,3 +126,71 @@ class RunnerError(TfgpuError):
 
     code = ExitCode.FAILURE
     ref = "command-failed"
+
+
+# --- a full disk -----------------------------------------------------------------------------
+# One place turns ENOSPC/EDQUOT into the error users see (exit 6, "no space left on <path>"):
+# files.atomic_write, the journal, the env lock, downloads, the executor and, as the last net,
+# cli.main call these instead of each wording their own.
+
+
+class DiskFull(EnvironmentProblem):
+    ref = "disk-full"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    value = float(n)
+    for unit in ("KiB", "MiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} GiB"
+
+
+def _free_bytes(path: str) -> Optional[int]:
+    """Free space (for this user) on the filesystem holding `path` or its nearest existing parent."""
+    import os
+
+    probe = os.path.abspath(path)
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def disk_full(path: object, exc: Optional[BaseException] = None, needed: Optional[int] = None,
+              doing: str = "", undo: bool = False) -> DiskFull:
+    """"no space left on <path>" first, then what was being written, how much it needs when known,
+    and what is free; the hint says how to go on (a run resumes where it stopped)."""
+    import errno
+
+    where = str(path) if path else "the disk"
+    quota = isinstance(exc, OSError) and exc.errno == errno.EDQUOT
+    parts = [f"no space left on {where}" + (" (disk quota exceeded)" if quota else "")]
+    if doing:
+        parts.append(doing)
+    if needed is not None:
+        parts.append(f"{_size(needed)} needed")
+    free = _free_bytes(where) if path else None
+    if free is not None:
+        parts.append(f"{_size(free)} free")
+    return DiskFull(
+        "; ".join(parts),
+        hint="free some space on that filesystem (or point --env / -o / TFGPU_STATE_DIR / TFGPU_CACHE_DIR "
+        "at another one), then run the same command again: it resumes where it stopped"
+        + (", or `tfgpu-install rollback` to undo what was done" if undo else ""),
+    )

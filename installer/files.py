@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
+from installer.errors import disk_full, is_disk_full
+
 MARK = "tfgpu-install"
 
 
@@ -41,8 +43,13 @@ def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None
             mode = path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(path, exc, len(payload), "writing it") from exc
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
@@ -50,11 +57,13 @@ def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if is_disk_full(exc):  # the old file (if any) is untouched; the temp file is gone
+            raise disk_full(path, exc, len(payload), "writing it") from exc
         raise
     _fsync_dir(path.parent)
 

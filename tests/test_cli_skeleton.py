@@ -28,3 +28,14 @@ def test_version_as_real_subprocess() -> None:
         [sys.executable, "-m", "installer", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("tfgpu-install ")
+
+
+def test_json_before_the_command_is_honoured_on_success(capsys, tmp_env) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    assert main(["--json", "profiles"], environ=tmp_env) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert main(["profiles", "--json"], environ=tmp_env) == 0
+    assert json.loads(capsys.readouterr().out) == before
+    assert main(["profiles"], environ=tmp_env) == 0
+    assert not capsys.readouterr().out.lstrip().startswith("{")

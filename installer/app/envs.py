@@ -50,4 +50,5 @@ def env_name(choice: "Choice") -> str:
 
 
 def default_env_path(ctx: Context, choice: "Choice") -> Path:
+    """Where install (and a restore without --env) puts the env for a combination."""
     return ctx.data_dir / "envs" / env_name(choice)

@@ -131,16 +131,13 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
         warnings.append(f"{len(placed)} library file(s) outside the packages (a cuDNN placed from a redist or "
                         f"archive, e.g. {placed[0]}) are not restored: run `tfgpu-install --env ENV "
                         "--cudnn-source redist|archive` after the restore to place them again")
-    where = req.env or str(snap.env.get("path") or "")
-    if not where:
-        raise BadInputError(f"snapshot {snap.id} names no env path", "pass --env PATH")
-    env = Path(os.path.abspath(os.path.expanduser(where)))
     backend = str(snap.env.get("backend") or "venv")
     backend = backend if backend in ("venv", "conda") else "venv"
     py_path = _python_path(facts, str(choice_of(snap).get("python"))) if backend == "venv" else None
     resolution = pinned_resolution(snap, py_path, cpu_only=not verdict.gpu)
     choice = resolution.choice
     assert choice is not None
+    env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
                              index_url=None if bundle_dir else req.index_url, extra=extra)
@@ -156,6 +153,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
             Heading(f"restore snapshot {snap.id} into {env}"),
             Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
                  f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
+            *([Text(taken_at, "dim")] if taken_at else []),
             table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
         ]
         if warnings:
@@ -171,14 +169,30 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     except TfgpuError as err:
         raise _hash_mismatch(err)
     if req.dry_run:
-        return Result({"env": str(env), "snapshot": snap.id, "dry_run": True, "steps": done.preview.to_json(),
+        return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
+                       "steps": done.preview.to_json(),
                        "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
                       [*head(done.preview), Text("dry run: nothing was changed", "dim")])
     report = done.report or done.preview
     recorded = done.results.get("snapshot.record") or {}
     result = _result(snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
     result.data["rollback_point"] = done.rollback_point
+    result.data["taken_at"] = snap.env.get("path")
     return result
+
+
+def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any) -> tuple[Path, str]:
+    """--env, else the default env location for the snapshot's combination (as install picks it).
+    The path the snapshot was taken at is only shown: a snapshot from another machine or user
+    must not silently choose where this one writes. Returns (env, a line for the plan)."""
+    from installer.app.envs import default_env_path
+
+    env = Path(os.path.abspath(os.path.expanduser(given))) if given else default_env_path(ctx, choice)
+    taken = str(snap.env.get("path") or "")
+    if not taken or os.path.abspath(taken) == str(env):
+        return env, ""
+    how = "" if given else f" (pass --env {taken} to restore there)"
+    return env, f"snapshot was taken at {taken}{how}"
 
 
 def _hash_mismatch(err: TfgpuError) -> TfgpuError:

@@ -83,7 +83,8 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
 def list_(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.snapshot.contract import choice_of
 
-    stored = snap_mod.list_stored(ctx.state_dir)
+    store = snap_mod.scan(ctx.state_dir)
+    stored = store.snapshots
     rows = [
         (s.id, s.kind, s.created, s.env.get("path"), choice_of(s).get("tensorflow"),
          "yes" if (s.verification or {}).get("ok") else "-")
@@ -94,7 +95,15 @@ def list_(args: argparse.Namespace, ctx: Context) -> Result:
     blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
     if not stored:
         blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
-    return Result(data, blocks)
+    return _with_skipped(Result(data, blocks), store)
+
+
+def _with_skipped(result: Result, store: snap_mod.Store) -> Result:
+    """Damaged files in the store: a warning (and `skipped` in --json), never a failed command."""
+    if store.damaged:
+        result.data["skipped"] = list(store.damaged)
+        result.blocks.append(Bullets("warnings", tuple(store.warnings()), "warn"))
+    return result
 
 
 def show(args: argparse.Namespace, ctx: Context) -> Result:
@@ -134,12 +143,15 @@ def check(args: argparse.Namespace, ctx: Context) -> Result:
 
     env = _env_path(ctx, args)
     # The last known-good record; an env never installed by this tool can be watched from an export.
-    found = snap_mod.latest_for_env(ctx.state_dir, env) or snap_mod.latest_for_env(ctx.state_dir, env, "export")
+    store = snap_mod.scan(ctx.state_dir)
+    found = snap_mod.latest_for_env(ctx.state_dir, env, store=store) or snap_mod.latest_for_env(
+        ctx.state_dir, env, "export", store=store)
     if found is None:
         raise BadInputError(
             f"no known-good snapshot for {env}",
             "a successful install records one; or record the env as it is now with "
-            f"`tfgpu-install snapshot export --env {env}`",
+            f"`tfgpu-install snapshot export --env {env}`"
+            + "".join(f"; {w}" for w in store.warnings()),
             ref="no-snapshot",
         )
     _, good = found
@@ -151,10 +163,10 @@ def check(args: argparse.Namespace, ctx: Context) -> Result:
     )
     data = {"env": str(env), "snapshot": good.id, **to_jsonable(d)}
     if d.clean:
-        return Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")])
+        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")]), store)
     blocks: list[Any] = [
         Text(f"{env} drifted from its known-good snapshot {good.id}", "warn"),
         Bullets("", tuple(d.lines()), "warn"),
         Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
     ]
-    return Result(data, blocks, exit_code=int(ExitCode.DRIFT))
+    return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

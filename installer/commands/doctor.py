@@ -49,8 +49,9 @@ def _read_log(name: str) -> str:
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.doctor.rules import load_rules
+    from installer.knowledge.load import knowledge_dir
 
-    rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None)
+    rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
     from installer.app.envs import last_env

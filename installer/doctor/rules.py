@@ -92,16 +92,20 @@ def render(template: str, groups: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: groups.get(m.group(1), "?"), template)
 
 
-def default_path() -> Path:
-    """The packaged errors.yaml (profiles/ is installed as installer.profiles)."""
+def default_path(profiles: Optional[Path] = None) -> Path:
+    """errors.yaml of `profiles` (TFGPU_PROFILES_DIR: a site's own knowledge dir) when it has one,
+    else the packaged one (profiles/ is installed as installer.profiles)."""
+    if profiles is not None and (Path(profiles) / "errors.yaml").is_file():
+        return Path(profiles) / "errors.yaml"
     import installer.profiles  # type: ignore[import-not-found]  # profiles/ mapped by setuptools
 
     return Path(installer.profiles.__file__).resolve().parent / "errors.yaml"
 
 
-def load_rules(path: Optional[Path] = None) -> RuleSet:
-    """Load and validate errors.yaml. Raises BadInputError("<file>:<line>: <what>")."""
-    p = Path(path) if path is not None else default_path()
+def load_rules(path: Optional[Path] = None, profiles: Optional[Path] = None) -> RuleSet:
+    """Load and validate errors.yaml (`path`, else default_path(profiles)).
+    Raises BadInputError("<file>:<line>: <what>")."""
+    p = Path(path) if path is not None else default_path(profiles)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Optional
 
-from installer.errors import LockedError
+from installer.errors import LockedError, disk_full, is_disk_full
 
 
 class EnvLock:
@@ -26,13 +26,18 @@ class EnvLock:
     def holder(self) -> Optional[int]:
         try:
             text = self.path.read_text().strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: not text (a damaged file only loses the PID)
             return None
         return int(text) if text.isdigit() else None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, doing="creating the lock file") from exc
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -43,9 +48,17 @@ class EnvLock:
                 f"{self.env} is being changed by another tfgpu-install ({who})",
                 hint="wait for it to finish, or pass --wait to queue behind it",
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            os.fsync(fd)
+        except OSError as exc:
+            # Nothing was changed yet: give the lock back and stop before any step runs.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, doing="writing the lock holder's PID") from exc
+            raise
         self._fd = fd
 
     def release(self) -> None:

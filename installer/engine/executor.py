@@ -10,6 +10,7 @@ though the step never got to return its undo record.
 from __future__ import annotations
 
 import errno
+import re
 import hashlib
 import os
 import shutil
@@ -19,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from installer.context import Context
-from installer.errors import EnvironmentProblem, StepFailed, TfgpuError
+from installer.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from installer.files import atomic_write, sha256_file
 from installer.engine.journal import Entry, Journal, current_epoch, env_state_dir, open_entries
 from installer.engine.env_lock import EnvLock
@@ -182,15 +183,29 @@ def _begin_of(entries: Sequence[Entry], entry: Entry) -> Entry:
 # --- errors -------------------------------------------------------------------------------
 
 
-def _os_error(step: Step, exc: OSError) -> TfgpuError:
+# A tool the step ran (uv, pip, venv) hit a full disk: its output says so, in Python's or Rust's words.
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|os error (?:28|122)\b")
+_NO_SPACE_PATH = re.compile(r"\[Errno (?:28|122)\][^'\n]*?: '([^'\n]+)'")
+
+
+def _tool_disk_full(step: Step, err: TfgpuError, env: Path) -> Optional[TfgpuError]:
+    """DiskFull for a step whose tool failed on a full disk (the path it names, else the env)."""
+    if isinstance(err, DiskFull) or not _NO_SPACE.search(err.message):
+        return None
+    named = _NO_SPACE_PATH.search(err.message)
+    quota = "quota" in err.message.lower() or "122" in err.message
+    cause = OSError(errno.EDQUOT if quota else errno.ENOSPC, "")
+    return disk_full(named.group(1) if named else env, cause, undo=True,
+                     doing=f"while running {step.id}: {step.describe()} ({err.message[-300:].strip()})")
+
+
+def _os_error(step: Step, exc: OSError, env: Path) -> TfgpuError:
     where = f" ({exc.filename})" if exc.filename else ""
     after = "then run the same command again to resume, or `tfgpu-install rollback` to undo"
-    if exc.errno == errno.ENOSPC or exc.errno == errno.EDQUOT:
-        return EnvironmentProblem(
-            f"disk full while running {step.id}: {step.describe()}{where}",
-            hint=f"free some space (or pick another --env), {after}",
-            ref="disk-full",
-        )
+    if is_disk_full(exc):
+        # The file being written when the kernel said so, else the env the step writes into.
+        path = exc.filename if os.path.isabs(str(exc.filename or "")) else env
+        return disk_full(path, exc, doing=f"while running {step.id}: {step.describe()}", undo=True)
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return EnvironmentProblem(
             f"no permission to write while running {step.id}{where}: {exc.strerror}",
@@ -273,10 +288,13 @@ class Executor:
             checkpoint(ctx, step.id, "after")
         except TfgpuError as err:
             self._journal_failure(step, err)
+            full = _tool_disk_full(step, err, self.env)
+            if full is not None:
+                raise full from err
             raise
         except OSError as exc:
             self._journal_failure(step, exc)
-            raise _os_error(step, exc) from exc
+            raise _os_error(step, exc, self.env) from exc
         except Exception as exc:
             self._journal_failure(step, exc)
             raise StepFailed(
@@ -292,8 +310,8 @@ class Executor:
     def _journal_failure(self, step: Step, exc: BaseException) -> None:
         try:
             self.journal.append("failed", step=step.id, error=f"{type(exc).__name__}: {exc}")
-        except OSError:
-            pass  # the disk may be the problem; the open "begin" still says what to undo
+        except (OSError, TfgpuError):
+            pass  # the disk may be the problem (DiskFull); the open "begin" still says what to undo
 
     def rollback(self, steps: Sequence[Step], to_seq: Optional[int] = None) -> ExecReport:
         """Undo every open journal entry (newest first), or only those after line `to_seq`."""
@@ -320,6 +338,8 @@ class Executor:
             except TfgpuError:
                 raise
             except OSError as exc:
+                if is_disk_full(exc):
+                    raise disk_full(exc.filename or "?", exc, doing=f"while undoing {e.step}") from exc
                 raise EnvironmentProblem(
                     f"rollback of {e.step} failed: {exc}",
                     hint="fix the cause and run `tfgpu-install rollback` again (it resumes)",

@@ -12,6 +12,7 @@ A kill can tear the last line only; reading skips a line that does not parse.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from installer.context import Context
+from installer.errors import disk_full, is_disk_full
 
 
 def env_key(env: Path) -> str:
@@ -64,15 +66,37 @@ class Journal:
     def append(self, event: str, **fields: Any) -> None:
         record = {"event": event, "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields}
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # O_APPEND + one write + fsync: the line is on disk before the caller acts.
-        fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = line.encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND + one write + fsync: the line is on disk before the caller acts.
+            fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, len(data), "appending to the journal") from exc
+            raise
         try:
             self._heal_torn_tail(fd)
-            os.write(fd, line.encode())
-            os.fsync(fd)
+            self._write_whole(fd, data)
         finally:
             os.close(fd)
+
+    def _write_whole(self, fd: int, data: bytes) -> None:
+        """All of the line or none of it: a full disk can take part of a write; cutting the file
+        back keeps the journal a list of whole records (and the caller does not act)."""
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # a torn last line is still skipped by entries() and healed by the next append
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, len(data), "appending to the journal") from exc
+            raise
 
     def _heal_torn_tail(self, fd: int) -> None:
         """A kill mid-write can leave a last line without its newline: end it, so the next

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import urlsplit
 
 from installer.context import Context
-from installer.errors import DownloadError, UsageError
+from installer.errors import DownloadError, UsageError, disk_full, is_disk_full
 
 if TYPE_CHECKING:  # requests is imported lazily: `probe` must start fast
     import requests
@@ -287,6 +287,10 @@ def _stream(
             # (RequestException is an OSError too: it must be caught before the write errors.)
             raise _Interrupted(exc) from exc
         except OSError as exc:
+            if is_disk_full(exc):
+                left = f" of {label}" if total is None else f": the rest of {label}"
+                raise disk_full(part, exc, None if total is None else total - have,
+                                f"downloading{left} into the cache") from exc
             raise DownloadError(
                 f"cannot write {part}: {exc}",
                 "free disk space in the cache directory or point TFGPU_CACHE_DIR elsewhere",

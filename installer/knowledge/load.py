@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 from installer.context import Context
 from installer.errors import BadInputError
-from installer.knowledge.model import (
-    BUILTIN_POLICIES, Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release,
-)
+from installer.knowledge.model import BUILTIN_POLICIES, Knowledge, Policy
 from installer.knowledge.schema import parse_drivers, parse_gpus, parse_matrix, parse_policy
 
 
@@ -37,50 +34,29 @@ def load_knowledge(directory: Optional[Path] = None, cache_dir: Optional[Path] =
 
 
 KNOWLEDGE_FILES = ("matrix.yaml", "drivers.yaml", "gpus.yaml") + tuple(f"{n}.yaml" for n in BUILTIN_POLICIES)
-_CACHE_FORMAT = "knowledge-v1"
-_PICKLED = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy)
 
 
 @lru_cache(maxsize=8)
 def _load_cached(directory: Path, cache_dir: Optional[Path]) -> Knowledge:
     if cache_dir is None:
         return _parse_all(directory)
-    import pickle
     import zlib  # not hashlib: importing OpenSSL costs more than the whole cached load
 
-    # The key covers the dataclasses' fields too: a pickle of an older shape must not load.
-    shape = ",".join(f.name for cls in _PICKLED for f in fields(cls))
-    crc, size = zlib.crc32(f"{_CACHE_FORMAT}:{shape}".encode()), 0
+    from installer.knowledge import cache
+
+    # Keyed by the files' content; the file itself says which format and field shape it holds.
+    crc, size = zlib.crc32(f"{cache.FORMAT}:{cache.SHAPE}".encode()), 0
     for name in KNOWLEDGE_FILES:
         try:
             data = (directory / name).read_bytes()
         except OSError:
             return _parse_all(directory)  # let the parser report the missing file
         crc, size = zlib.crc32(name.encode() + b"\0" + data, crc), size + len(data)
-    cache = Path(cache_dir) / "knowledge" / f"{crc:08x}-{size}.pickle"
-    try:
-        with open(cache, "rb") as fh:
-            kn = pickle.load(fh)  # our own file, written below from validated data
-        if isinstance(kn, Knowledge) and kn.directory == directory:
-            return kn
-    except (OSError, EOFError, pickle.PickleError, AttributeError, TypeError, ValueError):
-        pass
-    kn = _parse_all(directory)
-    try:
-        import os
-        import tempfile
-
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(kn, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)  # readers see the old file or the whole new one
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        pass  # a read-only or full cache dir only costs speed
+    path = Path(cache_dir) / "knowledge" / f"{crc:08x}-{size}.json"
+    kn = cache.read(path, directory)
+    if kn is None:  # none yet, or any doubt about it: parse the YAML and write it again
+        kn = _parse_all(directory)
+        cache.write(path, kn)
     return kn
 
 

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from installer.errors import BadInputError
 from installer.files import atomic_write
+from installer.snapshot import reader, schema
 
 FORMAT = 2
 KINDS = ("known-good", "rollback-point", "export")
@@ -119,114 +120,57 @@ def dumps(snap: Snapshot) -> str:
     return header + yaml.safe_dump(snap.to_dict(), sort_keys=False, default_flow_style=False, width=100)
 
 
-def _need(d: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    if key not in d:
-        raise BadInputError(f"{where}: missing key '{key}'", "the file is not a complete tfgpu-install snapshot")
-    val = d[key]
-    if not isinstance(val, kind):
-        raise BadInputError(
-            f"{where}: '{key}' should be a {kind.__name__}, found {type(val).__name__}",
-            "the snapshot was edited by hand or is damaged; export it again",
-        )
-    return val
-
-
-def _from_v1(d: dict[str, Any], where: str) -> Snapshot:
-    """Format 1: the minimal rollback record. Packages are 'name==version' strings."""
-    pkgs = []
-    for item in d.get("packages") or []:
-        if isinstance(item, str) and "==" in item:
-            name, ver = item.split("==", 1)
-            pkgs.append(Package(name.strip(), ver.strip()))
-        elif isinstance(item, dict) and "name" in item:
-            pkgs.append(Package(str(item["name"]), str(item.get("version", ""))))
-    env = d.get("env") or {}
-    if isinstance(env, str):
-        env = {"path": env}
+def _from_v1(d: dict[str, Any]) -> Snapshot:
+    """Format 1: the minimal rollback record (packages were 'name==version' strings)."""
     return Snapshot(
-        id=str(d.get("id") or "legacy"),
-        kind=str(d.get("kind") or "rollback-point"),
-        created=str(d.get("created") or ""),
-        env=dict(env),
-        host=HostContract(),
-        resolution=dict(d.get("resolution") or {}),
-        packages=tuple(pkgs),
-        verification=d.get("verification"),
-        tool=str(d.get("tool") or ""),
-        format=1,
+        id=d["id"], kind=d["kind"], created=d["created"], env=d["env"], host=HostContract(),
+        resolution=d["resolution"], packages=tuple(Package(p["name"], p["version"]) for p in d["packages"]),
+        verification=d["verification"], tool=d["tool"], format=1,
         notes=("loaded from format 1: no host contract and no hashes",),
     )
 
 
-def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
-    if not isinstance(d, dict):
-        raise BadInputError(f"{where}: not a snapshot document", "pass a file written by `tfgpu-install snapshot export`")
-    fmt = d.get("format")
-    if fmt == 1:
-        return _from_v1(d, where)
-    if fmt != FORMAT:
-        raise BadInputError(
-            f"{where}: snapshot format {fmt!r} is not one this version reads (1, {FORMAT})",
-            "upgrade tfgpu-install to read newer snapshots",
-        )
-    host = _need(d, "host", dict, where)
-    pkgs = []
-    for i, p in enumerate(_need(d, "packages", list, where)):
-        if not isinstance(p, dict) or "name" not in p or "version" not in p:
-            raise BadInputError(f"{where}: packages[{i}] needs 'name' and 'version'", "export the snapshot again")
-        pkgs.append(Package(str(p["name"]), str(p["version"]), tuple(str(h) for h in p.get("hashes") or ())))
-    files = []
-    for i, f in enumerate(d.get("files") or []):
-        try:
-            files.append(FileRecord(str(f["path"]), str(f["sha256"]), int(f["size"]), int(f.get("mtime_ns", 0))))
-        except (KeyError, TypeError, ValueError):
-            raise BadInputError(f"{where}: files[{i}] needs path, sha256 and size", "export the snapshot again")
+def _from_checked(d: dict[str, Any]) -> Snapshot:
+    """A document schema.check() accepted: every type is what this needs."""
+    if d["format"] == 1:
+        return _from_v1(d)
+    host = d["host"]
     return Snapshot(
-        id=str(_need(d, "id", str, where)),
-        kind=str(d.get("kind") or "export"),
-        created=str(d.get("created") or ""),
-        env=dict(_need(d, "env", dict, where)),
-        host=HostContract(
-            driver=host.get("driver"),
-            max_cuda=host.get("max_cuda"),
-            glibc=host.get("glibc"),
-            arch=host.get("arch"),
-            os=host.get("os"),
-            gpus=tuple(dict(g) for g in host.get("gpus") or ()),
-        ),
-        resolution=dict(d.get("resolution") or {}),
-        packages=tuple(pkgs),
-        files=tuple(files),
-        activation={str(k): str(v) for k, v in (d.get("activation") or {}).items()},
-        verification=d.get("verification"),
-        tool=str(d.get("tool") or ""),
-        notes=tuple(str(n) for n in d.get("notes") or ()),
+        id=d["id"], kind=d["kind"], created=d["created"], env=d["env"],
+        host=HostContract(driver=host["driver"], max_cuda=host["max_cuda"], glibc=host["glibc"],
+                          arch=host["arch"], os=host["os"], gpus=tuple(host["gpus"])),
+        resolution=d["resolution"],
+        packages=tuple(Package(p["name"], p["version"], tuple(p["hashes"])) for p in d["packages"]),
+        files=tuple(FileRecord(f["path"], f["sha256"], f["size"], f["mtime_ns"]) for f in d["files"]),
+        activation=d["activation"], verification=d["verification"], tool=d["tool"], notes=tuple(d["notes"]),
     )
 
 
-def loads(text: str, where: str = "snapshot") -> Snapshot:
-    import yaml
+def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
+    """A snapshot from plain data (parsed JSON, a test's dict); BAD_INPUT when it is not one."""
+    if not isinstance(d, dict):
+        raise BadInputError(f"{where}: not a snapshot document", "pass a file written by `tfgpu-install snapshot export`")
+    return _from_checked(schema.check(reader.node_of(d), where))
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise BadInputError(
-            f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})",
-            "the snapshot file is damaged; export it again or restore an older one",
-        ) from exc
-    return from_dict(data, where)
+
+def loads(text: str, where: str = "snapshot") -> Snapshot:
+    """Parse and check a snapshot's YAML: BAD_INPUT '<where>:<line>: ...' for anything malformed or
+    hostile (aliases, deep nesting, huge values, wrong types), never another exception."""
+    root = reader.parse(text, where)
+    if not isinstance(root.value, dict):
+        raise BadInputError(f"{where}:{root.line}: not a snapshot document (expected a mapping at the top)",
+                            "pass a file written by `tfgpu-install snapshot export`", ref="bad-snapshot")
+    return _from_checked(schema.check(root, where))
 
 
 def load(path: Path) -> Snapshot:
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"cannot read snapshot {path}: {exc}", "check the path and its permissions")
-    return loads(text, str(path))
+    except OSError as exc:
+        raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}", "check the path and its permissions")
+    return loads(reader.decode(data, str(path)), str(path))
 
 
 def write(path: Path, snap: Snapshot) -> None:
@@ -247,43 +191,63 @@ def save(state_dir: Path, snap: Snapshot) -> Path:
     return path
 
 
-def list_stored(state_dir: Path) -> list[tuple[Path, Snapshot]]:
-    """Stored snapshots, oldest first; unreadable files are skipped (listed by `snapshot list` as damaged)."""
-    out = []
+@dataclass(frozen=True)
+class Store:
+    """What the snapshot store holds: the readable snapshots (oldest first) and, for each file
+    that is not one, a line saying why (a warning: one bad file must not break every command)."""
+
+    snapshots: tuple[tuple[Path, Snapshot], ...]
+    damaged: tuple[str, ...] = ()
+
+    def warnings(self) -> list[str]:
+        return [f"skipped a damaged snapshot: {why}" for why in self.damaged]
+
+
+def scan(state_dir: Path) -> Store:
+    found: list[tuple[Path, Snapshot]] = []
+    damaged: list[str] = []
     for path in sorted(store_dir(state_dir).glob("*.yaml")):
         try:
-            out.append((path, load(path)))
-        except BadInputError:
-            continue
-    out.sort(key=lambda item: (item[1].created, item[1].id))
-    return out
+            found.append((path, load(path)))
+        except BadInputError as err:
+            damaged.append(err.message)
+    found.sort(key=lambda item: (item[1].created, item[1].id))
+    return Store(tuple(found), tuple(damaged))
 
 
-def find(state_dir: Path, ref: str) -> tuple[Path, Snapshot]:
+def list_stored(state_dir: Path) -> list[tuple[Path, Snapshot]]:
+    """Stored snapshots, oldest first; damaged files are skipped (scan() says which and why)."""
+    return list(scan(state_dir).snapshots)
+
+
+def find(state_dir: Path, ref: str, store: Optional[Store] = None) -> tuple[Path, Snapshot]:
     """A snapshot by file path, full id, or unique id prefix."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p, load(p)
-    matches = [(path, s) for path, s in list_stored(state_dir) if s.id == ref or s.id.startswith(ref)]
+    store = store or scan(state_dir)
+    matches = [(path, s) for path, s in store.snapshots if s.id == ref or s.id.startswith(ref)]
     exact = [m for m in matches if m[1].id == ref]
     if exact:
         return exact[0]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise BadInputError(f"no snapshot '{ref}'", "`tfgpu-install snapshot list` shows the stored ones")
+        skipped = f"; {len(store.damaged)} damaged file(s) skipped: {store.damaged[0]}" if store.damaged else ""
+        raise BadInputError(f"no snapshot '{ref}'{skipped}", "`tfgpu-install snapshot list` shows the stored ones")
     raise BadInputError(
         f"'{ref}' matches {len(matches)} snapshots", "give more of the id: " + ", ".join(s.id for _, s in matches[:5])
     )
 
 
-def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good") -> Optional[tuple[Path, Snapshot]]:
+def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good",
+                   store: Optional[Store] = None) -> Optional[tuple[Path, Snapshot]]:
     import os
 
     target = os.path.abspath(str(env))
     found = [
-        (p, s) for p, s in list_stored(state_dir)
-        if s.kind == kind and os.path.abspath(str(s.env.get("path", ""))) == target
+        (p, s) for p, s in (store or scan(state_dir)).snapshots
+        if s.kind == kind and os.path.abspath(str(s.env.get("path") or "")) == target
     ]
     return found[-1] if found else None
 

@@ -128,12 +128,29 @@ def test_restore_in_place_of_an_unchanged_env_changes_nothing(
     source_env: Provisioned, exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = freeze(source_env.env)
-    # No --env: the snapshot's own env. No -y needed: there is nothing to confirm.
-    code, doc = cli(["snapshot", "restore", str(exported), "--allow-cpu"], source_env.environ, capsys)
+    # No -y needed: there is nothing to confirm.
+    code, doc = cli(["snapshot", "restore", str(exported), "--env", str(source_env.env), "--allow-cpu"],
+                    source_env.environ, capsys)
     assert code == 0, doc
     assert doc["changed"] is False and doc["identical"] is True
     assert {s["status"] for s in doc["steps"]} <= {"done", "unchanged"}
     assert freeze(source_env.env) == before
+
+
+def test_restore_without_env_uses_the_default_location_not_the_snapshots_path(
+    source_env: Provisioned, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot's env.path is only shown: a file from another machine must not pick the target."""
+    code, doc = cli(["snapshot", "restore", str(exported), "--allow-cpu", "--dry-run"], source_env.environ, capsys)
+    assert code == 0, doc
+    data_dir = Path(source_env.environ["TFGPU_DATA_DIR"])
+    assert Path(doc["env"]).parent == data_dir / "envs" and Path(doc["env"]).name.startswith("tf")
+    assert doc["taken_at"] == str(source_env.env) != doc["env"]
+    from installer.cli import main
+
+    code = main(["snapshot", "restore", str(exported), "--allow-cpu", "--dry-run"], environ=source_env.environ)
+    out = capsys.readouterr().out
+    assert code == 0 and f"snapshot was taken at {source_env.env}" in out, out
 
 
 def test_restore_failing_midway_over_an_env_puts_it_back(

@@ -119,3 +119,33 @@ def test_doctor_on_this_machine_without_gpu() -> None:
                           env={k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")})
     assert proc.returncode == 3, proc.stderr
     assert "No NVIDIA GPU or driver found" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_errors_yaml_in_the_profiles_dir_is_used(tmp_env: dict[str, str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """TFGPU_PROFILES_DIR points at a site's own knowledge: its errors.yaml is the doctor's rules."""
+    from installer.doctor.rules import default_path
+
+    site = tmp_path / "site-profiles"
+    site.mkdir()
+    text = default_path().read_text(encoding="utf-8").replace("rules:\n", """rules:
+  - id: site-scratch-full
+    layer: driver
+    severity: error
+    specificity: 95
+    patterns: ['SITE-SCRATCH-QUOTA-EXCEEDED']
+    cause: "The site's scratch quota is used up."
+    fix: "Clean /scratch."
+    fix_kind: command
+    source: https://example.org/site-runbook
+""", 1)
+    (site / "errors.yaml").write_text(text, encoding="utf-8")
+    env = dict(tmp_env, TFGPU_PROFILES_DIR=str(site))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("job 7: SITE-SCRATCH-QUOTA-EXCEEDED\n"))
+    assert main(["doctor", "--log", "-", "--json"], environ=env) == 13
+    assert "site-scratch-full" in json.dumps(_json(capsys))
+    # A profiles dir without errors.yaml keeps the packaged rules.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("job 7: SITE-SCRATCH-QUOTA-EXCEEDED\n"))
+    assert main(["doctor", "--log", "-", "--json"], environ=dict(tmp_env, TFGPU_PROFILES_DIR=str(tmp_path))) == 0
+    capsys.readouterr()

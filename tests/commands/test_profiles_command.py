@@ -24,7 +24,7 @@ def test_profiles_json(capsys: Any, tmp_env: dict[str, str]) -> None:
     assert "settled" in stable["rules"] and stable["source"]
     assert doc["knowledge"]["newest"] == "2.21.0" and doc["knowledge"]["oldest"] == "2.0.0"
     # the validated knowledge was cached under the state's cache dir for the next start
-    assert list((Path(tmp_env["TFGPU_CACHE_DIR"]) / "knowledge").glob("*.pickle"))
+    assert list((Path(tmp_env["TFGPU_CACHE_DIR"]) / "knowledge").glob("*.json"))
 
 
 def test_profiles_one_line_each(capsys: Any, tmp_env: dict[str, str]) -> None:

@@ -211,16 +211,16 @@ def test_disk_cache_is_used_and_keyed_by_content(tmp_path: Path) -> None:
     shutil.copytree(profiles_dir(), d, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     cache = tmp_path / "cache"
     first = load_knowledge(d, cache_dir=cache)
-    pickles = list((cache / "knowledge").glob("*.pickle"))
-    assert len(pickles) == 1
+    cached = list((cache / "knowledge").glob("*.json"))
+    assert len(cached) == 1
     _load_cached.cache_clear()
-    assert load_knowledge(d, cache_dir=cache) == first  # served from the pickle
+    assert load_knowledge(d, cache_dir=cache) == first  # served from the cache
     # an edit changes the key: the file is parsed (and validated) again
     text = (d / "latest.yaml").read_text().replace("newest release that fits", "edited")
     (d / "latest.yaml").write_text(text)
     _load_cached.cache_clear()
     assert load_knowledge(d, cache_dir=cache).policies["latest"].description.startswith("edited")
-    assert len(list((cache / "knowledge").glob("*.pickle"))) == 2
+    assert len(list((cache / "knowledge").glob("*.json"))) == 2
 
 
 def test_names_in_recorded_tables_match(kn: Knowledge) -> None:

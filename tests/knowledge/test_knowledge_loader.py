@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -181,3 +182,83 @@ def test_gpu_by_name_never_raises() -> None:
         assert row is None or row.compute_capability
 
     check()
+
+
+# --- the disk cache: data only, rebuilt on any doubt ----------------------------------------
+
+
+def _cached(pdir: Path, cache: Path) -> tuple[object, Path]:
+    from installer.knowledge.load import _load_cached
+
+    _load_cached.cache_clear()
+    kn = load_knowledge(pdir, cache_dir=cache)
+    files = list((cache / "knowledge").glob("*.json"))
+    assert len(files) == 1, files
+    return kn, files[0]
+
+
+def _resealed(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Edit the payload and write a header whose checksum matches: the decode must still doubt it."""
+    import json
+    import zlib
+
+    head, _, payload = path.read_bytes().partition(b"\n")
+    data = json.loads(payload)
+    edit(data)
+    new = json.dumps(data).encode()
+    header = dict(json.loads(head), crc32=zlib.crc32(new), size=len(new))
+    path.write_bytes(json.dumps(header).encode() + b"\n" + new)
+
+
+def test_the_cache_is_json_with_a_checksum(pdir: Path, tmp_path: Path) -> None:
+    import json
+    import zlib
+
+    parsed, path = _cached(pdir, tmp_path / "cache")
+    head, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    assert header["crc32"] == zlib.crc32(payload) and header["size"] == len(payload)
+    assert json.loads(payload)["releases"][0]["tensorflow"] == "2.15.1"
+    assert _cached(pdir, tmp_path / "cache")[0] == parsed
+
+
+@pytest.mark.parametrize("tamper", ["flip-a-byte", "checksum-ok-unknown-field", "checksum-ok-wrong-type",
+                                    "checksum-ok-missing-field", "other-format", "truncated", "not-json"])
+def test_a_doubtful_cache_is_rebuilt(pdir: Path, tmp_path: Path, tamper: str) -> None:
+    parsed, path = _cached(pdir, tmp_path / "cache")
+    good = path.read_bytes()
+    if tamper == "flip-a-byte":
+        path.write_bytes(good.replace(b'"2.15.1"', b'"2.99.1"'))  # payload edited, header not
+    elif tamper == "checksum-ok-unknown-field":
+        _resealed(path, lambda d: d["releases"][0].update({"__reduce__": "os.system"}))
+    elif tamper == "checksum-ok-wrong-type":
+        _resealed(path, lambda d: d["drivers"][0].update({"min_driver": 535}))
+    elif tamper == "checksum-ok-missing-field":
+        _resealed(path, lambda d: d["releases"][0].pop("pins"))
+    elif tamper == "other-format":
+        path.write_bytes(good.replace(b"knowledge-json-v1", b"knowledge-json-v0"))
+    elif tamper == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+    else:
+        path.write_bytes(b"\x80\x04garbage")
+    kn, again = _cached(pdir, tmp_path / "cache")
+    assert kn == parsed
+    assert again.read_bytes() == good  # rewritten from the YAML
+
+
+def test_a_pickle_in_the_cache_is_never_run(pdir: Path, tmp_path: Path) -> None:
+    """The old format: a writable cache file ran code; one naming a missing module crashed."""
+    import pickle
+
+    parsed, path = _cached(pdir, tmp_path / "cache")
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (__import__("os").system, (f"touch {marker}",))
+
+    path.write_bytes(pickle.dumps(Evil()))
+    assert _cached(pdir, tmp_path / "cache")[0] == parsed and not marker.exists()
+    missing = pickle.dumps(Evil()).replace(b"posix", b"nosuchmodule_xyz")
+    path.write_bytes(missing)
+    assert _cached(pdir, tmp_path / "cache")[0] == parsed and not marker.exists()
