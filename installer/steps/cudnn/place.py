@@ -241,7 +241,7 @@ class PlaceCudnn(Step):
         parent = (self.want.prefix.parent if self.want.prefix else self.want.env / "lib")
         staging = archive_mod.extract(arc, parent)
         try:
-            root = archive_mod.content_root(staging)
+            root = archive_mod.content_root(staging, arc)
             _normalize_layout(root)
             version, where = tree_version(root)
             check_serves(version, self.want.built_with, self.want.tensorflow, f"{rec.get('name') or arc.name} ({where})")
