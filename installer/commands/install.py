@@ -71,6 +71,15 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def _check_cudnn_inputs(args: argparse.Namespace) -> None:
+    """The cuDNN archive is read before anything runs (issue 17: a missing one was noticed
+    only after the env and TensorFlow were installed)."""
+    from installer.steps.cudnn.want import check_cudnn_inputs
+
+    archive = Path(os.path.expanduser(args.cudnn_archive)) if args.cudnn_archive else None
+    check_cudnn_inputs(args.cudnn_source, archive)
+
+
 def _check_flags(args: argparse.Namespace, ctx: Context) -> None:
     if args.name and args.backend not in (None, "conda"):
         raise UsageError("--name names a conda env", hint="add --backend conda, or use --env PATH for a venv")
@@ -83,6 +92,7 @@ def _check_flags(args: argparse.Namespace, ctx: Context) -> None:
             "activation and the tfgpu-run launcher cover normal use",
             ref="needs-root",
         )
+    _check_cudnn_inputs(args)
 
 
 def _python_choice(args: argparse.Namespace, facts: "Facts") -> tuple["Facts", Optional[str]]:

@@ -26,7 +26,7 @@ from installer.context import Context
 from installer.errors import BadInputError, DownloadError, StepFailed, UsageError
 from installer.files import atomic_write, remove_file
 from installer.steps.base import Step, UndoRecord, checkpoint
-from installer.steps.cudnn.want import Want
+from installer.steps.cudnn.want import Want, check_cudnn_inputs
 
 if TYPE_CHECKING:
     from installer.plan.options import InstallOptions
@@ -122,8 +122,7 @@ class FetchCudnn(Step):
 
         arc = self.want.archive
         assert arc is not None
-        if not arc.is_file():
-            raise UsageError(f"cuDNN archive not found: {arc}", "check the path given to --cudnn-archive", ref="cudnn-archive-missing")
+        check_cudnn_inputs(self.want.source, arc)  # again: a resumed run may find it gone
         named = version_from_name(arc.name)
         if named and len(named.split(".")) >= 2:
             # Early, cheap refusal; place checks again with the header inside.
