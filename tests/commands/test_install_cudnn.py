@@ -166,3 +166,28 @@ def test_hostile_cudnn_zip_cannot_reach_the_users_rc(
     back = run_cli(["rollback", "--env", str(target)], env)
     assert back.returncode == 0, back.stderr + back.stdout
     assert rc.read_bytes() == b"# mine\nexport KEEP=1\n"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="the loopback certificate is made with openssl")
+def test_https_mirror_redirecting_to_http_is_refused(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """Issue 17: an https --cudnn-mirror answering 302 to plain http was followed (manifest and
+    archive over http). Two loopback servers: the https mirror redirects every path to the
+    http one, which holds a complete mirror. Exit 8 before the http one is asked."""
+    from tests.support.httpserver import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path / "tls")
+    env = cli_env(tmp_env, knowledge, index.url, SSL_CERT_FILE=str(cert))
+    arc = build_archive(tmp_path / "build", "9.1.0.70")
+    target = tmp_path / "data" / "env"
+    with LoopbackServer(tls=(cert, key)) as mirror, LoopbackServer() as plain:
+        publish(plain, arc, "9.1.0.70")
+        for path in list(plain.resources):
+            mirror.redirect(path, plain.url(path))
+        done = install(env, target, "--cudnn-source", "redist", "--cudnn-mirror", mirror.url("/"))
+        assert done.returncode == ExitCode.DOWNLOAD, done.stderr + done.stdout
+        assert plain.requests == [] and mirror.requests
+    err = json.loads(done.stdout or done.stderr)
+    assert err["error"] == "insecure-redirect" and "https to plain http" in err["message"] and err["hint"]
+    assert not (target / "lib" / "cudnn").exists()

@@ -141,7 +141,8 @@ class FetchCudnn(Step):
                 "(InstallOptions.extra['cudnn_version']) or use --cudnn-source archive",
                 ref="cudnn-version-missing",
             )
-        allow_http = want.mirror is not None  # the user named this mirror themselves
+        # Plain http only for an http mirror the user named; an https one stays https (redirects too).
+        allow_http = want.mirror is not None and want.mirror.lower().startswith("http://")
         text = url = None
         for label in manifest_labels(want.version):
             url = manifest_url(want.base_url, label)
