@@ -54,7 +54,7 @@ MAX_TOTAL_BYTES = 16 << 30  # 16 GiB
 MAX_RATIO = 100  # uncompressed : compressed, over the whole archive
 RATIO_FLOOR_BYTES = 64 << 20  # small archives may compress as well as they like
 _MAX_LINK_HOPS = 40  # the kernel's own limit (MAXSYMLINKS)
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # 64 KiB, as shutil.copyfileobj: bigger reads cost page faults (mmap per chunk)
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

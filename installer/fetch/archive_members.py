@@ -204,9 +204,10 @@ def _zip_kind(info: zipfile.ZipInfo) -> str:
     mode = info.external_attr >> 16
     if info.filename.endswith("/") or (mode and stat.S_ISDIR(mode)):  # is_dir() fails on ""
         return "dir"
-    if mode and stat.S_ISLNK(mode):
+    if stat.S_ISLNK(mode):
         return "symlink"
-    if mode and not stat.S_ISREG(mode):
+    # No type bits at all (Windows tools; Python's writestr(name) writes bare 0o600) is a file.
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
         return "other"
     return "file"
 

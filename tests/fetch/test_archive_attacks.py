@@ -46,7 +46,7 @@ def tar_archive(path: Path, members: list[Member], mode: str = "w:gz") -> Path:
     types = {"c": tarfile.CHRTYPE, "b": tarfile.BLKTYPE, "p": tarfile.FIFOTYPE,
              "l": tarfile.SYMTYPE, "h": tarfile.LNKTYPE, "d": tarfile.DIRTYPE}
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode) as tf:
+    with tarfile.open(fileobj=buf, mode=mode) as tf:  # type: ignore[call-overload]
         for kind, name, payload in members:
             info = tarfile.TarInfo(name)
             info.mtime = 1_700_000_000
@@ -246,6 +246,18 @@ def test_links_inside_the_tree_still_work(box: Sentinel) -> None:
     assert (staging / "top" / "lib64" / "libx.so").read_bytes() == b"\x7fELF"
     assert (staging / "top" / "include" / "up").read_bytes() == b"\x7fELF"
     assert (staging / "top" / "lib" / "libx-copy.so").read_bytes() == b"\x7fELF"
+
+
+def test_zip_members_without_type_bits_are_files(box: Sentinel) -> None:
+    """Windows tools write no Unix mode; Python's writestr(name, ...) writes a bare 0o600."""
+    arc = box.base / "arcs" / "plain.zip"
+    with zipfile.ZipFile(arc, "w") as zf:
+        zf.writestr("top/a.txt", b"a")
+        info = zipfile.ZipInfo("top/b.txt")
+        info.create_system = 0  # MS-DOS: external_attr holds no Unix mode
+        zf.writestr(info, b"b")
+    staging = extract(arc, box.lib)
+    assert (staging / "top" / "a.txt").read_bytes() == b"a" and (staging / "top" / "b.txt").read_bytes() == b"b"
 
 
 @pytest.mark.parametrize("fmt", ["zip", "tar.gz"])
