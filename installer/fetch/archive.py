@@ -169,7 +169,7 @@ class _Builder:
             if m.kind == "symlink":
                 assert m.target is not None
                 if _resolve(self.root, list(m.parts[:-1]), m.target) is None:
-                    raise unsafe(self.archive, m.name, f"is a symlink leaving the tree ({m.target!r})")
+                    raise unsafe(self.archive, m.name, f"is a symlink leading out of the tree or in a loop ({m.target!r})")
                 os.symlink(m.target, name, dir_fd=parent_fd)
             elif m.kind == "hardlink":
                 self._hardlink(root_fd, parent_fd, m, name)
@@ -298,7 +298,8 @@ def content_root(staging: Path, archive: Optional[Path] = None) -> Path:
         rel = link.relative_to(root)
         if _resolve(root, list(rel.parts[:-1]), target) is None:
             label = archive.name if archive is not None else staging.name
-            raise unsafe(Path(label), str(rel), f"is a symlink leaving the archive's top folder ({target!r})")
+            raise unsafe(Path(label), str(rel), f"is a symlink leading out of the archive's top folder "
+                         f"or in a loop ({target!r})")
     return root
 
 

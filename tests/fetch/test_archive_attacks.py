@@ -293,12 +293,14 @@ def _deflate_zeros(prefix: bytes, zeros: int, chunk: int = 1 << 20) -> tuple[byt
     return head + first + same * (n - 1) + tail, crc
 
 
-def zip_bomb(path: Path, size: int) -> Path:
-    """A valid zip holding one `size`-byte file of zeros, ~1/1000 of that on disk."""
+def zip_bomb(path: Path, size: int, declared: Optional[int] = None) -> Path:
+    """A valid zip holding one `size`-byte file of zeros, ~1/1000 of that on disk; with
+    `declared`, its headers lie and say that many bytes."""
     data, crc = _deflate_zeros(b"", size)
     name = b"top/lib/libcudnn.so.9.1.0"
-    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(data), size, len(name), 0)
-    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x031E, 20, 0, 8, 0, 0x21, crc, len(data), size,
+    usize = size if declared is None else declared
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(data), usize, len(name), 0)
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x031E, 20, 0, 8, 0, 0x21, crc, len(data), usize,
                           len(name), 0, 0, 0, 0, 0o100644 << 16, 0)
     cd_offset = len(local) + len(name) + len(data)
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central) + len(name), cd_offset, 0)
@@ -330,6 +332,17 @@ def test_compression_bomb_is_refused_before_writing(box: Sentinel, fmt: str) -> 
                 assert fh.read(1 << 20) == bytes(1 << 20)
     err = assert_refused(box, arc)
     assert "compression ratio" in err.message and "GiB" in err.message
+
+
+def test_bomb_whose_headers_lie_writes_no_more_than_they_say(box: Sentinel) -> None:
+    """Headers saying 1 MiB (passes every limit) over 256 MiB of zeros: never more than the
+    header's bytes reach the disk; the archive is refused (exit 5), nothing kept."""
+    arc = zip_bomb(box.base / "arcs" / "liar.zip", 256 << 20, declared=1 << 20)
+    before = box.state()
+    with pytest.raises(ArchiveError) as ei:
+        extract(arc, box.lib)
+    assert ei.value.code == ExitCode.BAD_INPUT and ei.value.hint
+    assert box.state() == before
 
 
 def test_total_size_limit(box: Sentinel, monkeypatch: pytest.MonkeyPatch) -> None:
