@@ -198,12 +198,12 @@ HOSTILE: dict[str, list[Member]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
-@pytest.mark.parametrize("fmt", ["tar", "tar.xz", "zip"])
+@pytest.mark.parametrize("case,fmt", [
+    (case, fmt) for case in sorted(HOSTILE) for fmt in ("tar", "tar.xz", "zip")
+    if not (fmt == "zip" and any(kind == "h" for kind, _, _ in HOSTILE[case]))  # zip has no hard links
+])
 def test_hostile_member_is_refused(box: Sentinel, case: str, fmt: str) -> None:
     members = HOSTILE[case]
-    if fmt == "zip" and any(kind == "h" for kind, _, _ in members):
-        pytest.skip("zip has no hard links")
     assert_refused(box, build(box.base / "arcs" / case, fmt, members))
     assert not Path("/tmp/tfgpu-attack-absolute.txt").exists()
 
