@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-from pathlib import Path
 
 import pytest
 
 from installer.context import Context
 from installer.fetch.download import cached_path, check_url, fetch, fetch_text, make_session, proxies_for
 from installer.errors import DownloadError, ExitCode, UsageError
-from tests.support.httpserver import Fault, LoopbackServer, refused_port, self_signed_cert
+from tests.support.httpserver import Fault, LoopbackServer, refused_port
 
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -178,69 +176,3 @@ def test_proxy_and_ca_settings_come_from_the_context(ctx: Context) -> None:
         assert session.verify == "/etc/site-ca.pem" and session.proxies["https"] == "http://proxy:3128"
         assert session.trust_env is False  # os.environ is not consulted behind the Context's back
 
-
-# --- redirects (issue 17): https never falls back to plain http ------------------------------
-
-
-@pytest.fixture
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("the loopback certificate is made with openssl")
-    return self_signed_cert(tmp_path_factory.getbasetemp() / "loopback-tls")
-
-
-@pytest.fixture
-def trusting(fast: Context, tls: tuple[Path, Path]) -> Context:
-    """A Context that trusts the loopback certificate (as a site CA through SSL_CERT_FILE)."""
-    fast.environ = {**fast.environ, "SSL_CERT_FILE": str(tls[0])}
-    return fast
-
-
-def test_https_download_and_https_redirect_work(trusting: Context, tls: tuple[Path, Path]) -> None:
-    with LoopbackServer(tls=tls) as srv:
-        srv.add("/new/f", DATA)
-        url = srv.redirect("/old/f", srv.url("/new/f"))
-        assert url.startswith("https://")
-        got = fetch(trusting, url, SHA, size=len(DATA))
-        assert got.path.read_bytes() == DATA
-        assert [r.path for r in srv.requests] == ["/old/f", "/new/f"]
-        srv.add("/new/m.json", b"{}")
-        assert fetch_text(trusting, srv.redirect("/m.json", "/new/m.json")) == "{}"  # relative Location
-
-
-@pytest.mark.parametrize("what", ["fetch", "fetch_text"])
-def test_redirect_from_https_to_http_is_refused(trusting: Context, tls: tuple[Path, Path], what: str) -> None:
-    """Two loopback servers: https (the mirror) answers 302 to plain http (the other).
-    Refused before the http one is asked; nothing is kept."""
-    with LoopbackServer(tls=tls) as mirror, LoopbackServer() as plain:
-        plain.add("/f", DATA)
-        url = mirror.redirect("/f", plain.url("/f"))
-        with pytest.raises(DownloadError) as ei:
-            if what == "fetch":
-                fetch(trusting, url, SHA, size=len(DATA))
-            else:
-                fetch_text(trusting, url)
-        assert plain.requests == []
-        assert len(mirror.requests) == 1  # refused at once, not retried
-    err = ei.value
-    assert err.code == ExitCode.DOWNLOAD and err.ref == "insecure-redirect"
-    assert err.message == f"refusing to follow a redirect from https to plain http: {url} -> {plain.url('/f')}"
-    assert "--cudnn-mirror http://" in (err.hint or "")
-    assert _leftovers(trusting) == []
-
-
-def test_redirect_to_http_is_followed_for_a_mirror_the_user_named_http(
-    trusting: Context, tls: tuple[Path, Path]
-) -> None:
-    with LoopbackServer(tls=tls) as mirror, LoopbackServer() as plain:
-        plain.add("/f", DATA)
-        got = fetch(trusting, mirror.redirect("/f", plain.url("/f")), SHA, size=len(DATA), allow_http=True)
-        assert got.path.read_bytes() == DATA and len(plain.requests) == 1
-
-
-def test_redirect_from_loopback_http_to_a_remote_http_host_is_refused(fast: Context) -> None:
-    with LoopbackServer() as srv:
-        url = srv.redirect("/f", "http://mirror.example/f")
-        with pytest.raises(DownloadError) as ei:
-            fetch_text(fast, url)
-    assert ei.value.ref == "insecure-redirect" and "plain http" in ei.value.message
