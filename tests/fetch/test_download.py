@@ -175,4 +175,3 @@ def test_proxy_and_ca_settings_come_from_the_context(ctx: Context) -> None:
     with make_session(ctx, "https://developer.download.nvidia.com/x") as session:
         assert session.verify == "/etc/site-ca.pem" and session.proxies["https"] == "http://proxy:3128"
         assert session.trust_env is False  # os.environ is not consulted behind the Context's back
-
