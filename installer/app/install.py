@@ -84,6 +84,12 @@ def _check_request(req: InstallRequest, ctx: Context) -> None:
             "activation and the tfgpu-run launcher cover normal use",
             ref="needs-root",
         )
+    # The cuDNN archive is read before anything runs: a missing one used to be noticed only
+    # after the env and TensorFlow were installed.
+    from installer.steps.cudnn.want import check_cudnn_inputs
+
+    archive = Path(os.path.expanduser(req.cudnn_archive)) if req.cudnn_archive else None
+    check_cudnn_inputs(req.cudnn_source, archive)
 
 
 def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:

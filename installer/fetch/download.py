@@ -19,8 +19,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from urllib.parse import urljoin, urlsplit
 
 from installer.context import Context
 from installer.errors import DownloadError, UsageError, disk_full, is_disk_full
@@ -87,7 +87,42 @@ def proxies_for(environ: Mapping[str, str], url: str) -> dict[str, str]:
     return found
 
 
-def make_session(ctx: Context, url: str, retries: int = 3, backoff: float = 0.5) -> "requests.Session":
+def refuse_downgrade(url: str, target: str, *, allow_http: bool = False) -> None:
+    """One redirect hop from `url` to `target`: https never leads to plain http (a proxy or a
+    compromised mirror could then serve anything), unless the user named an http mirror."""
+    if allow_http or urlsplit(url).scheme != "https" or urlsplit(target).scheme == "https":
+        return
+    raise DownloadError(
+        f"refusing to follow a redirect from https to plain http: {url} -> {target}",
+        "the server (or a proxy) downgraded the connection; use an https mirror that stays on "
+        "https, or, if you trust the network, name the http mirror yourself with --cudnn-mirror http://...",
+        ref="insecure-redirect",
+    )
+
+
+def _redirect_hook(allow_http: bool) -> Callable[..., Any]:
+    def check(resp: "requests.Response", *args: Any, **kwargs: Any) -> "requests.Response":
+        # requests calls response hooks on every hop, before it follows the redirect.
+        if resp.is_redirect:
+            target = urljoin(resp.url, resp.headers.get("Location", ""))
+            try:
+                refuse_downgrade(resp.url, target, allow_http=allow_http)
+                check_url(target, allow_http=allow_http)  # every hop meets the first URL's rule
+            except DownloadError:
+                resp.close()
+                raise
+            except UsageError as exc:  # a redirect to ftp:// and the like
+                resp.close()
+                raise DownloadError(f"refusing to follow a redirect to {target}: {exc.message}", exc.hint,
+                                    ref="insecure-redirect") from exc
+        return resp
+
+    return check
+
+
+def make_session(
+    ctx: Context, url: str, retries: int = 3, backoff: float = 0.5, *, allow_http: bool = False
+) -> "requests.Session":
     import requests
     from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
@@ -113,6 +148,7 @@ def make_session(ctx: Context, url: str, retries: int = 3, backoff: float = 0.5)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = "tfgpu-install"
+    session.hooks["response"].append(_redirect_hook(allow_http))
     return session
 
 
@@ -153,7 +189,7 @@ def fetch_text(ctx: Context, url: str, *, allow_http: bool = False, timeout: flo
     import requests
 
     check_url(url, allow_http=allow_http)
-    with make_session(ctx, url, backoff=_backoff(ctx)) as session:
+    with make_session(ctx, url, backoff=_backoff(ctx), allow_http=allow_http) as session:
         try:
             resp = session.get(url, timeout=timeout)
         except requests.ConnectionError as exc:
@@ -193,7 +229,7 @@ def fetch(
         return Downloaded(final, sha256, size, cached=True, resumed=False)
     resumed = False
     last: Optional[BaseException] = None
-    with make_session(ctx, url, backoff=_backoff(ctx)) as session:
+    with make_session(ctx, url, backoff=_backoff(ctx), allow_http=allow_http) as session:
         for attempt in range(attempts):
             if attempt:
                 time.sleep(_backoff(ctx) * (2 ** (attempt - 1)))

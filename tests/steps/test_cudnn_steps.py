@@ -215,9 +215,10 @@ def test_local_archive_of_the_wrong_major(fast: Context, tmp_path: Path) -> None
 
 def test_missing_local_archive(fast: Context, tmp_path: Path) -> None:
     opts = InstallOptions(env=tmp_path / "env", cudnn_source="archive", cudnn_archive=tmp_path / "nope.tar.xz")
-    with pytest.raises(UsageError) as ei:
+    with pytest.raises(BadInputError) as ei:  # the same check as the CLI's, before any step
         run(fast, resolution(), opts)
-    assert "nope.tar.xz" in ei.value.message
+    assert "nope.tar.xz" in ei.value.message and ei.value.hint
+    assert ei.value.code == ExitCode.BAD_INPUT and ei.value.ref == "cudnn-archive-missing"
 
 
 def test_option_errors() -> None:

@@ -5,15 +5,21 @@
         srv.add("/b", data, fault=Fault.CUT_ONCE, cut_at=100)  # dies after 100 bytes, once
         url = srv.url("/a.tar.xz")
         srv.requests  -> [Request(path, range_header), ...]
+
+    with LoopbackServer(tls=self_signed_cert(tmp)) as srv:   # https://127.0.0.1:PORT/
+        srv.redirect("/old", other.url("/new"))              # 302 to anywhere
 """
 
 from __future__ import annotations
 
 import enum
 import socket
+import ssl
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Optional
 
 
@@ -32,6 +38,7 @@ class Resource:
     fault: Fault = Fault.NONE
     cut_at: int = 0
     served: int = 0  # responses started
+    location: Optional[str] = None  # a redirect: answered with 302 and this Location
 
 
 @dataclass(frozen=True)
@@ -44,13 +51,18 @@ class Request:
 class LoopbackServer:
     resources: dict[str, Resource] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    tls: Optional[tuple[Path, Path]] = None  # (certificate, key): serve https
 
     def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0) -> str:
         self.resources[path] = Resource(data, fault, cut_at)
         return self.url(path)
 
+    def redirect(self, path: str, location: str) -> str:
+        self.resources[path] = Resource(b"", location=location)
+        return self.url(path)
+
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"
 
     def requests_for(self, path: str) -> list[Request]:
         return [r for r in self.requests if r.path == path]
@@ -73,6 +85,12 @@ class LoopbackServer:
                     self._send(404, b"not found\n")
                     return
                 res.served += 1
+                if res.location is not None:
+                    self.send_response(302)
+                    self.send_header("Location", res.location)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 data = res.data
                 if res.fault is Fault.WRONG_BYTES:
                     data = bytes((b ^ 0x5A) for b in data)
@@ -109,6 +127,10 @@ class LoopbackServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        if self.tls:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -127,3 +149,17 @@ def refused_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def self_signed_cert(workdir: Path) -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1 made by the real openssl; the certificate is its own
+    CA, so a client given it as SSL_CERT_FILE verifies the loopback server for real."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cert, key = workdir / "loopback-cert.pem", workdir / "loopback-key.pem"
+    if not cert.exists():
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+             "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+            check=True, capture_output=True,
+        )
+    return cert, key

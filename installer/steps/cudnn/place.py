@@ -26,7 +26,7 @@ from installer.context import Context
 from installer.errors import BadInputError, DownloadError, StepFailed, UsageError
 from installer.files import atomic_write, remove_file
 from installer.steps.base import Step, UndoRecord, checkpoint
-from installer.steps.cudnn.want import Want
+from installer.steps.cudnn.want import Want, check_cudnn_inputs
 
 if TYPE_CHECKING:
     from installer.plan.options import InstallOptions
@@ -122,8 +122,7 @@ class FetchCudnn(Step):
 
         arc = self.want.archive
         assert arc is not None
-        if not arc.is_file():
-            raise UsageError(f"cuDNN archive not found: {arc}", "check the path given to --cudnn-archive", ref="cudnn-archive-missing")
+        check_cudnn_inputs(self.want.source, arc)  # again: a resumed run may find it gone
         named = version_from_name(arc.name)
         if named and len(named.split(".")) >= 2:
             # Early, cheap refusal; place checks again with the header inside.
@@ -142,7 +141,8 @@ class FetchCudnn(Step):
                 "(InstallOptions.extra['cudnn_version']) or use --cudnn-source archive",
                 ref="cudnn-version-missing",
             )
-        allow_http = want.mirror is not None  # the user named this mirror themselves
+        # Plain http only for an http mirror the user named; an https one stays https (redirects too).
+        allow_http = want.mirror is not None and want.mirror.lower().startswith("http://")
         text = url = None
         for label in manifest_labels(want.version):
             url = manifest_url(want.base_url, label)
@@ -241,7 +241,7 @@ class PlaceCudnn(Step):
         parent = (self.want.prefix.parent if self.want.prefix else self.want.env / "lib")
         staging = archive_mod.extract(arc, parent)
         try:
-            root = archive_mod.content_root(staging)
+            root = archive_mod.content_root(staging, arc)
             _normalize_layout(root)
             version, where = tree_version(root)
             check_serves(version, self.want.built_with, self.want.tensorflow, f"{rec.get('name') or arc.name} ({where})")

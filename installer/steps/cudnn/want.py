@@ -64,6 +64,16 @@ class Want:
         return self.prefix if self.prefix else self.env / "lib" / f"cudnn-{version}"
 
 
+def check_cudnn_inputs(source: Optional[str], archive: Optional[Path]) -> None:
+    """The cuDNN inputs checked before any step changes anything (issue 17): a missing,
+    unreadable or foreign --cudnn-archive fails here (exit 5), not after the env and
+    TensorFlow were installed. Reads the file's first bytes only."""
+    if source == "archive" and archive is not None:
+        from installer.fetch.archive import check_archive_input
+
+        check_archive_input(Path(archive))
+
+
 def _redist_url() -> str:
     from installer.fetch.cudnn_redist import REDIST_URL
 
