@@ -60,8 +60,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--cudnn-prefix", metavar="DIR", help="place cuDNN here instead of inside the env")
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
+    add_cuda_source_flags(p)
     add_resolve_flags(p)
     add_assume_flags(p)
+
+
+def add_cuda_source_flags(p: argparse.ArgumentParser) -> None:
+    """Where a release without CUDA wheels (TF 2.0-2.13) gets its CUDA user space."""
+    g = p.add_argument_group("CUDA for releases without CUDA wheels (TF <= 2.13)")
+    g.add_argument("--conda-channel", metavar="NAME|URL", default=None,
+                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages (default conda-forge)")
+    g.add_argument("--cuda-source", choices=("default", "redist"), default="default",
+                   help="default: conda packages on the conda backend; redist: NVIDIA's redistributable archives")
+    g.add_argument("--cuda-mirror", metavar="URL", help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source redist)")
 
 
 # --- the pieces before execution ------------------------------------------------------------
@@ -185,7 +196,22 @@ def _options(args: argparse.Namespace, ctx: Context, resolution: "Resolution", f
         cudnn_prefix=Path(args.cudnn_prefix) if args.cudnn_prefix else None,
         quarantine_stale=args.quarantine_stale,
         index_url=args.index_url,
+        **_cuda_source_options(args, ctx),
     )
+
+
+def _cuda_source_options(args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
+    from installer.knowledge.load import knowledge_dir
+
+    if args.cuda_mirror and args.cuda_source != "redist":
+        raise UsageError("--cuda-mirror is only used with --cuda-source redist", "add --cuda-source redist")
+    profiles = knowledge_dir(ctx)
+    return {
+        "conda_channel": args.conda_channel,
+        "cuda_source": args.cuda_source,
+        "cuda_mirror": args.cuda_mirror,
+        "extra": {"profiles_dir": str(profiles)} if profiles else {},
+    }
 
 
 # --- run ----------------------------------------------------------------------------------

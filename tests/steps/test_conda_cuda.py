@@ -1,0 +1,130 @@
+"""The conda backend's CUDA packages, for real: py-rattler solves and installs stand-in
+cudatoolkit/cudnn packages (gcc-built libraries with TF's sonames) from a local file:// channel,
+offline; the step's loader check opens every soname; undo unlinks what it added."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from installer.conda.prefix import CondaRecord, installed, meets, unmet
+from installer.context import Context
+from installer.errors import BadInputError, StepFailed, UnsatisfiableError
+from installer.knowledge.cuda_sources import conda_recipe_for, load_conda_recipes, parse_conda, spec_name
+from installer.steps.conda_packages import InstallCondaCuda, conda_install_argv
+from tests.support.conda_channel import CondaPkg, build_channel, cuda_channel
+from tests.support.fake_conda import read_log, write_fake_conda
+
+pytest.importorskip("rattler")
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    return cuda_channel(tmp_path_factory.mktemp("conda-channel") / "channel")
+
+
+def _prefix(tmp_path: Path) -> Path:
+    env = tmp_path / "env"
+    (env / "conda-meta").mkdir(parents=True)
+    return env
+
+
+def test_knowledge_rows_carry_sources_and_cover_every_system_cuda() -> None:
+    recipes = load_conda_recipes()
+    assert all(r.source and r.specs and r.libraries for r in recipes)
+    # Every CUDA a `cuda_from: system` release was built with has a row (TF 2.0 .. 2.13).
+    for cuda in ("10.0", "10.1", "11.0", "11.2", "11.8"):
+        assert conda_recipe_for(recipes, cuda) is not None, cuda
+    seeds = conda_recipe_for(recipes, "11.2")
+    assert seeds is not None and seeds.specs == ("cudatoolkit=11.2", "cudnn=8.1.0")
+    assert conda_recipe_for(recipes, "12.3") is None  # CUDA 12 comes from the nvidia-*-cu12 wheels
+
+
+def test_malformed_conda_knowledge_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "conda.yaml"
+    bad.write_text('recipes:\n  - cuda: "11.2"\n    cudnn: "8.1"\n    channel: conda-forge\n'
+                   '    specs: ["cudatoolkit"]\n    libraries: [libcudart.so.11.0]\n    source: x\n')
+    with pytest.raises(BadInputError, match=r"conda.yaml:5: recipes\[0\]\.specs\[0\]: expected name=version"):
+        parse_conda(bad, "conda.yaml")
+
+
+def test_spec_matching_follows_conda_fuzzy_equals() -> None:
+    rec = CondaRecord("cudnn", "8.1.0.77", "h0_0", "conda-forge", "")
+    assert spec_name("conda-forge::cudnn>=8") == "cudnn"
+    assert meets(rec, "cudnn=8.1.0") and meets(rec, "cudnn=8.1") and meets(rec, "cudnn=8.1.0.77=h0_0")
+    assert not meets(rec, "cudnn=8.1.1") and not meets(rec, "cudnn=8.10") and not meets(rec, "cudnn=8.1.0.77=h1_0")
+    assert unmet([rec], ["cudnn=8.1.0", "cudatoolkit=11.2"]) == ["cudatoolkit=11.2"]
+
+
+@needs_gcc
+@pytest.mark.parametrize("cuda", ["11.2", "10.1"])
+def test_rattler_installs_loads_and_undoes(tmp_path: Path, ctx: Context, channel, cuda: str) -> None:  # type: ignore[no-untyped-def]
+    env = _prefix(tmp_path)
+    recipe = conda_recipe_for(load_conda_recipes(), cuda)
+    assert recipe is not None
+    step = InstallCondaCuda(env, recipe, channel.url)
+    assert step.check(ctx) is False
+    undo = step.apply(ctx)
+    assert undo["engine"] == "rattler" and set(undo["added"]) == {"cudatoolkit", "cudnn"}
+    pinned = {p["name"]: p for p in undo["packages"]}
+    assert pinned["cudnn"]["version"] == ("8.1.0.77" if cuda == "11.2" else "7.6.5.32")
+    assert len(pinned["cudatoolkit"]["sha256"]) == 64  # the archive's hash, from the repodata
+    assert step.check(ctx) is True  # a re-run is a no-op
+    for soname in recipe.libraries:
+        assert (env / "lib" / soname).exists(), soname
+    step.undo(ctx, json.loads(json.dumps(undo)))
+    assert installed(env) == []
+    assert not any((env / "lib").glob("lib*.so*"))
+    assert step.check(ctx) is False
+
+
+@needs_gcc
+def test_unsolvable_specs_are_refused_with_the_channel(tmp_path: Path, ctx: Context, channel) -> None:  # type: ignore[no-untyped-def]
+    env = _prefix(tmp_path)
+    recipe = conda_recipe_for(load_conda_recipes(), "11.8")  # cudatoolkit=11.8 is not in the test channel
+    assert recipe is not None
+    with pytest.raises(UnsatisfiableError, match="cannot solve cudatoolkit=11.8") as err:
+        InstallCondaCuda(env, recipe, channel.url).apply(ctx)
+    assert err.value.ref == "conda-unsolvable" and "--conda-channel" in (err.value.hint or "")
+    assert installed(env) == []
+
+
+@needs_gcc
+def test_a_package_without_the_sonames_fails_the_step(tmp_path: Path, ctx: Context) -> None:
+    # A channel whose cudatoolkit holds no libraries (not what conda-forge publishes).
+    chan = build_channel(tmp_path / "hollow", [CondaPkg("cudatoolkit", "11.2.2"), CondaPkg("cudnn", "8.1.0.77")])
+    env = _prefix(tmp_path)
+    recipe = conda_recipe_for(load_conda_recipes(), "11.2")
+    assert recipe is not None
+    with pytest.raises(StepFailed, match="left no libcudart.so.11.0"):
+        InstallCondaCuda(env, recipe, chan.url).apply(ctx)
+
+
+def test_installed_conda_gets_the_install_argv(tmp_path: Path) -> None:
+    argv = conda_install_argv("/opt/conda/bin/mamba", tmp_path / "env", None, ["cudatoolkit=11.2", "cudnn=8.1.0"],
+                              "conda-forge")
+    assert argv == ["/opt/conda/bin/mamba", "install", "-y", "-p", str(tmp_path / "env"), "-c", "conda-forge",
+                    "--override-channels", "cudatoolkit=11.2", "cudnn=8.1.0"]
+    named = conda_install_argv("conda", tmp_path, "tf211", ["cudnn=8.1.0"], "https://mirror.example/cf")
+    assert named[3:5] == ["-n", "tf211"] and "https://mirror.example/cf" in named
+
+
+def test_installed_conda_is_driven_through_the_runner(tmp_path: Path, tmp_env: dict[str, str]) -> None:
+    """With a conda on PATH the step runs it (the stand-in refuses `install`: the step fails
+    with conda's own words, after the exact argv was issued)."""
+    from installer.context import build_context
+
+    exe = write_fake_conda(tmp_path / "bin", root=tmp_path / "miniforge")
+    env_vars = dict(tmp_env, PATH=f"{exe.parent}:{tmp_env.get('PATH', '')}")
+    ctx = build_context(env_vars)
+    env = _prefix(tmp_path)
+    recipe = conda_recipe_for(load_conda_recipes(), "11.2")
+    assert recipe is not None
+    with pytest.raises(StepFailed, match="fake conda: unsupported"):
+        InstallCondaCuda(env, recipe, None).apply(ctx)
+    assert read_log(exe)[-1] == ["install", "-y", "-p", str(env), "-c", "conda-forge", "--override-channels",
+                                 "cudatoolkit=11.2", "cudnn=8.1.0"]
