@@ -106,3 +106,38 @@ def test_conda_backend_without_conda_provisions_cuda_and_rolls_back(
     back = run_cli(["rollback", "--env", str(env_dir), "--json"], env)
     assert back.returncode == 0, back.stderr + back.stdout
     assert not env_dir.exists()
+
+
+def test_cuda_source_redist_on_a_venv_places_loads_and_rolls_back(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any,
+) -> None:
+    """The same CUDA 11 release on a venv with --cuda-source redist: NVIDIA-shaped archives
+    from a loopback mirror, placed under <env>/lib/cuda-11.8.0, loaded through tfgpu-run."""
+    from tests.support.cuda_redist import publish_cuda_redist
+    from tests.support.httpserver import LoopbackServer
+
+    matrix = MATRIX.split("releases:\n")[0] + "releases:\n" + _release("2.11.1", "11.2", "8.1")
+    knowledge = write_knowledge(tmp_path / "knowledge", matrix)
+    env_dir = tmp_path / "data" / "redist-env"
+    env = cli_env(tmp_env, knowledge, index.url)
+    sonames = {"cuda_cudart": ["libcudart.so.11.0"], "libcublas": ["libcublas.so.11", "libcublasLt.so.11"],
+               "libcufft": ["libcufft.so.10"], "libcurand": ["libcurand.so.10"],
+               "libcusolver": ["libcusolver.so.11"], "libcusparse": ["libcusparse.so.11"],
+               "cuda_cupti": ["libcupti.so.11.8"], "cuda_nvrtc": ["libnvrtc.so.11.2"]}
+    with LoopbackServer() as srv:
+        publish_cuda_redist(srv, tmp_path / "so", "11.8.0", sonames)
+        args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(env_dir),
+                "--cuda-source", "redist", "--cuda-mirror", srv.url("/"), "--json"]
+        first = run_cli(args, env)
+    assert first.returncode == 0, first.stderr + first.stdout
+    applied = [s["id"] for s in json.loads(first.stdout)["steps"] if s["status"] == "applied"]
+    assert "cuda.redist" in applied
+    libs = [so for names in sonames.values() for so in names]
+    code = "import ctypes, sys\nfor n in sys.argv[1:]:\n    ctypes.CDLL(n)\nprint('loaded', len(sys.argv) - 1)"
+    ran = subprocess.run([str(env_dir / "bin" / "tfgpu-run"), "python", "-c", code, *libs],
+                         env={"PATH": "/usr/bin:/bin", "HOME": tmp_env["HOME"]}, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0 and f"loaded {len(libs)}" in ran.stdout, ran.stderr
+    back = run_cli(["rollback", "--env", str(env_dir), "--json"], env)
+    assert back.returncode == 0, back.stderr + back.stdout
+    assert not env_dir.exists()
