@@ -28,7 +28,7 @@ from installer.snapshot import model as snap_mod
 from installer.context import Context
 from installer.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError, VerifyFailed
 from installer.plan.options import InstallOptions
-from installer.plan.restore import pinned_resolution, restore_steps
+from installer.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.snapshot.model import Snapshot
 
@@ -122,6 +122,7 @@ def restore(args: argparse.Namespace, ctx: Context) -> Result:
     choice = resolution.choice
     assert choice is not None
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
+    extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
                              index_url=None if bundle_dir else args.index_url, extra=extra)
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)

@@ -57,7 +57,7 @@ def solve_install(
     (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
     installed = _prefix_records(rattler, prefix)
     # What is there stays in the request, so that solving for cuDNN does not drop, say, python.
-    wanted = list(specs) + ([str(r.name.normalized) for r in installed] if keep_installed else [])
+    wanted = [_rattler_spec(s) for s in specs] + ([str(r.name.normalized) for r in installed] if keep_installed else [])
     try:
         records = asyncio.run(rattler.solve(
             [rattler.Channel(c) for c in channels],
@@ -105,6 +105,15 @@ def remove(prefix: Path, names: Sequence[str], cache_dir: Path) -> None:
     asyncio.run(rattler.install(
         keep, str(prefix), cache_dir=str(cache_dir), installed_packages=installed, show_progress=False,
     ))
+
+
+def _rattler_spec(spec: str) -> str:
+    """conda's `name=version=build` in the form rattler's strict parser takes: `name ==version build`
+    (strictly, a bare `=11.2.2` before a build string is refused as a version without a range)."""
+    parts = spec.split("=")
+    if len(parts) == 3 and all(parts):
+        return f"{parts[0]} =={parts[1]} {parts[2]}"
+    return spec
 
 
 def _record_json(r: Any) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Optional
 from installer.conda.prefix import installed, unmet
 from installer.context import Context
 from installer.errors import StepFailed
-from installer.knowledge.cuda_sources import CondaRecipe
+from installer.knowledge.cuda_sources import CondaRecipe, spec_name
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 DEFAULT_CHANNEL = "conda-forge"
@@ -142,3 +142,21 @@ def conda_cuda_step(env: Path, cuda: Optional[str], channel: Optional[str], name
 
     recipe = conda_recipe_for(load_conda_recipes(knowledge_dir), cuda)
     return InstallCondaCuda(env, recipe, channel, name) if recipe else None
+
+
+def pinned_conda_cuda_step(env: Path, cuda: Optional[str], pins: list[str], channel: Optional[str],
+                           name: Optional[str], knowledge_dir: Optional[Path] = None) -> Optional[InstallCondaCuda]:
+    """A restore's step: the snapshot's exact CUDA/cuDNN packages (name=version=build) instead of
+    the knowledge row's specs; the row still says which sonames must load. None when the
+    snapshot pins none of the row's packages."""
+    from dataclasses import replace
+
+    from installer.knowledge.cuda_sources import conda_recipe_for, load_conda_recipes
+
+    recipe = conda_recipe_for(load_conda_recipes(knowledge_dir), cuda)
+    if recipe is None:
+        return None
+    exact = [p for p in pins if spec_name(p) in recipe.package_names()]
+    if not exact:
+        return None
+    return InstallCondaCuda(env, replace(recipe, specs=tuple(exact)), channel, name)

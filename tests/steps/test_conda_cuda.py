@@ -128,3 +128,41 @@ def test_installed_conda_is_driven_through_the_runner(tmp_path: Path, tmp_env: d
         InstallCondaCuda(env, recipe, None).apply(ctx)
     assert read_log(exe)[-1] == ["install", "-y", "-p", str(env), "-c", "conda-forge", "--override-channels",
                                  "cudatoolkit=11.2", "cudnn=8.1.0"]
+
+
+@needs_gcc
+def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Context) -> None:
+    """A snapshot of a conda env pins cudatoolkit/cudnn by version and build; the restore's
+    conda.cuda step asks for exactly those, though the channel now has a newer build."""
+    from types import SimpleNamespace
+
+    from installer.plan.options import InstallOptions
+    from installer.plan.restore import conda_restore_extra, restore_steps
+    from installer.resolver.model import Choice, Resolution
+    from installer.steps.conda_packages import InstallCondaCuda
+
+    chan = build_channel(tmp_path / "chan", [
+        CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11",
+                                           "libcufft.so.10", "libcurand.so.10", "libcusolver.so.11",
+                                           "libcusparse.so.11")),
+        CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",), build="h0_0"),
+        CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",), build="h9_1"),  # published after the snapshot
+    ])
+    snap = SimpleNamespace(env={"conda_packages": [
+        {"name": "cudatoolkit", "version": "11.2.2", "build": "h0_0", "channel": chan.url, "sha256": "a" * 64},
+        {"name": "cudnn", "version": "8.1.0.77", "build": "h0_0", "channel": chan.url, "sha256": "b" * 64},
+        {"name": "python", "version": "3.11.7", "build": "h0_cpython", "channel": chan.url, "sha256": ""},
+    ]})
+    extra = conda_restore_extra(snap)  # type: ignore[arg-type]
+    assert extra["conda_channel"] == chan.url
+    env = _prefix(tmp_path)
+    choice = Choice(tensorflow="2.11.1", cuda="11.2", cudnn="8.1", python="3.11", jit_only=False, cuda_from="system")
+    res = Resolution(profile="snapshot:x", choice=choice, reasons=(), rejected=(), cpu_only=True)
+    steps = restore_steps(res, InstallOptions(env=env, backend="conda", extra=extra), [], False)
+    conda = [s for s in steps if isinstance(s, InstallCondaCuda)]
+    assert len(conda) == 1 and conda[0].recipe.specs == ("cudatoolkit=11.2.2=h0_0", "cudnn=8.1.0.77=h0_0")
+    assert [s.id for s in steps][:4] == ["env.create", "packages.install", "conda.cuda", "packages.sync"]
+    conda[0].apply(ctx)
+    assert {(r.name, r.build) for r in installed(env)} == {("cudatoolkit", "h0_0"), ("cudnn", "h0_0")}
+    # A venv snapshot (no conda packages) restores without the step.
+    assert conda_restore_extra(SimpleNamespace(env={"backend": "venv"})) == {}  # type: ignore[arg-type]
