@@ -48,10 +48,12 @@ def _prefix_records(rattler: Any, prefix: Path) -> list[Any]:
 
 def solve_install(
     prefix: Path, specs: Sequence[str], channels: Sequence[str], cache_dir: Path,
-    keep_installed: bool = True,
+    keep_installed: bool = True, cuda_override: Optional[str] = None,
 ) -> list[dict[str, str]]:
     """Solve `specs` (with what the prefix already holds as locked packages) and link the
-    result into `prefix`. Returns the solved records {name, version, build, channel, url, sha256}."""
+    result into `prefix`. Returns the solved records {name, version, build, channel, url, sha256}.
+    cuda_override: the __cuda virtual package's version (conda's CONDA_OVERRIDE_CUDA), for
+    packages that require a driver on a machine without one."""
     rattler = _rattler()
     prefix = Path(prefix)
     (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
@@ -63,7 +65,7 @@ def solve_install(
             [rattler.Channel(c) for c in channels],
             wanted,
             locked_packages=installed,
-            virtual_packages=rattler.VirtualPackage.detect(),
+            virtual_packages=rattler.VirtualPackage.detect(_overrides(rattler, cuda_override)),
         ))
     except Exception as exc:
         text = str(exc)
@@ -71,7 +73,8 @@ def solve_install(
         if "Solver" in kind or "unsolvable" in text.lower() or "cannot be installed" in text or "No candidates" in text:
             raise UnsatisfiableError(
                 f"conda (rattler) cannot solve {' '.join(specs)} from {', '.join(channels)}: {_short(text)}",
-                "pass --conda-channel with a channel (or mirror) that publishes these packages",
+                "pass --conda-channel with a channel (or mirror) that publishes these packages; on a "
+                "machine without an NVIDIA driver, CONDA_OVERRIDE_CUDA=<version> stands in for one (as with conda)",
                 ref="conda-unsolvable",
             ) from exc
         raise StepFailed(
@@ -105,6 +108,12 @@ def remove(prefix: Path, names: Sequence[str], cache_dir: Path) -> None:
     asyncio.run(rattler.install(
         keep, str(prefix), cache_dir=str(cache_dir), installed_packages=installed, show_progress=False,
     ))
+
+
+def _overrides(rattler: Any, cuda: Optional[str]) -> Any:
+    if cuda:
+        return rattler.VirtualPackageOverrides(cuda=rattler.Override.string(cuda))
+    return rattler.VirtualPackageOverrides()
 
 
 def _rattler_spec(spec: str) -> str:

@@ -70,7 +70,8 @@ class InstallCondaCuda(Step):
             from installer.conda import rattler_engine
 
             engine = "rattler"
-            rattler_engine.solve_install(self.env, list(self.recipe.specs), [self.channel], ctx.cache_dir / "rattler")
+            rattler_engine.solve_install(self.env, list(self.recipe.specs), [self.channel], ctx.cache_dir / "rattler",
+                                         cuda_override=ctx.env("CONDA_OVERRIDE_CUDA"))
         checkpoint(ctx, self.id, "middle")
         records = installed(self.env)
         added = sorted(r.name for r in records if r.name not in before)

@@ -166,3 +166,26 @@ def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Cont
     assert {(r.name, r.build) for r in installed(env)} == {("cudatoolkit", "h0_0"), ("cudnn", "h0_0")}
     # A venv snapshot (no conda packages) restores without the step.
     assert conda_restore_extra(SimpleNamespace(env={"backend": "venv"})) == {}  # type: ignore[arg-type]
+
+
+@needs_gcc
+def test_a_package_needing_a_driver_solves_with_conda_override_cuda(tmp_path: Path, tmp_env: dict[str, str]) -> None:
+    """cudnn builds that depend on the __cuda virtual package: no such driver here, so unsolvable;
+    CONDA_OVERRIDE_CUDA (conda's own variable, read through the context) stands in for one."""
+    from installer.context import build_context
+
+    chan = build_channel(tmp_path / "chan", [
+        CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11",
+                                           "libcufft.so.10", "libcurand.so.10", "libcusolver.so.11",
+                                           "libcusparse.so.11")),
+        # A driver version no machine has, so that the test means the same on a GPU machine.
+        CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",), ("__cuda >=99.1",)),
+    ])
+    recipe = conda_recipe_for(load_conda_recipes(), "11.2")
+    assert recipe is not None
+    env = _prefix(tmp_path)
+    with pytest.raises(UnsatisfiableError) as err:
+        InstallCondaCuda(env, recipe, chan.url).apply(build_context(dict(tmp_env, CONDA_OVERRIDE_CUDA="")))
+    assert "CONDA_OVERRIDE_CUDA" in (err.value.hint or "")
+    InstallCondaCuda(env, recipe, chan.url).apply(build_context(dict(tmp_env, CONDA_OVERRIDE_CUDA="99.1")))
+    assert {r.name for r in installed(env)} == {"cudatoolkit", "cudnn"}
