@@ -17,9 +17,11 @@ from typing import Any, Iterable, Optional
 
 from installer.context import Context
 from installer.errors import BadInputError, UnsatisfiableError
-from installer.fetch.redist import (  # noqa: F401  (re-exported: the cuDNN steps and tests import them here)
-    PLATFORMS, RedistArchive, component_entry, manifest_url, platform_key, select,
-)
+from installer.fetch.redist import PLATFORMS as PLATFORMS  # re-exported: cuDNN steps and tests import them here
+from installer.fetch.redist import RedistArchive as RedistArchive
+from installer.fetch.redist import component_entry, select
+from installer.fetch.redist import manifest_url as manifest_url
+from installer.fetch.redist import platform_key as platform_key
 
 REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"
 

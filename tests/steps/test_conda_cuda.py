@@ -44,6 +44,23 @@ def test_knowledge_rows_carry_sources_and_cover_every_system_cuda() -> None:
     assert conda_recipe_for(recipes, "12.3") is None  # CUDA 12 comes from the nvidia-*-cu12 wheels
 
 
+def test_every_system_cuda_release_has_a_row_whose_cudnn_serves_its_build() -> None:
+    """matrix.yaml x conda.yaml: each `cuda_from: system` release finds a row, and the row's
+    cuDNN serves the build's (same major, not older: TF's rule, checked by check_serves)."""
+    from installer.fetch.cudnn_redist import check_serves
+    from installer.knowledge.load import load_knowledge
+
+    recipes = load_conda_recipes()
+    system = [r for r in load_knowledge().releases if r.cuda_from == "system" and r.cuda]
+    assert system
+    for rel in system:
+        recipe = conda_recipe_for(recipes, rel.cuda)
+        assert recipe is not None, rel.tensorflow
+        check_serves(recipe.cudnn, rel.cudnn, rel.tensorflow, "profiles/conda.yaml")
+        major = recipe.cudnn.split(".")[0]
+        assert f"libcudnn.so.{major}" in recipe.libraries
+
+
 def test_malformed_conda_knowledge_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "conda.yaml"
     bad.write_text('recipes:\n  - cuda: "11.2"\n    cudnn: "8.1"\n    channel: conda-forge\n'
