@@ -9,10 +9,13 @@ cache is the tool's cache dir, so a second env links the same files instead of d
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from installer.errors import EnvironmentProblem, StepFailed, UnsatisfiableError
+from installer.context import Context
+from installer.errors import BadInputError, EnvironmentProblem, StepFailed, UnsatisfiableError
 
 RATTLER_HINT = "pip install py-rattler (a dependency of tfgpu-install), or install conda/mamba/micromamba"
 
@@ -47,7 +50,7 @@ def _prefix_records(rattler: Any, prefix: Path) -> list[Any]:
 
 
 def solve_install(
-    prefix: Path, specs: Sequence[str], channels: Sequence[str], cache_dir: Path,
+    ctx: Context, prefix: Path, specs: Sequence[str], channels: Sequence[str],
     keep_installed: bool = True, cuda_override: Optional[str] = None,
 ) -> list[dict[str, str]]:
     """Solve `specs` (with what the prefix already holds as locked packages) and link the
@@ -56,6 +59,7 @@ def solve_install(
     packages that require a driver on a machine without one."""
     rattler = _rattler()
     prefix = Path(prefix)
+    cache_dir = package_cache(ctx)
     (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
     installed = _prefix_records(rattler, prefix)
     # What is there stays in the request, so that solving for cuDNN does not drop, say, python.
@@ -82,6 +86,10 @@ def solve_install(
             "check the network or --conda-channel, then run again (the step resumes)",
             ref="conda-channel",
         ) from exc
+    have = {(str(r.name.normalized), str(r.version), str(r.build)) for r in installed}
+    for record in records:
+        if (str(record.name.normalized), str(record.version), str(record.build)) not in have:
+            _fetch_and_vet(ctx, record)  # before anything of it is linked into the env
     try:
         asyncio.run(rattler.install(
             records, str(prefix), cache_dir=str(cache_dir), installed_packages=installed, show_progress=False,
@@ -95,9 +103,46 @@ def solve_install(
     return [_record_json(r) for r in records]
 
 
-def remove(prefix: Path, names: Sequence[str], cache_dir: Path) -> None:
+def package_cache(ctx: Context) -> Path:
+    return ctx.cache_dir / "rattler"
+
+
+def _fetch_and_vet(ctx: Context, record: Any) -> None:
+    """The package archive on this disk (a file:// channel's own file, else downloaded
+    sha256-checked into the tool's cache, and the record pointed at it so that rattler does
+    not download it again), unpacked and checked before rattler links it."""
+    from urllib.parse import unquote, urlparse
+
+    from installer.conda.vet import vet_archive
+
+    url = str(record.url)
+    sha = _hex(getattr(record, "sha256", None))
+    label = f"{record.name.normalized}-{record.version}-{record.build}"
+    if url.startswith("file://"):
+        local = Path(unquote(urlparse(url).path))
+    else:
+        from installer.fetch import download
+
+        if not sha:
+            raise BadInputError(f"conda package {label} has no sha256 in the channel's repodata",
+                                "use a channel whose repodata carries sha256 (conda-forge does)",
+                                ref="conda-unsafe-package")
+        got = download.fetch(ctx, url, sha, size=getattr(record, "size", None), what=f"conda package {label}")
+        local = package_cache(ctx) / "archives" / sha[:16] / str(record.file_name)
+        if not local.is_file():
+            local.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(got.path, local)
+            except OSError:
+                shutil.copy2(got.path, local)
+        record.url = local.as_uri()
+    vet_archive(local, label, sha or None, package_cache(ctx) / "vet")
+
+
+def remove(ctx: Context, prefix: Path, names: Sequence[str]) -> None:
     """Unlink the named packages from `prefix`; the others stay as they are."""
     rattler = _rattler()
+    cache_dir = package_cache(ctx)
     prefix = Path(prefix)
     if not (prefix / "conda-meta").is_dir():
         return

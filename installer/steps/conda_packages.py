@@ -70,7 +70,7 @@ class InstallCondaCuda(Step):
             from installer.conda import rattler_engine
 
             engine = "rattler"
-            rattler_engine.solve_install(self.env, list(self.recipe.specs), [self.channel], ctx.cache_dir / "rattler",
+            rattler_engine.solve_install(ctx, self.env, list(self.recipe.specs), [self.channel],
                                          cuda_override=ctx.env("CONDA_OVERRIDE_CUDA"))
         checkpoint(ctx, self.id, "middle")
         records = installed(self.env)
@@ -133,7 +133,7 @@ class InstallCondaCuda(Step):
             return
         from installer.conda import rattler_engine
 
-        rattler_engine.remove(self.env, names, ctx.cache_dir / "rattler")
+        rattler_engine.remove(ctx, self.env, names)
 
 
 def conda_cuda_step(env: Path, cuda: Optional[str], channel: Optional[str], name: Optional[str],

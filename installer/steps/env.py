@@ -392,8 +392,8 @@ class CreateEnv(Step):
             (self.env.path / "conda-meta").mkdir(exist_ok=True)
             (self.env.path / "conda-meta" / "history").touch()
             return f"rattler ({tool})"
-        rattler_engine.solve_install(self.env.path, [f"python={self.python_version}"], [self.channel],
-                                     ctx.cache_dir / "rattler", keep_installed=False)
+        rattler_engine.solve_install(ctx, self.env.path, [f"python={self.python_version}"], [self.channel],
+                                     keep_installed=False)
         return "rattler"
 
     def _create_conda(self, ctx: Context) -> str:

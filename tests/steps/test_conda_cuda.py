@@ -206,3 +206,45 @@ def test_a_package_needing_a_driver_solves_with_conda_override_cuda(tmp_path: Pa
     assert "CONDA_OVERRIDE_CUDA" in (err.value.hint or "")
     InstallCondaCuda(env, recipe, chan.url).apply(build_context(dict(tmp_env, CONDA_OVERRIDE_CUDA="99.1")))
     assert {r.name for r in installed(env)} == {"cudatoolkit", "cudnn"}
+
+
+@needs_gcc
+@pytest.mark.parametrize("hostile", [
+    # paths.json names a path in another cache entry: rattler would link it to <prefix>/../
+    CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0",), build="h6_0",
+             extra_files={"escaped.txt": b"pwned"}, listed_paths=("../cudatoolkit-11.2.2-h6_0/escaped.txt",)),
+    CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0",), build="h7_0", listed_paths=("/etc/evil.conf",)),
+    CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0",), build="h8_0",
+             symlinks={"lib/libcudart.so": "../../../../../../../etc/passwd"}),
+])
+def test_a_hostile_package_changes_nothing_outside_or_inside(tmp_path: Path, ctx: Context, hostile: CondaPkg) -> None:
+    from installer.files import tree_digest
+
+    chan = build_channel(tmp_path / "chan", [hostile, CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",))])
+    work = tmp_path / "work"
+    env = _prefix(work)
+    before = tree_digest(work)
+    recipe = conda_recipe_for(load_conda_recipes(), "11.2")
+    assert recipe is not None
+    with pytest.raises(BadInputError) as err:
+        InstallCondaCuda(env, recipe, chan.url).apply(ctx)
+    assert err.value.ref == "conda-unsafe-package" and "outside" in err.value.message + (err.value.hint or "")
+    assert tree_digest(work) == before  # not one file in or beside the env
+    assert not list(tmp_path.rglob("escaped.txt"))[1:]  # only the one inside the channel's archive cache, if any
+
+
+@needs_gcc
+def test_a_package_whose_bytes_differ_from_the_repodata_is_refused(tmp_path: Path, ctx: Context) -> None:
+    chan = build_channel(tmp_path / "chan", [CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0",)),
+                                             CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",))])
+    repodata = tmp_path / "chan" / "linux-64" / "repodata.json"
+    doc = json.loads(repodata.read_text())
+    doc["packages"]["cudnn-8.1.0.77-h0_0.tar.bz2"]["sha256"] = "0" * 64
+    repodata.write_text(json.dumps(doc))
+    env = _prefix(tmp_path / "work")
+    recipe = conda_recipe_for(load_conda_recipes(), "11.2")
+    assert recipe is not None
+    with pytest.raises(BadInputError) as err:
+        InstallCondaCuda(env, recipe, chan.url).apply(ctx)
+    assert err.value.ref == "hash-mismatch"
+    assert installed(env) == []

@@ -34,6 +34,10 @@ class CondaPkg:
     depends: tuple[str, ...] = ()
     build: str = "h0_0"
     extra_files: dict[str, bytes] = field(default_factory=dict)
+    # Hostile shapes (tests of the vetting): paths.json entries naming other paths than the
+    # tar members, and symlinks with any target.
+    listed_paths: tuple[str, ...] = ()
+    symlinks: dict[str, str] = field(default_factory=dict)
 
     @property
     def filename(self) -> str:
@@ -69,11 +73,14 @@ def _tar_package(pkg: CondaPkg, subdir: str, workdir: Path) -> bytes:
     for soname in pkg.libs:
         files[f"lib/{soname}.0"] = soname_library(soname, workdir)
         links[f"lib/{soname}"] = f"{soname}.0"
+    links.update(pkg.symlinks)
     index = {"name": pkg.name, "version": pkg.version, "build": pkg.build, "build_number": 0,
              "depends": list(pkg.depends), "subdir": subdir, "license": "test-only"}
     entries = [{"_path": p, "path_type": "hardlink", "sha256": hashlib.sha256(b).hexdigest(),
                 "size_in_bytes": len(b)} for p, b in sorted(files.items())]
     entries += [{"_path": p, "path_type": "softlink"} for p in sorted(links)]
+    entries += [{"_path": p, "path_type": "hardlink", "sha256": hashlib.sha256(b"").hexdigest(), "size_in_bytes": 0}
+                for p in pkg.listed_paths]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:bz2") as tf:
         def add(name: str, data: bytes, mode: int = 0o644) -> None:
