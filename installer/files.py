@@ -197,3 +197,12 @@ def tree_sha256(root: Path) -> str:
     for rel, val in sorted(tree_digest(root).items()):
         h.update(f"{rel}\0{val}\n".encode())
     return h.hexdigest()
+
+
+def replace_symlink(link: Path, target: str) -> None:
+    """Point `link` at `target` atomically: readers see the old link or the new one, never none."""
+    tmp = link.with_name(f".{link.name}.tfgpu-tmp")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(target, tmp)
+    os.replace(tmp, link)

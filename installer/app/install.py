@@ -37,6 +37,9 @@ class InstallRequest:
     cudnn_prefix: Optional[str] = None
     quarantine_stale: bool = False
     index_url: Optional[str] = None
+    conda_channel: Optional[str] = None  # conda backend: channel for Python and cudatoolkit/cudnn
+    cuda_source: str = "default"  # "default" | "redist" (NVIDIA's archives), for TF <= 2.13
+    cuda_mirror: Optional[str] = None
     yes: bool = False
     dry_run: bool = False
     wait: bool = False
@@ -90,6 +93,8 @@ def _check_request(req: InstallRequest, ctx: Context) -> None:
 
     archive = Path(os.path.expanduser(req.cudnn_archive)) if req.cudnn_archive else None
     check_cudnn_inputs(req.cudnn_source, archive)
+    if req.cuda_mirror and req.cuda_source != "redist":
+        raise UsageError("--cuda-mirror is only used with --cuda-source redist", "add --cuda-source redist")
 
 
 def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:
@@ -127,6 +132,10 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
         cudnn_prefix=Path(req.cudnn_prefix) if req.cudnn_prefix else None,
         quarantine_stale=req.quarantine_stale,
         index_url=req.index_url,
+        conda_channel=req.conda_channel,
+        cuda_source=req.cuda_source,
+        cuda_mirror=req.cuda_mirror,
+        extra={"profiles_dir": str(ctx.profiles_dir)} if ctx.profiles_dir else {},
     )
 
 

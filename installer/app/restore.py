@@ -30,7 +30,7 @@ from installer.engine.executor import ExecReport
 from installer.facts.model import AssumeFlags
 from installer.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
 from installer.plan.options import InstallOptions
-from installer.plan.restore import pinned_resolution, restore_steps
+from installer.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.snapshot.model import Snapshot
 
@@ -139,6 +139,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     assert choice is not None
     env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
+    extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
                              index_url=None if bundle_dir else req.index_url, extra=extra)
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)

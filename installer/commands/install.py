@@ -46,8 +46,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--cudnn-prefix", metavar="DIR", type=non_empty, help="place cuDNN here instead of inside the env")
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
+    add_cuda_source_flags(p)
     add_resolve_flags(p)
     add_assume_flags(p)
+
+
+def add_cuda_source_flags(p: argparse.ArgumentParser) -> None:
+    """Where a release without CUDA wheels (TF 2.0-2.13) gets its CUDA user space."""
+    g = p.add_argument_group("CUDA for releases without CUDA wheels (TF <= 2.13)")
+    g.add_argument("--conda-channel", metavar="NAME|URL", default=None,
+                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages (default conda-forge)")
+    g.add_argument("--cuda-source", choices=("default", "redist"), default="default",
+                   help="default: conda packages on the conda backend; redist: NVIDIA's redistributable archives")
+    g.add_argument("--cuda-mirror", metavar="URL", help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source redist)")
 
 
 def request_from_args(args: argparse.Namespace) -> "InstallRequest":
@@ -63,6 +74,7 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
         env=args.env, system_ldconfig=args.system_ldconfig, shell_rc=args.shell_rc, seed_pip=args.seed_pip,
         cudnn_source=args.cudnn_source, cudnn_mirror=args.cudnn_mirror, cudnn_archive=args.cudnn_archive,
         cudnn_prefix=args.cudnn_prefix, quarantine_stale=args.quarantine_stale, index_url=args.index_url,
+        conda_channel=args.conda_channel, cuda_source=args.cuda_source, cuda_mirror=args.cuda_mirror,
         yes=args.yes, dry_run=args.dry_run, wait=args.wait, progress=not args.json,
     )
 

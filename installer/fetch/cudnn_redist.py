@@ -9,7 +9,6 @@ Older manifests put relative_path directly under the platform (one CUDA variant)
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -18,115 +17,26 @@ from typing import Any, Iterable, Optional
 
 from installer.context import Context
 from installer.errors import BadInputError, UnsatisfiableError
+from installer.fetch.redist import PLATFORMS as PLATFORMS  # re-exported: cuDNN steps and tests import them here
+from installer.fetch.redist import RedistArchive as RedistArchive
+from installer.fetch.redist import component_entry, select
+from installer.fetch.redist import manifest_url as manifest_url
+from installer.fetch.redist import platform_key as platform_key
 
 REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"
-# Linux machine names -> NVIDIA's platform keys (sbsa: server ARM; aarch64 there means Jetson).
-PLATFORMS = {"x86_64": "linux-x86_64", "aarch64": "linux-sbsa", "ppc64le": "linux-ppc64le"}
 
 LIB_RE = re.compile(r"^(libcudnn(?:_[a-z0-9_]+)?)\.so(?:\.(\d+(?:\.\d+)*))?$")
 
 
-@dataclass(frozen=True)
-class RedistArchive:
-    version: str  # "9.8.0.87", the manifest's cudnn.version
-    platform: str  # "linux-x86_64"
-    variant: Optional[str]  # "cuda12"; None in old single-variant manifests
-    relative_path: str
-    sha256: str
-    size: Optional[int]
-    source: str  # the manifest URL or file it came from
-
-    def url(self, base: str) -> str:
-        return base.rstrip("/") + "/" + self.relative_path.lstrip("/")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "platform": self.platform,
-            "variant": self.variant,
-            "relative_path": self.relative_path,
-            "sha256": self.sha256,
-            "size": self.size,
-            "source": self.source,
-        }
-
-
-def platform_key(machine: str) -> str:
-    return PLATFORMS.get(machine, f"linux-{machine}")
-
-
-def manifest_url(base: str, label: str) -> str:
-    return base.rstrip("/") + f"/redistrib_{label}.json"
-
-
-def _bad(source: str, what: str) -> BadInputError:
-    return BadInputError(
-        f"{source}: {what}",
-        "the mirror must serve NVIDIA's redistrib_<version>.json unchanged; check --cudnn-mirror",
-        ref="bad-cudnn-manifest",
-    )
-
-
 def parse_manifest(text: str, source: str = "manifest") -> dict[str, Any]:
     """The manifest's `cudnn` object, validated enough to be used."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise _bad(source, f"not JSON ({exc})") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("cudnn"), dict):
-        raise _bad(source, "no \"cudnn\" entry")
-    cudnn = doc["cudnn"]
-    if not isinstance(cudnn.get("version"), str):
-        raise _bad(source, "cudnn.version missing")
-    return dict(cudnn)
+    return component_entry(text, "cudnn", source)
 
 
 def select_archive(text: str, platform: str, cuda_major: Optional[str], source: str = "manifest") -> RedistArchive:
     """The archive for this platform and CUDA major, or a BadInputError naming what exists."""
-    cudnn = parse_manifest(text, source)
-    platforms = sorted(k for k, v in cudnn.items() if isinstance(v, dict))
-    entry = cudnn.get(platform)
-    if not isinstance(entry, dict):
-        raise BadInputError(
-            f"cuDNN {cudnn['version']} has no archive for {platform} in {source} "
-            f"(it lists: {', '.join(platforms) or 'none'})",
-            "this release is not published for this machine; pick another cuDNN version or "
-            "use --cudnn-source wheel",
-            ref="cudnn-no-platform",
-        )
-    variant: Optional[str] = None
-    if "relative_path" not in entry:  # the nested form: one entry per CUDA major
-        variants = sorted(k for k, v in entry.items() if isinstance(v, dict))
-        want = f"cuda{cuda_major}" if cuda_major else None
-        if want is None and len(variants) == 1:
-            want = variants[0]
-        if want not in variants:
-            raise BadInputError(
-                f"cuDNN {cudnn['version']} for {platform} has no {want or 'single'} build in {source} "
-                f"(it has: {', '.join(variants) or 'none'})",
-                "the TensorFlow build needs a cuDNN built for its CUDA major; pick another version",
-                ref="cudnn-no-variant",
-            )
-        variant = want
-        entry = entry[want]
-    try:
-        rel, sha = str(entry["relative_path"]), str(entry["sha256"]).lower()
-    except KeyError as exc:
-        raise _bad(source, f"{platform} entry lacks {exc}") from exc
-    if not re.fullmatch(r"[0-9a-f]{64}", sha):
-        raise _bad(source, f"{platform} sha256 is not a sha256: {sha!r}")
-    if rel.startswith("/") or ".." in rel.split("/"):
-        raise _bad(source, f"{platform} relative_path leaves the mirror: {rel!r}")
-    size = entry.get("size")
-    return RedistArchive(
-        version=str(cudnn["version"]),
-        platform=platform,
-        variant=variant,
-        relative_path=rel,
-        sha256=sha,
-        size=int(size) if size not in (None, "") else None,
-        source=source,
-    )
+    return select(parse_manifest(text, source), "cudnn", platform,
+                  f"cuda{cuda_major}" if cuda_major else None, source)
 
 
 def parse_index(html: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from installer.plan.options import InstallOptions
 from installer.resolver.model import Resolution
@@ -40,9 +41,13 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     placed = placed_lib_dir(options)
     extra_libs = [placed] if placed is not None else []
     steps: list[Step] = [
-        CreateEnv(target, choice.python, Path(base_python) if base_python else None, seed_pip=options.seed_pip),
+        CreateEnv(target, choice.python, Path(base_python) if base_python else None, seed_pip=options.seed_pip,
+                  channel=options.conda_channel),
         InstallPackages.from_choice(target, choice, options),
     ]
+    cuda_steps, cuda_libs = _system_cuda_steps(choice, options, target.path)
+    steps += cuda_steps
+    extra_libs += cuda_libs
     if choice.cuda and choice.cuda_from == "pip":
         steps.append(CheckLibraries(target, choice.cuda, choice.cudnn, dict(choice.pins)))
     if choice.cudnn:
@@ -56,3 +61,22 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     steps.append(VerifyEnv(target.path, check_plan))
     steps.append(RecordSnapshot(target.path, options.backend, resolution.to_json(), cpu_only=cpu_only))
     return steps
+
+
+def _system_cuda_steps(choice: Any, options: InstallOptions, env: Path) -> tuple[list[Step], list[Path]]:
+    """A release whose wheels bring no CUDA (`cuda_from: system`): NVIDIA's redist archives
+    (--cuda-source redist), or on the conda backend the CUDA/cuDNN conda packages. Returns the
+    steps and the library dirs the activation must put on LD_LIBRARY_PATH."""
+    if not choice.cuda or choice.cuda_from != "system":
+        return [], []
+    profiles = Path(options.extra["profiles_dir"]) if options.extra.get("profiles_dir") else None
+    if options.cuda_source == "redist":
+        from installer.steps.cuda.place import cuda_redist_steps
+
+        return cuda_redist_steps(choice, options, env, profiles)
+    if options.backend == "conda":
+        from installer.steps.conda_packages import conda_cuda_step
+
+        step = conda_cuda_step(env, choice.cuda, options.conda_channel, options.name, profiles)
+        return ([step], [env / "lib"]) if step is not None else ([], [])
+    return [], []

@@ -37,14 +37,40 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         find_links=[u for u in extra.get("find_links", "").split() if u],
         no_index=bool(extra.get("no_index")),
     )
+    conda = _pinned_conda_cuda(choice, options, target.path)
+    lib_dirs = [target.path / "lib"] if conda else []
     return [
-        CreateEnv(target, choice.python, Path(base) if base else None),
+        CreateEnv(target, choice.python, Path(base) if base else None, channel=extra.get("conda_channel")),
         install,
+        *conda,
         SyncPackages(target, [p.name for p in packages]),
-        WriteActivation(target.path, options.backend),
-        VerifyEnv(target.path, CheckPlan.from_choice(choice, cpu_only=cpu_only)),
+        WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
+        VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
         RecordSnapshot(target.path, options.backend, resolution.to_json(), cpu_only=cpu_only),
     ]
+
+
+def conda_restore_extra(snap: Snapshot) -> dict[str, str]:
+    """What a restore needs of a conda env's snapshot, as InstallOptions.extra (journaled with
+    the options): the exact conda packages and the channel they came from."""
+    records = [r for r in snap.env.get("conda_packages") or () if isinstance(r, dict) and r.get("name")]
+    if not records:
+        return {}
+    pins = " ".join(f"{r['name']}={r.get('version', '')}={r.get('build', '')}" for r in records)
+    channel = next((str(r["channel"]) for r in records if r.get("channel")), "")
+    return {"conda_pins": pins, **({"conda_channel": channel} if channel else {})}
+
+
+def _pinned_conda_cuda(choice: Choice, options: InstallOptions, env: Path) -> list[Step]:
+    from installer.steps.conda_packages import pinned_conda_cuda_step
+
+    extra = options.extra or {}
+    pins = (extra.get("conda_pins") or "").split()
+    if options.backend != "conda" or not pins or choice.cuda_from != "system":
+        return []
+    profiles = Path(extra["profiles_dir"]) if extra.get("profiles_dir") else None
+    step = pinned_conda_cuda_step(env, choice.cuda, pins, extra.get("conda_channel"), options.name, profiles)
+    return [step] if step is not None else []
 
 
 def steps_from_restore_plan(plan: dict[str, Any]) -> list[Step]:

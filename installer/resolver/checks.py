@@ -221,7 +221,7 @@ def _visible(gpus: Sequence[Gpu], cvd: Optional[str]) -> tuple[list[Gpu], Option
         return [], f"CUDA_VISIBLE_DEVICES={cvd!r} (environment) hides every GPU"
     picked: list[Gpu] = []
     for tok in tokens:
-        if tok.isdigit():
+        if tok.isascii() and tok.isdigit():  # "²" is a digit to str.isdigit, not to int()
             found = [g for g in gpus if g.index == int(tok)]
         elif tok.startswith(("GPU-", "MIG-")):
             found = [g for g in gpus if g.uuid and (g.uuid.startswith(tok) or tok.startswith("MIG-"))]

@@ -67,7 +67,7 @@ def build(
         id=new_id(kind),
         kind=kind,
         created=now_iso(),
-        env={"path": str(env), "backend": state.backend, "python": state.python},
+        env={"path": str(env), "backend": state.backend, "python": state.python, **conda_pins(env)},
         host=host_contract(facts),
         resolution=dict(resolution if resolution is not None else recorded_plan(ctx, env)),
         packages=packages,
@@ -77,3 +77,12 @@ def build(
         tool=f"tfgpu-install {__version__}",
         notes=tuple(notes),
     )
+
+
+def conda_pins(env: Path) -> dict[str, Any]:
+    """A conda env's packages (name, version, build, channel, sha256) under env.conda_packages:
+    the CUDA/cuDNN conda packages are part of what made the env work. Absent for a venv."""
+    from installer.conda.prefix import installed
+
+    records = installed(env)
+    return {"conda_packages": [r.to_json() for r in records]} if records else {}

@@ -27,6 +27,7 @@ from installer.steps.base import Step, UndoRecord, checkpoint
 
 BACKENDS = ("venv", "conda")
 CONDA_TOOLS = ("mamba", "conda", "micromamba")
+RATTLER = "rattler"  # the embedded engine (py-rattler) when no conda tool is installed
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ class CreateEnv(Step):
     id = "env.create"
 
     def __init__(
-        self, env: TargetEnv, python_version: str, base_python: Optional[Path] = None, seed_pip: bool = False
+        self, env: TargetEnv, python_version: str, base_python: Optional[Path] = None, seed_pip: bool = False,
+        channel: Optional[str] = None,
     ) -> None:
         """python_version: "3.11" (the plan's X.Y). base_python: the interpreter a venv is
         built from (the resolver's choice.python_path or --python); unused for conda.
@@ -167,6 +169,7 @@ class CreateEnv(Step):
         self.python_version = minor_of(python_version)
         self.base_python = Path(base_python) if base_python else None
         self.seed_pip = seed_pip
+        self.channel = channel or "conda-forge"  # conda backend: where Python comes from
 
     def describe(self) -> str:
         kind = "conda env" if self.env.backend == "conda" else "venv"
@@ -361,21 +364,46 @@ class CreateEnv(Step):
 
     @staticmethod
     def _conda_exe(ctx: Context) -> str:
+        """The conda tool, else "rattler" (py-rattler, the embedded engine), else refuse."""
         exe = find_conda(ctx)
         if exe is None:
+            from installer.conda import rattler_engine
+
+            if rattler_engine.available():
+                return RATTLER
             raise EnvironmentProblem(
-                "--backend conda needs conda, mamba or micromamba, and none was found",
-                hint="install miniforge (https://github.com/conda-forge/miniforge) or use --backend venv",
+                "--backend conda needs conda, mamba, micromamba or the py-rattler package, and none was found",
+                hint="install miniforge (https://github.com/conda-forge/miniforge), `pip install py-rattler`, "
+                "or use --backend venv",
                 ref="conda-missing",
             )
         return exe
 
+    def _create_rattler(self, ctx: Context) -> str:
+        """No conda tool: py-rattler makes the prefix. On the planned interpreter when there is
+        one (a venv made a conda prefix: conda-meta/ for the CUDA packages), else conda's own
+        Python from the channel."""
+        from installer.conda import rattler_engine
+
+        if self.base_python is not None:
+            self._check_base_version(ctx, self._base_interpreter())
+            self.env.path.mkdir(parents=True, exist_ok=True)
+            tool = self._create_venv(ctx)
+            (self.env.path / "conda-meta").mkdir(exist_ok=True)
+            (self.env.path / "conda-meta" / "history").touch()
+            return f"rattler ({tool})"
+        rattler_engine.solve_install(ctx, self.env.path, [f"python={self.python_version}"], [self.channel],
+                                     keep_installed=False)
+        return "rattler"
+
     def _create_conda(self, ctx: Context) -> str:
         exe = self._conda_exe(ctx)
+        if exe == RATTLER:
+            return self._create_rattler(ctx)
         where = ["-n", self.env.name] if self.env.name else ["-p", str(self.env.path)]
         argv = [exe, "create", "-y", *where, f"python={self.python_version}"]
-        if Path(exe).name.startswith("micromamba"):
-            argv += ["-c", "conda-forge"]  # micromamba has no default channel
+        if Path(exe).name.startswith("micromamba") or self.channel != "conda-forge":
+            argv += ["-c", self.channel]  # micromamba has no default channel
         res = ctx.runner.run(argv, desc=f"create conda env {self.env.path}", env=_tool_env(ctx), timeout=1800,
                              mutating=True)
         if not res.ok:

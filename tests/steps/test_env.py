@@ -296,11 +296,42 @@ def test_conda_env_on_another_python_is_refused(conda_ctx: tuple[Context, Path],
     assert err.value.ref == "env-wrong-python"
 
 
-def test_conda_missing(ctx: Context, tmp_path: Path) -> None:
+def test_conda_missing(ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No conda tool and no py-rattler: refused before anything is made."""
+    from installer.conda import rattler_engine
+
+    monkeypatch.setattr(rattler_engine, "available", lambda: False)
     ctx = build_context({**ctx.environ, "PATH": str(tmp_path / "empty-bin")})
     with pytest.raises(EnvironmentProblem) as err:
         CreateEnv(TargetEnv.at(tmp_path / "c", backend="conda"), PYV, None).apply(ctx)
     assert err.value.ref == "conda-missing" and "miniforge" in (err.value.hint or "")
+    assert "py-rattler" in (err.value.hint or "") and not (tmp_path / "c").exists()
+
+
+def test_conda_without_conda_uses_rattler_on_the_planned_interpreter(ctx: Context, tmp_path: Path) -> None:
+    """No conda tool: py-rattler's prefix is a venv on the planned Python, with conda-meta/ for
+    the CUDA packages; check() then accepts it as a conda env, and undo removes it."""
+    pytest.importorskip("rattler")
+    ctx = build_context({**ctx.environ, "PATH": f"{tmp_path / 'empty-bin'}:/usr/bin:/bin"})
+    env = TargetEnv.at(tmp_path / "r", backend="conda")
+    step = CreateEnv(env, PYV, Path(sys.executable))
+    record = step.apply(ctx)
+    assert record["tool"].startswith("rattler") and (env.path / "conda-meta").is_dir()
+    assert step.check(ctx) is True
+    step.undo(ctx, record)
+    assert not env.path.exists()
+
+
+def test_conda_python_from_an_unreadable_channel_is_a_step_failure(ctx: Context, tmp_path: Path) -> None:
+    """No interpreter to build on: rattler must take Python from the channel; a channel it
+    cannot read is one clear error (exit 7), not a traceback."""
+    pytest.importorskip("rattler")
+    ctx = build_context({**ctx.environ, "PATH": str(tmp_path / "empty-bin")})
+    step = CreateEnv(TargetEnv.at(tmp_path / "p", backend="conda"), PYV, None,
+                     channel=(tmp_path / "no-channel").as_uri())
+    with pytest.raises(StepFailed) as err:
+        step.apply(ctx)
+    assert err.value.ref == "conda-channel" and "--conda-channel" in (err.value.hint or "")
 
 
 def test_conda_into_an_existing_empty_dir(conda_ctx: tuple[Context, Path], tmp_path: Path) -> None:

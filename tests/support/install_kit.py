@@ -225,8 +225,9 @@ def real_numpy_wheel(dest: Path, version: str = "1.26.4") -> Path:
     return found[0]
 
 
-def computing_wheelhouse(dest: Path) -> "object":
-    """The envpkg wheelhouse with TF 2.99.0 numpy-backed and the real numpy 1.26.4 wheel."""
+def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = ()) -> "object":
+    """The envpkg wheelhouse with TF 2.99.0 numpy-backed and the real numpy 1.26.4 wheel.
+    extra_tf: more numpy-backed TensorFlow versions, (version, build cuda, build cudnn)."""
     import hashlib
     import html
 
@@ -239,6 +240,8 @@ def computing_wheelhouse(dest: Path) -> "object":
         if s.name == "tensorflow" and s.version == "2.99.0":
             s = WheelSpec(s.name, s.version, numpy_backed_tf(), s.requires, s.extras)
         specs.append(s)
+    tf_requires = next(s.requires for s in specs if s.name == "tensorflow")
+    specs += [WheelSpec("tensorflow", v, numpy_backed_tf(v, cuda, cudnn), tf_requires) for v, cuda, cudnn in extra_tf]
     wh = build_wheelhouse(dest, specs)
     np_wheel = real_numpy_wheel(dest / "registry")
     shutil.copy2(np_wheel, wh.root / "files" / np_wheel.name)  # type: ignore[attr-defined]

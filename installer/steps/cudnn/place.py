@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from installer.context import Context
 from installer.errors import BadInputError, DownloadError, StepFailed, UsageError
-from installer.files import atomic_write, remove_file
+from installer.files import atomic_write, remove_file, replace_symlink
 from installer.steps.base import Step, UndoRecord, checkpoint
 from installer.steps.cudnn.want import Want, check_cudnn_inputs
 
@@ -355,9 +355,6 @@ def _normalize_layout(root: Path) -> None:
         os.symlink("lib", root / "lib64")
 
 
+
 def _replace_link(link: Path, target: str) -> None:
-    tmp = link.with_name(f".{link.name}.tfgpu-tmp")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(target, tmp)
-    os.replace(tmp, link)  # atomic: the old link or the new one, never none
+    replace_symlink(link, target)
