@@ -42,6 +42,7 @@ VERSION_MISMATCH = "version-mismatch"  # "Driver/library version mismatch": upgr
 NVML_FAILED = "nvml-failed"  # other "Failed to initialize NVML: ..." (containers, WSL2 blocked)
 NOT_INSTALLED = "not-installed"  # "nvidia-smi: command not found"
 UNRECOGNIZED = "unrecognized"  # nothing we know how to read
+GPU_LOST = "gpu-lost"  # "GPU is lost" / "Unable to determine the device handle": fell off the bus (Xid 79)
 
 _RE_TOOL = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + r")")
 # "Driver Version" until R610, "KMD Version" after; table uses "X: v", -q uses "X   : v".
@@ -61,7 +62,18 @@ _RE_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\
 _RE_Q_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 _RE_NVML_LIB = re.compile(r"NVML library version:\s*(" + _VERSION + r")")
 _RE_CSV_HEADER = re.compile(r"^[a-z_.]+(?: \[[^\]]+\])?(?:, *[a-z_.]+(?: \[[^\]]+\])?)*$")
-_KNOWN_QUERY_FIELDS = set(QUERY_FIELDS) | {"gpu_name", "gpu_uuid", "gpu_bus_id", "count", "memory.used"}
+# Fields that identify a GPU: a CSV header must name one of them (prose never looks like this).
+_ID_FIELDS = set(QUERY_FIELDS) | {"gpu_name", "gpu_uuid", "gpu_bus_id", "pci.device_id"}
+_KNOWN_QUERY_FIELDS = _ID_FIELDS | {
+    "count", "memory.used", "memory.free", "compute_mode", "pstate", "timestamp", "serial", "gpu_serial",
+    "vbios_version", "persistence_mode", "display_mode", "display_active", "accounting.mode", "power.draw",
+    "power.limit", "temperature.gpu", "utilization.gpu", "utilization.memory", "fan.speed", "inforom.img",
+}
+_FIELD_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id"}
+_RE_QUERY_ARG = re.compile(r"--query-gpu[= ]['\"]?([A-Za-z_.,]+)")
+_RE_LIST_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*=\s*)?(\[\s*[bBuU]?['\"].*\]|[bB]['\"].*['\"])\s*$")
+_RE_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
+_RE_L_MIG = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
 
 _NA = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "ERR!", "[ERR!]"}
 
@@ -77,6 +89,8 @@ class SmiGpu:
     uuid: Optional[str] = None
     driver_version: Optional[str] = None
     mig_mode: Optional[str] = None  # "Enabled" / "Disabled" where printed
+    pci_device_id: Optional[str] = None  # -q "Device Id" / query pci.device_id: "0x220410DE"
+    architecture: Optional[str] = None  # -q "Product Architecture" (R470+): "Ampere"
 
 
 @dataclass(frozen=True)
@@ -131,29 +145,39 @@ def _clean_name(raw: str) -> tuple[str, bool]:
 # ---------------------------------------------------------------- failures
 
 
+_RE_FAILURE = re.compile(
+    r"no devices were found|could(?:n't| not) communicate with the nvidia driver|driver/library version mismatch"
+    r"|^\s*failed to initialize nvml|nvidia-smi: (?:command )?not found|nvrm:.*(?:probe routine was not called"
+    r"|no nvidia graphics adapter probed|no nvidia gpu found|rminitadapter failed)|gpu is lost"
+    r"|unable to determine the device handle for gpu",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
 def parse_smi_failure(text: str) -> Optional[tuple[str, str]]:
-    """(state, message) when the text holds a known nvidia-smi / NVRM failure, else None."""
-    for line in text.splitlines():
-        s = line.strip()
-        low = s.lower()
-        if "no devices were found" in low:
-            return NO_DEVICES, s
-        if "couldn't communicate with the nvidia driver" in low or "could not communicate with the nvidia driver" in low:
-            return NO_DRIVER, s
-        if "driver/library version mismatch" in low:
-            return VERSION_MISMATCH, s
-        if low.startswith("failed to initialize nvml"):
-            return NVML_FAILED, s
-        if "nvidia-smi: command not found" in low or "nvidia-smi: not found" in low:
-            return NOT_INSTALLED, s
-        if "nvrm:" in low and (
-            "probe routine was not called" in low
-            or "no nvidia graphics adapter probed" in low
-            or "no nvidia gpu found" in low
-            or "rminitadapter failed" in low
-        ):
-            return NO_DRIVER, s
-    return None
+    """(state, message) when the text holds a known nvidia-smi / NVRM failure, else None.
+
+    The earliest failure line counts. Each state names its cause: NO_DRIVER = the kernel module is
+    not loaded (or not reachable: a container without --gpus), not an unreadable file.
+    """
+    m = _RE_FAILURE.search(text)
+    if m is None:
+        return None
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    s = text[start : end if end != -1 else len(text)].strip()
+    low = s.lower()
+    if "no devices were found" in low:
+        return NO_DEVICES, s
+    if "communicate with the nvidia driver" in low or "nvrm:" in low:
+        return NO_DRIVER, s
+    if "driver/library version mismatch" in low:
+        return VERSION_MISMATCH, s
+    if "gpu is lost" in low or "unable to determine the device handle" in low:
+        return GPU_LOST, s
+    if "not found" in low and "nvidia-smi" in low:
+        return NOT_INSTALLED, s
+    return NVML_FAILED, s
 
 
 # ---------------------------------------------------------------- header
@@ -190,6 +214,8 @@ def parse_smi_table(text: str) -> tuple[tuple[SmiGpu, ...], tuple[MigDevice, ...
     migs: list[MigDevice] = []
     section = "gpus"
     for line in text.splitlines():
+        if "|" not in line:
+            continue  # every table line has one: a 50 MB log is mostly other lines
         s = _RE_QUOTE.sub("", line).strip()  # a table pasted as a "> " quote still reads
         if "Processes:" in s:
             section = "processes"
@@ -263,6 +289,7 @@ def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tu
         index = _int(row.get("index", "")) if "index" in row else len(gpus)
         mem_text = (row.get("memory.total") or "").replace("MiB", "").strip()
         cc = _none(row.get("compute_cap", ""))
+        dev_id = _none(row.get("pci.device_id", ""))
         drv = _none(row.get("driver_version", ""))
         name = _none(row.get("name", ""))
         if "index" in row and index is None or len(cells) != len(fields):
@@ -275,6 +302,7 @@ def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tu
             driver_version=drv if is_version(drv) else None,
             compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
             memory_mib=_int(mem_text) if mem_text else None,
+            pci_device_id=dev_id if dev_id and re.fullmatch(r"0x[0-9A-Fa-f]{4,8}", dev_id) else None,
         )
         if not any((gpu.name, gpu.uuid, gpu.bus_id, gpu.driver_version, gpu.compute_capability, gpu.memory_mib)):
             continue
@@ -282,32 +310,95 @@ def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tu
     return tuple(gpus), None
 
 
-def _is_csv_header(line: str) -> bool:
+def _header_fields(line: str) -> Optional[list[str]]:
+    """The field names of a `--format=csv` header line ("name, compute_cap [X]"), else None."""
+    if not _RE_CSV_HEADER.match(line):
+        return None
     names = [n.split(" [")[0].strip() for n in line.split(",")]
-    return bool(_RE_CSV_HEADER.match(line)) and all(n in _KNOWN_QUERY_FIELDS for n in names)
+    if not any(n in _ID_FIELDS for n in names):
+        return None
+    if not all(n in _KNOWN_QUERY_FIELDS or "." in n for n in names):
+        return None
+    return [_FIELD_ALIASES.get(n, n) for n in names]
+
+
+def _is_csv_header(line: str) -> bool:
+    return _header_fields(line) is not None
+
+
+def _unlist(text: str) -> str:
+    """Python-list / bytes pastes of CSV output (`print(out.split("\\n"))`, `b'0, Tesla T4\\n'`) as lines."""
+    if "[" not in text and "b'" not in text and 'b"' not in text:
+        return text
+    import ast
+
+    out: list[str] = []
+    for line in text.splitlines():
+        m = _RE_LIST_LINE.match(line) if len(line) < 100_000 else None
+        if m is None:
+            out.append(line)
+            continue
+        try:
+            value = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            out.append(line)
+            continue
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, bytes):
+                item = item.decode("utf-8", "replace")
+            if isinstance(item, str):
+                out.extend(item.splitlines())
+    return "\n".join(out)
+
+
+def _block_after(lines: list[str], i: int) -> list[str]:
+    """The CSV lines from i on: up to a blank line or the next shell prompt."""
+    block: list[str] = []
+    while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("$", "#", ">")):
+        block.append(lines[i])
+        i += 1
+    return block
 
 
 def _csv_blocks(text: str) -> list[SmiGpu]:
-    """CSV blocks with a header line inside free text (a pasted `--query-gpu ... --format=csv`)."""
+    """`--query-gpu` CSV inside free text: with a header (any column order), or without one
+    (noheader) after a pasted command line naming the fields, in the printed or a Python-list form."""
+    text = _unlist(text)
     out: list[SmiGpu] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         s = lines[i].strip()
-        if s and _is_csv_header(s):
-            names = [n.split(" [")[0].strip() for n in s.split(",")]
-            fields = ["name" if n == "gpu_name" else n for n in names]
-            j = i + 1
-            block: list[str] = []
-            while j < len(lines) and lines[j].strip() and not lines[j].lstrip().startswith(("$", "#", ">")):
-                block.append(lines[j])
-                j += 1
-            gpus, _ = parse_query_gpu("\n".join(block), fields)
-            out.extend(gpus)
-            i = j
+        fields = _header_fields(s) if s and "," in s or s in _ID_FIELDS else None
+        query = _RE_QUERY_ARG.search(s) if "--query-gpu" in s else None
+        if fields:
+            block = _block_after(lines, i + 1)
+        elif query and "noheader" in s:
+            fields = [_FIELD_ALIASES.get(f, f) for f in query.group(1).split(",") if f]
+            block = _block_after(lines, i + 1)
         else:
             i += 1
+            continue
+        gpus, _ = parse_query_gpu("\n".join(block), fields)
+        out.extend(gpus)
+        i += 1 + len(block)
     return out
+
+
+def parse_smi_list(text: str) -> tuple[SmiGpu, ...]:
+    """`nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)", then its MIG devices."""
+    gpus: list[SmiGpu] = []
+    for line in text.splitlines():
+        if "UUID:" not in line:
+            continue
+        m = _RE_L_GPU.match(line)
+        if m:
+            name, truncated = _clean_name(m.group(2))
+            gpus.append(SmiGpu(index=int(m.group(1)), name=name, name_truncated=truncated, uuid=m.group(3)))
+        elif gpus and _RE_L_MIG.match(line):
+            gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": "Enabled"})
+    return tuple(gpus)
 
 
 # ---------------------------------------------------------------- nvidia-smi -q
@@ -353,6 +444,10 @@ def parse_smi_q(text: str) -> tuple[tuple[SmiGpu, ...], Optional[int]]:
                 g["memory_mib"] = int(mm.group(1))
         elif key == "Current" and parent == "MIG Mode":
             g["mig_mode"] = _none(value)
+        elif key == "Device Id" and parent == "PCI":
+            g["pci_device_id"] = _none(value)
+        elif key == "Product Architecture" and not parent:
+            g["architecture"] = _none(value)
         elif key == "Minor Number" and not parent:
             pass
     out = tuple(
@@ -364,6 +459,8 @@ def parse_smi_q(text: str) -> tuple[tuple[SmiGpu, ...], Optional[int]]:
             memory_mib=g.get("memory_mib"),  # type: ignore[arg-type]
             uuid=g.get("uuid"),  # type: ignore[arg-type]
             mig_mode=g.get("mig_mode"),  # type: ignore[arg-type]
+            pci_device_id=g.get("pci_device_id"),  # type: ignore[arg-type]
+            architecture=g.get("architecture"),  # type: ignore[arg-type]
         )
         for g in gpus
     )
@@ -394,6 +491,10 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
         q_gpus, attached = parse_smi_q(text)
         formats.append("-q")
     csv_gpus = _csv_blocks(text)
+    list_gpus = parse_smi_list(text) if "UUID: GPU-" in text else ()
+    if list_gpus:
+        formats.append("-L")
+        csv_gpus = csv_gpus or list(list_gpus)
     invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
     if csv_gpus:
         formats.append("query-csv")
@@ -418,6 +519,7 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
                             **g.__dict__,
                             "compute_capability": g.compute_capability or c.compute_capability,
                             "uuid": g.uuid or c.uuid,
+                            "pci_device_id": g.pci_device_id or c.pci_device_id,
                             "memory_mib": g.memory_mib or c.memory_mib,
                             "name": c.name if (c.name and (g.name_truncated or not g.name)) else g.name,
                             "name_truncated": g.name_truncated and not c.name,

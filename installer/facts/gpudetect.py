@@ -54,6 +54,9 @@ def _state_hint(state: str, host: Optional[Host]) -> str:
         return "the NVIDIA kernel module is not loaded: install the driver (or blacklist nouveau) and reboot"
     if state == HUNG:
         return "the driver does not answer: check `dmesg` for NVRM/Xid errors and reboot"
+    if state == smi.GPU_LOST:
+        return ("the GPU fell off the bus (Xid 79: power, heat or a PCIe fault): `sudo dmesg | grep -i xid`, "
+                "check power cables and seating, then reboot")
     if state == smi.NO_DEVICES:
         return "the driver is loaded but sees no GPU (passthrough, BIOS settings, or a GPU too new for this driver)"
     return ""
@@ -113,6 +116,8 @@ def reading_to_detection(reading: smi.SmiReading, source: str, origin: Optional[
             uuid=g.uuid,
             pci_bus_id=g.bus_id,
             mig=mig,
+            pci_device_id=g.pci_device_id,
+            architecture=g.architecture,
         ))
     for i in sorted(mig_gpus):
         problems.append(Problem(

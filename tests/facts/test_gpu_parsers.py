@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from installer.facts import gpu as smi
 from installer.facts.cuda import parse_nvcc_version
 from installer.facts.probe import lookup_cc
+from installer.knowledge.load import load_knowledge
 from support.probe_machine import MINI_KNOWLEDGE, load_dir
 
 SHARED = {c["id"]: c for c in load_dir("shared/nvidia-smi")}
@@ -72,8 +73,29 @@ READINGS: dict[str, dict[str, Any]] = {
                             (1, "NVIDIA GeForce RTX 4090", False, 24564, "8.9")]),
     "extra_019": dict(state="ok", driver="575.64.03", cuda=None, cuda_field="error", cuda_raw="N/A",
                       gpus=[(0, "NVIDIA GeForce RTX 5070", False, 12227, "12.0")]),
+    # issue 12: -L, CSV in another column order, one-column CSV, noheader CSV printed as a Python list,
+    # WSL2 and R384 tables cut short, -q/-a of R375..R510 (Product Architecture).
+    "extra_020": dict(state="ok", driver="570.86.15", cuda=None, cuda_field="absent",
+                      gpus=[(0, "NVIDIA TITAN V", False, None, "7.0"),
+                            (1, "NVIDIA RTX 5880 Ada Generation", False, None, "8.9")]),
+    "extra_021": dict(state="ok", driver="570.133.07", cuda="12.8", gpus=[(0, None, False, None, "8.9")]),
+    "extra_022": dict(state="ok", driver="440.64", cuda=None, cuda_field="absent",
+                      gpus=[(0, "GeForce RTX 2080", False, 7979, "7.5")]),
+    "extra_023": dict(state="ok", driver="522.25", tool="525.60.13", cuda="11.8",
+                      gpus=[(0, "NVIDIA GeForce", True, 6144, None)]),
+    "extra_024": dict(state="ok", driver="384.69", cuda=None, cuda_field="absent",
+                      gpus=[(0, "GeForce GTX 108", True, 11171, "6.1")]),
+    "extra_025": dict(state="ok", driver="510.68.02", cuda="11.6", gpu_count=1,
+                      gpus=[(0, "NVIDIA GeForce GTX 1650", False, None, "7.5")]),
+    "extra_026": dict(state="ok", driver="440.82", cuda="10.2", gpu_count=1,
+                      gpus=[(0, "GeForce GTX 1650", False, None, "7.5")]),
+    "extra_027": dict(state="ok", driver="375.82", cuda=None, cuda_field="absent", gpu_count=1,
+                      gpus=[(0, "Quadro M1000M", False, None, "5.0")]),
+    "extra_028": dict(state="ok", driver="535.216.01", cuda=None, cuda_field="error", cuda_raw="N/A",
+                      gpus=[(0, "NVIDIA GeForce RTX 2070", False, None, "7.5")]),
 }
 SMI_KINDS = ("nvidia_smi", "nvidia_smi_failure")
+REAL = load_knowledge()  # the packaged gpus.yaml: every real output must be read right with it
 ALL = {**SHARED, **EXTRA}
 
 
@@ -103,7 +125,7 @@ def test_reading(case_id: str) -> None:
     for g in r.gpus:
         cc = g.compute_capability
         if cc is None and g.name:
-            cc, _ = lookup_cc(MINI_KNOWLEDGE, g.name + (" ..." if g.name_truncated else ""), g.name_truncated)
+            cc, _ = lookup_cc(REAL, g.name + (" ..." if g.name_truncated else ""), g.name_truncated)
         got.append((g.index, g.name, g.name_truncated, g.memory_mib, cc))
     assert got == want["gpus"]
     if "mig" in want:
