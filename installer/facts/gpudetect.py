@@ -4,7 +4,8 @@ cross-checked. Each value keeps the source it came from; disagreements become pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -217,6 +218,18 @@ def _pci_scan(ctx: Context) -> tuple[smi.PciGpu, ...]:
     return tuple(out)
 
 
+def _with_sysfs_device_id(ctx: Context, gpu: Gpu) -> Gpu:
+    """A GPU without a compute capability gets its PCI device id from sysfs (by its bus id), so the
+    probe can still identify it from pci_ids.yaml when its name is in no table."""
+    if gpu.compute_capability or gpu.pci_device_id or not gpu.pci_bus_id:
+        return gpu
+    m = re.fullmatch(r"0*([0-9a-fA-F]{4}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", gpu.pci_bus_id.strip())
+    if m is None:
+        return gpu
+    dev = (_read(ctx, f"/sys/bus/pci/devices/{m.group(1).lower()}:{m.group(2).lower()}/device") or "").strip()
+    return replace(gpu, pci_device_id=dev) if re.fullmatch(r"0x[0-9a-fA-F]{4}", dev) else gpu
+
+
 def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
     problems: list[Problem] = []
     tried: list[SourceTried] = []
@@ -270,6 +283,7 @@ def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
         gpus, truncated = det.gpus, det.truncated
     else:
         gpus = ()
+    gpus = tuple(_with_sysfs_device_id(ctx, g) for g in gpus)
 
     # Driver version: every source that answered, cross-checked.
     versions = [(s, v) for s, v in (

@@ -247,6 +247,17 @@ def _architecture_cc(knowledge: Optional["Knowledge"], architecture: Optional[st
     return None, f"architecture {architecture!r} not in gpus.yaml"
 
 
+def _identify_pci(knowledge: Optional["Knowledge"], det: GpuDetection) -> list[Problem]:
+    """What the PCI bus says about a GPU no driver answers for: its model and compute capability."""
+    out = []
+    for p in det.pci:
+        cc, what = _pci_cc(knowledge, p.device_id)
+        if cc:
+            out.append(Problem("gpus", f"PCI device 10de:{p.device_id} ({p.slot}) is compute capability {cc}: {what}",
+                               "info"))
+    return out
+
+
 def _fill_cc(gpus: tuple[Gpu, ...], kn: _Lazy, problems: list[Problem], truncated: set[int]) -> tuple[Gpu, ...]:
     """Name, then PCI device id, then Product Architecture; an unknown GPU is reported with all three."""
     out = []
@@ -322,6 +333,7 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
     if not gpus:
         tried = ", ".join(f"{t.source} ({t.outcome})" for t in det.tried) or "nothing"
         problems.append(Problem("gpus", f"no NVIDIA GPU found; tried: {tried}", "error"))
+        problems += _identify_pci(kn.get(), det)
 
     if assume.python:
         pythons: tuple[PythonInterp, ...] = (
