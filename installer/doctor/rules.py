@@ -5,6 +5,7 @@ The knowledge is data; this module only knows the schema (documented in the YAML
 
 from __future__ import annotations
 
+import importlib
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -13,12 +14,13 @@ from typing import Any, Optional
 
 from installer.errors import BadInputError
 
-try:  # the regex parser, to find the plain text a pattern needs (Python >= 3.11 names)
-    import re._constants as _sre_constants
-    import re._parser as _sre_parser
+# The regex parser, to find the plain text a pattern needs: re._parser since Python 3.11, sre_parse before.
+try:
+    _sre_parser = importlib.import_module("re._parser")
+    _sre_constants = importlib.import_module("re._constants")
 except ImportError:  # Python <= 3.10
-    import sre_constants as _sre_constants  # type: ignore[no-redef]
-    import sre_parse as _sre_parser  # type: ignore[no-redef]
+    _sre_parser = importlib.import_module("sre_parse")
+    _sre_constants = importlib.import_module("sre_constants")
 
 SEVERITIES = ("error", "warning", "info")
 FIX_KINDS = ("command", "remove", "install", "setting", "upgrade", "none")

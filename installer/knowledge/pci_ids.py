@@ -106,10 +106,10 @@ def build_table(devices: Iterable[PciDevice], rows: tuple[GpuRow, ...]) -> list[
             family = votes.setdefault(_chip_family(d.chip), {})
             family[cc] = family.get(cc, 0) + 1
     chip_cc: dict[str, str] = {}
-    for family, counts in votes.items():
+    for chip, counts in votes.items():
         cc, n = max(counts.items(), key=lambda kv: kv[1])
         if 3 * n >= 2 * sum(counts.values()):
-            chip_cc[family] = cc
+            chip_cc[chip] = cc
     out: list[PciGpuEntry] = []
     for d in devices:
         name = d.names[0] if d.names else d.chip

@@ -244,3 +244,38 @@ def test_no_text_crashes_a_parser(text: str) -> None:
     smi.parse_lspci(text)
     smi.parse_smi_failure(text)
     parse_nvcc_version(text)
+
+
+def test_lspci_numeric_form_gives_the_device_id() -> None:
+    """`lspci -n` prints numbers only: the device id is what identifies the GPU (issue 12)."""
+    text = "00:02.0 0600: 8086:3e0f\n01:00.0 0300: 10de:2204 (rev a1)\n01:00.1 0403: 10de:1aef (rev a1)\n"
+    (gpu,) = smi.parse_lspci(text)
+    assert (gpu.slot, gpu.device_id) == ("01:00.0", "2204")
+
+
+def test_query_csv_shapes() -> None:
+    """Header in any order, noheader after the pasted command, a Python-list paste, -L with MIG devices."""
+    r = smi.parse_nvidia_smi("name, pci.device_id, index, compute_cap\nNVIDIA A10, 0x223610DE, 0, 8.6\n")
+    assert [(g.index, g.name, g.pci_device_id, g.compute_capability) for g in r.gpus] == [
+        (0, "NVIDIA A10", "0x223610DE", "8.6")]
+    r = smi.parse_nvidia_smi("$ nvidia-smi --query-gpu=compute_cap,name --format=csv,noheader\n8.9, NVIDIA L4\n")
+    assert [(g.name, g.compute_capability) for g in r.gpus] == [("NVIDIA L4", "8.9")]
+    r = smi.parse_nvidia_smi("nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader\n"
+                             "out = [b'Tesla T4, 7.5\\n', b'Tesla T4, 7.5\\n']\n")
+    assert [(g.index, g.name, g.compute_capability) for g in r.gpus] == [(0, "Tesla T4", "7.5"), (1, "Tesla T4", "7.5")]
+    r = smi.parse_nvidia_smi("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-a2f3-5e8b-90d5-6f6d1c1b0e2c)\n"
+                             "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n")
+    assert [(g.name, g.uuid, g.mig_mode) for g in r.gpus] == [
+        ("NVIDIA A100-SXM4-40GB", "GPU-5d5ba0d6-a2f3-5e8b-90d5-6f6d1c1b0e2c", "Enabled")]
+    assert "-L" in r.formats
+
+
+@pytest.mark.parametrize("text,state", [
+    ("Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\n", smi.GPU_LOST),
+    ("GPU is lost.  Reboot the system to recover this GPU\n", smi.GPU_LOST),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", smi.NO_DRIVER),
+    ("2024-01-01 [ERR] Failed to initialize NVML: Unknown Error\nFailed to initialize NVML: Unknown Error\n", smi.NVML_FAILED),
+])
+def test_failure_states(text: str, state: str) -> None:
+    r = smi.parse_nvidia_smi(text)
+    assert r.state == state and r.message
