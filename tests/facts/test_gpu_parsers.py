@@ -93,6 +93,13 @@ READINGS: dict[str, dict[str, Any]] = {
                       gpus=[(0, "Quadro M1000M", False, None, "5.0")]),
     "extra_028": dict(state="ok", driver="535.216.01", cuda=None, cuda_field="error", cuda_raw="N/A",
                       gpus=[(0, "NVIDIA GeForce RTX 2070", False, None, "7.5")]),
+    "extra_029": dict(state="ok", driver="530.41.03", cuda="12.1", gpu_count=1,
+                      gpus=[(0, "NVIDIA GeForce RTX 3060 Laptop GPU", False, None, "8.6")]),
+    "extra_030": dict(state="ok", driver="535.104.05", cuda="12.2",
+                      gpus=[(0, "NVIDIA GeForce RTX 3070", True, 8192, "8.6"),
+                            (1, "NVIDIA GeForce RTX 3080", True, 8192, "8.6")]),
+    "extra_031": dict(state="ok", driver="546.12", cuda="12.3", gpus=[(0, "NVIDIA GeForce RTX 3050", True, 4096, "8.6")]),
+    "extra_032": dict(state="ok", driver="580.95.05", cuda="13.0", gpus=[(0, "NVIDIA GeForce RTX 3060", False, 12288, "8.6")]),
 }
 SMI_KINDS = ("nvidia_smi", "nvidia_smi_failure")
 REAL = load_knowledge()  # the packaged gpus.yaml: every real output must be read right with it

@@ -54,6 +54,10 @@ WANT: dict[str, tuple[Optional[str], Optional[str], Optional[str], list[Optional
     "extra_026": ("440.82", "10.2", HDR, ["7.5"]),
     "extra_027": ("375.82", None, None, ["5.0"]),
     "extra_028": ("535.216.01", None, None, ["7.5"]),
+    "extra_029": ("530.41.03", "12.1", HDR, ["8.6"]),
+    "extra_030": ("535.104.05", "12.2", HDR, ["8.6", "8.6"]),
+    "extra_031": ("546.12", "12.3", HDR, ["8.6"]),
+    "extra_032": ("580.95.05", "13.0", HDR, ["8.6"]),
 }
 
 
