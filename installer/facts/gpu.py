@@ -10,8 +10,7 @@ containers and WSL2), `--query-gpu` CSV, `nvidia-smi -q`, the failure messages,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 # Re-exported: callers read every NVIDIA text format from this module.
 from installer.facts.devices import _VERSION
@@ -21,28 +20,29 @@ from installer.facts.devices import is_version as is_version
 from installer.facts.devices import parse_lspci as parse_lspci
 from installer.facts.devices import parse_proc_driver_version as parse_proc_driver_version
 from installer.facts.devices import parse_sys_module_version as parse_sys_module_version
+from installer.facts.smi_model import MigDevice as MigDevice
+from installer.facts.smi_model import NO_DEVICES as NO_DEVICES
+from installer.facts.smi_model import NO_DRIVER as NO_DRIVER
+from installer.facts.smi_model import NOT_INSTALLED as NOT_INSTALLED
+from installer.facts.smi_model import NVML_FAILED as NVML_FAILED
+from installer.facts.smi_model import OK as OK
+from installer.facts.smi_model import GPU_LOST as GPU_LOST
+from installer.facts.smi_model import QUERY_FIELDS as QUERY_FIELDS
+from installer.facts.smi_model import QUERY_FIELDS_OLD as QUERY_FIELDS_OLD
+from installer.facts.smi_model import UNRECOGNIZED as UNRECOGNIZED
+from installer.facts.smi_model import VERSION_MISMATCH as VERSION_MISMATCH
+from installer.facts.smi_model import SmiGpu as SmiGpu
+from installer.facts.smi_model import SmiReading as SmiReading
+from installer.facts.smi_model import _clean_name, _int, _none
+from installer.facts.smi_query import _csv_blocks
+from installer.facts.smi_query import parse_query_gpu as parse_query_gpu
+from installer.facts.smi_query import parse_smi_list as parse_smi_list
 
 __all__ = [
     "PciGpu", "cuda_from_int", "is_version", "parse_lspci", "parse_proc_driver_version", "parse_sys_module_version",
     "SmiGpu", "MigDevice", "SmiReading", "parse_nvidia_smi", "parse_smi_table", "parse_smi_q", "parse_query_gpu",
-    "parse_smi_failure", "QUERY_FIELDS", "QUERY_FIELDS_OLD",
+    "parse_smi_failure", "parse_smi_list", "QUERY_FIELDS", "QUERY_FIELDS_OLD",
 ]
-
-# The fields we ask `nvidia-smi --query-gpu` for. Drivers before ~R510 reject compute_cap.
-QUERY_FIELDS: tuple[str, ...] = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "compute_cap", "memory.total",
-)
-QUERY_FIELDS_OLD: tuple[str, ...] = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
-
-# States of one nvidia-smi reading.
-OK = "ok"
-NO_DEVICES = "no-devices"  # "No devices were found"
-NO_DRIVER = "no-driver"  # "couldn't communicate with the NVIDIA driver", NVRM probe failures
-VERSION_MISMATCH = "version-mismatch"  # "Driver/library version mismatch": upgraded, not rebooted
-NVML_FAILED = "nvml-failed"  # other "Failed to initialize NVML: ..." (containers, WSL2 blocked)
-NOT_INSTALLED = "not-installed"  # "nvidia-smi: command not found"
-UNRECOGNIZED = "unrecognized"  # nothing we know how to read
-GPU_LOST = "gpu-lost"  # "GPU is lost" / "Unable to determine the device handle": fell off the bus (Xid 79)
 
 _RE_TOOL = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + r")")
 # "Driver Version" until R610, "KMD Version" after; table uses "X: v", -q uses "X   : v".
@@ -61,85 +61,6 @@ _RE_ATTACHED = re.compile(r"^\s*Attached GPUs\s*:\s*(\d+)")
 _RE_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _RE_Q_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 _RE_NVML_LIB = re.compile(r"NVML library version:\s*(" + _VERSION + r")")
-_RE_CSV_HEADER = re.compile(r"^[a-z_.]+(?: \[[^\]]+\])?(?:, *[a-z_.]+(?: \[[^\]]+\])?)*$")
-# Fields that identify a GPU: a CSV header must name one of them (prose never looks like this).
-_ID_FIELDS = set(QUERY_FIELDS) | {"gpu_name", "gpu_uuid", "gpu_bus_id", "pci.device_id"}
-_KNOWN_QUERY_FIELDS = _ID_FIELDS | {
-    "count", "memory.used", "memory.free", "compute_mode", "pstate", "timestamp", "serial", "gpu_serial",
-    "vbios_version", "persistence_mode", "display_mode", "display_active", "accounting.mode", "power.draw",
-    "power.limit", "temperature.gpu", "utilization.gpu", "utilization.memory", "fan.speed", "inforom.img",
-}
-_FIELD_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id"}
-_RE_QUERY_ARG = re.compile(r"--query-gpu[= ]['\"]?([A-Za-z_.,]+)")
-_RE_LIST_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*=\s*)?(\[\s*[bBuU]?['\"].*\]|[bB]['\"].*['\"])\s*$")
-_RE_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
-_RE_L_MIG = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
-
-_NA = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "ERR!", "[ERR!]"}
-
-
-@dataclass(frozen=True)
-class SmiGpu:
-    index: Optional[int]
-    name: Optional[str]
-    name_truncated: bool = False  # the table cuts long names ("NVIDIA GeForce RTX 3060 ...")
-    bus_id: Optional[str] = None
-    memory_mib: Optional[int] = None
-    compute_capability: Optional[str] = None
-    uuid: Optional[str] = None
-    driver_version: Optional[str] = None
-    mig_mode: Optional[str] = None  # "Enabled" / "Disabled" where printed
-    pci_device_id: Optional[str] = None  # -q "Device Id" / query pci.device_id: "0x220410DE"
-    architecture: Optional[str] = None  # -q "Product Architecture" (R470+): "Ampere"
-
-
-@dataclass(frozen=True)
-class MigDevice:
-    gpu: int
-    gi: Optional[int]
-    ci: Optional[int]
-    mig_dev: int
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class SmiReading:
-    """What one nvidia-smi output (table, -q, CSV or failure text, or several joined) says."""
-
-    state: str
-    driver_version: Optional[str] = None
-    tool_version: Optional[str] = None  # "NVIDIA-SMI x": differs from the driver in containers/WSL2
-    cuda_version: Optional[str] = None  # only when the field holds a version
-    cuda_field: str = "absent"  # "absent" (pre-R410) | "ok" | "error" ("ERR!", "N/A")
-    cuda_raw: Optional[str] = None  # the field as printed
-    cuda_label: Optional[str] = None  # "CUDA Version" | "CUDA UMD Version"
-    gpus: tuple[SmiGpu, ...] = ()
-    mig_devices: tuple[MigDevice, ...] = ()
-    gpu_count: Optional[int] = None  # "Attached GPUs" (-q)
-    message: Optional[str] = None  # the failure line, as printed
-    nvml_library_version: Optional[str] = None  # printed with a version mismatch
-    formats: tuple[str, ...] = ()  # what was recognized: table, query-csv, -q, failure, nvrm-log
-    invalid_field: Optional[str] = None  # 'Field "compute_cap" is not a valid field to query.'
-    module_version: Optional[str] = None  # an "NVRM version:" line pasted along (/proc/driver/nvidia/version)
-
-    @property
-    def tool_differs(self) -> bool:
-        return bool(self.tool_version and self.driver_version and self.tool_version != self.driver_version)
-
-
-def _int(text: str) -> Optional[int]:
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-def _clean_name(raw: str) -> tuple[str, bool]:
-    name = raw.strip()
-    for tail in ("...", "\u2026"):
-        if name.endswith(tail):
-            return name[: -len(tail)].rstrip(), True
-    return name, False
 
 
 # ---------------------------------------------------------------- failures
@@ -277,159 +198,6 @@ def parse_smi_table(text: str) -> tuple[tuple[SmiGpu, ...], tuple[MigDevice, ...
             if len(cells) >= 2 and not any(cells[:-1]) and cells[-1] in ("Enabled", "Disabled"):
                 gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": cells[-1]})
     return tuple(gpus), tuple(migs)
-
-
-# ---------------------------------------------------------------- --query-gpu CSV
-
-
-def _none(value: str) -> Optional[str]:
-    v = value.strip()
-    return None if v in _NA else v
-
-
-def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tuple[SmiGpu, ...], Optional[str]]:
-    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`.
-
-    Returns (gpus, invalid_field). A header line (csv without noheader) is skipped.
-    """
-    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
-    if invalid:
-        return (), invalid.group(1)
-    fields = tuple(fields)
-    gpus: list[SmiGpu] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or _is_csv_header(s):
-            continue
-        cells = [c.strip() for c in s.split(",")]
-        if len(cells) < len(fields):
-            continue
-        if len(cells) > len(fields) and "name" in fields:
-            # A comma inside the name: glue the surplus back into it.
-            i = fields.index("name")
-            extra = len(cells) - len(fields)
-            cells = cells[:i] + [", ".join(cells[i : i + extra + 1])] + cells[i + extra + 1 :]
-        row = dict(zip(fields, cells))
-        index = _int(row.get("index", "")) if "index" in row else len(gpus)
-        mem_text = (row.get("memory.total") or "").replace("MiB", "").strip()
-        cc = _none(row.get("compute_cap", ""))
-        dev_id = _none(row.get("pci.device_id", ""))
-        drv = _none(row.get("driver_version", ""))
-        name = _none(row.get("name", ""))
-        if "index" in row and index is None or len(cells) != len(fields):
-            continue  # not a data row (a prompt line, a message)
-        gpu = SmiGpu(
-            index=index,
-            name=name,
-            uuid=_none(row.get("uuid", "")),
-            bus_id=_none(row.get("pci.bus_id", "")),
-            driver_version=drv if is_version(drv) else None,
-            compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
-            memory_mib=_int(mem_text) if mem_text else None,
-            pci_device_id=dev_id if dev_id and re.fullmatch(r"0x[0-9A-Fa-f]{4,8}", dev_id) else None,
-        )
-        if not any((gpu.name, gpu.uuid, gpu.bus_id, gpu.driver_version, gpu.compute_capability, gpu.memory_mib)):
-            continue
-        gpus.append(gpu)
-    return tuple(gpus), None
-
-
-def _header_fields(line: str) -> Optional[list[str]]:
-    """The field names of a `--format=csv` header line ("name, compute_cap [X]"), else None."""
-    if not _RE_CSV_HEADER.match(line):
-        return None
-    names = [n.split(" [")[0].strip() for n in line.split(",")]
-    if not any(n in _ID_FIELDS for n in names):
-        return None
-    if not all(n in _KNOWN_QUERY_FIELDS or "." in n for n in names):
-        return None
-    return [_FIELD_ALIASES.get(n, n) for n in names]
-
-
-def _is_csv_header(line: str) -> bool:
-    return _header_fields(line) is not None
-
-
-def _unlist(text: str) -> str:
-    """Python-list / bytes pastes of CSV output (`print(out.split("\\n"))`, `b'0, Tesla T4\\n'`) as lines."""
-    if "[" not in text and "b'" not in text and 'b"' not in text:
-        return text
-    import ast
-
-    out: list[str] = []
-    for line in text.splitlines():
-        head = line.lstrip()[:2]
-        if not (head[:1] == "[" or head in ("b'", 'b"', "B'", 'B"') or "= [" in line):
-            out.append(line)  # the cheap test first: most lines of a long log are not list reprs
-            continue
-        m = _RE_LIST_LINE.match(line) if len(line) < 100_000 else None
-        if m is None:
-            out.append(line)
-            continue
-        try:
-            value = ast.literal_eval(m.group(1))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            out.append(line)
-            continue
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, bytes):
-                item = item.decode("utf-8", "replace")
-            if isinstance(item, str):
-                out.extend(item.splitlines())
-    return "\n".join(out)
-
-
-def _block_after(lines: list[str], i: int) -> list[str]:
-    """The CSV lines from i on: up to a blank line or the next shell prompt."""
-    block: list[str] = []
-    while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("$", "#", ">")):
-        block.append(lines[i])
-        i += 1
-    return block
-
-
-def _csv_blocks(text: str) -> list[SmiGpu]:
-    """`--query-gpu` CSV inside free text: with a header (any column order), or without one
-    (noheader) after a pasted command line naming the fields, in the printed or a Python-list form."""
-    text = _unlist(text)
-    out: list[SmiGpu] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        s = lines[i].strip()
-        if "," not in s and s not in _ID_FIELDS and "--query-gpu" not in s:
-            i += 1  # neither a header nor a command line naming the fields
-            continue
-        fields = _header_fields(s)
-        query = _RE_QUERY_ARG.search(s) if "--query-gpu" in s else None
-        if fields:
-            block = _block_after(lines, i + 1)
-        elif query and "noheader" in s:
-            fields = [_FIELD_ALIASES.get(f, f) for f in query.group(1).split(",") if f]
-            block = _block_after(lines, i + 1)
-        else:
-            i += 1
-            continue
-        gpus, _ = parse_query_gpu("\n".join(block), fields)
-        out.extend(gpus)
-        i += 1 + len(block)
-    return out
-
-
-def parse_smi_list(text: str) -> tuple[SmiGpu, ...]:
-    """`nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)", then its MIG devices."""
-    gpus: list[SmiGpu] = []
-    for line in text.splitlines():
-        if "UUID:" not in line:
-            continue
-        m = _RE_L_GPU.match(line)
-        if m:
-            name, truncated = _clean_name(m.group(2))
-            gpus.append(SmiGpu(index=int(m.group(1)), name=name, name_truncated=truncated, uuid=m.group(3)))
-        elif gpus and _RE_L_MIG.match(line):
-            gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": "Enabled"})
-    return tuple(gpus)
 
 
 # ---------------------------------------------------------------- nvidia-smi -q
