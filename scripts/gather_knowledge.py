@@ -264,6 +264,27 @@ def gather(only: Optional[set[str]] = None) -> list[dict[str, Any]]:
     return rows
 
 
+def write_pci_ids(pci_ids: Path, out: Path) -> int:
+    """PCI device id -> compute capability, from pci.ids names matched against profiles/gpus.yaml."""
+    from installer.knowledge.pci_ids import build_table, parse_pci_ids, render_table
+    from installer.knowledge.schema import parse_gpus
+
+    text = pci_ids.read_text(encoding="utf-8", errors="replace")
+    version = re.search(r"^#\s*Version:\s*(\S+)", text, re.M)
+    rows = parse_gpus(ROOT / "profiles" / "gpus.yaml", "profiles/gpus.yaml")
+    devices = parse_pci_ids(text)
+    entries = build_table(devices, rows)
+    source = (f"https://pci-ids.ucw.cz/ (pci.ids version {version.group(1) if version else 'unknown'}, "
+              f"read from {pci_ids}) for the device names; compute capabilities from profiles/gpus.yaml")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(render_table(entries, source))
+    tmp.replace(out)
+    by_chip = sum(1 for e in entries if e.how == "chip")
+    print(f"{len(devices)} NVIDIA devices in {pci_ids}; {len(entries)} with a compute capability "
+          f"({len(entries) - by_chip} by name, {by_chip} by chip) -> {out}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", help="only these versions (merged into --out)")
@@ -276,7 +297,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="also scan the GPU code embedded in the wheel (reads ~300-600 MB per release)")
     ap.add_argument("--write-matrix", action="store_true",
                     help="write profiles/matrix.yaml from the facts file (no network)")
+    ap.add_argument("--pci-ids", type=Path, metavar="PCI_IDS",
+                    help="write profiles/pci_ids.yaml from this pci.ids file (hwdata: /usr/share/misc/pci.ids)")
     args = ap.parse_args(argv)
+    if args.pci_ids:
+        return write_pci_ids(args.pci_ids, ROOT / "profiles" / "pci_ids.yaml")
     if args.write_matrix:
         write_matrix(args.out, ROOT / "profiles" / "matrix.yaml")
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from installer.context import Context
+from installer.doctor.cpu_check import check_cpu_features
 from installer.doctor.envcheck import probe_import, read_env
 from installer.doctor.system_layers import gather_host, check_driver, check_gpu_memory, check_libraries, check_toolkits, check_visible_devices, check_wsl_linux_driver
 from installer.doctor.rules import RuleSet
@@ -27,8 +28,8 @@ def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport
     gather_host(w)
     steps: list[Callable[[Walk], Sequence[Optional[Check]]]] = [
         lambda w: [check_driver(w)], lambda w: [check_wsl_linux_driver(w)], lambda w: [check_gpu_memory(w)],
-        check_toolkits, lambda w: _load_env(w), check_libraries, lambda w: [check_visible_devices(w)],
-        check_env, check_import, check_compute_capability, check_ptxas,
+        check_toolkits, lambda w: [check_cpu_features(w)], lambda w: _load_env(w), check_libraries,
+        lambda w: [check_visible_devices(w)], check_env, check_import, check_compute_capability, check_ptxas,
     ]
     broken = None
     for step in steps:

@@ -271,6 +271,12 @@ def check_libraries(w: Walk) -> list[Check]:
         return [Check("libraries", "libcuda.so.1", BROKEN,
                       "nvidia-smi answers, but no libcuda.so.1 is in the library path or the system library dirs",
                       rule.cause, rule.fix, rule=rule.id)]
+    stub = next((lf for lf in libs if lf.name.startswith("libcuda.so") and "/stubs" in lf.dir), None)
+    if stub is not None:
+        # A toolkit's link-time stub ahead of the driver: every CUDA call returns CUDA_ERROR_STUB_LIBRARY.
+        rule = w.rules.by_id("libcuda-stub-loaded")
+        return [Check("libraries", "libcuda stub", BROKEN, f"{stub.path} is on the library path",
+                      rule.cause, rule.fix, rule=rule.id)]
     dangling = [lf for lf in libs if lf.dangling]
     if dangling:
         lf = dangling[0]

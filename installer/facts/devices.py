@@ -60,13 +60,16 @@ _RE_LSPCI = re.compile(
 
 
 def parse_lspci(text: str) -> tuple[PciGpu, ...]:
-    """NVIDIA display devices (VGA [0300], 3D [0302], display [0380]) in `lspci -nn` (or plain lspci)."""
+    """NVIDIA display devices (VGA [0300], 3D [0302], display [0380]) in `lspci -nn`, `lspci -n` or plain lspci."""
     out: list[PciGpu] = []
     for line in text.splitlines():
         m = _RE_LSPCI.match(line.strip())
         if not m:
             continue
         cls, code, desc = m.group("cls").strip(), m.group("code"), m.group("desc")
+        if code is None and re.fullmatch(r"[0-9a-fA-F]{4}", cls):
+            code = cls  # `lspci -n`: "01:00.0 0300: 10de:2204 (rev a1)", numbers only
+            desc = re.sub(r"^([0-9a-fA-F]{4}:[0-9a-fA-F]{4})", r"[\1]", desc.strip())
         is_display = code in ("0300", "0302", "0380") if code else any(
             k in cls for k in ("VGA compatible controller", "3D controller", "Display controller")
         )

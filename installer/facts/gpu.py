@@ -10,8 +10,7 @@ containers and WSL2), `--query-gpu` CSV, `nvidia-smi -q`, the failure messages,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 # Re-exported: callers read every NVIDIA text format from this module.
 from installer.facts.devices import _VERSION
@@ -21,27 +20,29 @@ from installer.facts.devices import is_version as is_version
 from installer.facts.devices import parse_lspci as parse_lspci
 from installer.facts.devices import parse_proc_driver_version as parse_proc_driver_version
 from installer.facts.devices import parse_sys_module_version as parse_sys_module_version
+from installer.facts.smi_model import MigDevice as MigDevice
+from installer.facts.smi_model import NO_DEVICES as NO_DEVICES
+from installer.facts.smi_model import NO_DRIVER as NO_DRIVER
+from installer.facts.smi_model import NOT_INSTALLED as NOT_INSTALLED
+from installer.facts.smi_model import NVML_FAILED as NVML_FAILED
+from installer.facts.smi_model import OK as OK
+from installer.facts.smi_model import GPU_LOST as GPU_LOST
+from installer.facts.smi_model import QUERY_FIELDS as QUERY_FIELDS
+from installer.facts.smi_model import QUERY_FIELDS_OLD as QUERY_FIELDS_OLD
+from installer.facts.smi_model import UNRECOGNIZED as UNRECOGNIZED
+from installer.facts.smi_model import VERSION_MISMATCH as VERSION_MISMATCH
+from installer.facts.smi_model import SmiGpu as SmiGpu
+from installer.facts.smi_model import SmiReading as SmiReading
+from installer.facts.smi_model import _clean_name, _int, _none
+from installer.facts.smi_query import _csv_blocks
+from installer.facts.smi_query import parse_query_gpu as parse_query_gpu
+from installer.facts.smi_query import parse_smi_list as parse_smi_list
 
 __all__ = [
     "PciGpu", "cuda_from_int", "is_version", "parse_lspci", "parse_proc_driver_version", "parse_sys_module_version",
     "SmiGpu", "MigDevice", "SmiReading", "parse_nvidia_smi", "parse_smi_table", "parse_smi_q", "parse_query_gpu",
-    "parse_smi_failure", "QUERY_FIELDS", "QUERY_FIELDS_OLD",
+    "parse_smi_failure", "parse_smi_list", "QUERY_FIELDS", "QUERY_FIELDS_OLD",
 ]
-
-# The fields we ask `nvidia-smi --query-gpu` for. Drivers before ~R510 reject compute_cap.
-QUERY_FIELDS: tuple[str, ...] = (
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "compute_cap", "memory.total",
-)
-QUERY_FIELDS_OLD: tuple[str, ...] = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
-
-# States of one nvidia-smi reading.
-OK = "ok"
-NO_DEVICES = "no-devices"  # "No devices were found"
-NO_DRIVER = "no-driver"  # "couldn't communicate with the NVIDIA driver", NVRM probe failures
-VERSION_MISMATCH = "version-mismatch"  # "Driver/library version mismatch": upgraded, not rebooted
-NVML_FAILED = "nvml-failed"  # other "Failed to initialize NVML: ..." (containers, WSL2 blocked)
-NOT_INSTALLED = "not-installed"  # "nvidia-smi: command not found"
-UNRECOGNIZED = "unrecognized"  # nothing we know how to read
 
 _RE_TOOL = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + r")")
 # "Driver Version" until R610, "KMD Version" after; table uses "X: v", -q uses "X   : v".
@@ -60,100 +61,68 @@ _RE_ATTACHED = re.compile(r"^\s*Attached GPUs\s*:\s*(\d+)")
 _RE_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _RE_Q_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 _RE_NVML_LIB = re.compile(r"NVML library version:\s*(" + _VERSION + r")")
-_RE_CSV_HEADER = re.compile(r"^[a-z_.]+(?: \[[^\]]+\])?(?:, *[a-z_.]+(?: \[[^\]]+\])?)*$")
-_KNOWN_QUERY_FIELDS = set(QUERY_FIELDS) | {"gpu_name", "gpu_uuid", "gpu_bus_id", "count", "memory.used"}
-
-_NA = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]", "ERR!", "[ERR!]"}
-
-
-@dataclass(frozen=True)
-class SmiGpu:
-    index: Optional[int]
-    name: Optional[str]
-    name_truncated: bool = False  # the table cuts long names ("NVIDIA GeForce RTX 3060 ...")
-    bus_id: Optional[str] = None
-    memory_mib: Optional[int] = None
-    compute_capability: Optional[str] = None
-    uuid: Optional[str] = None
-    driver_version: Optional[str] = None
-    mig_mode: Optional[str] = None  # "Enabled" / "Disabled" where printed
-
-
-@dataclass(frozen=True)
-class MigDevice:
-    gpu: int
-    gi: Optional[int]
-    ci: Optional[int]
-    mig_dev: int
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class SmiReading:
-    """What one nvidia-smi output (table, -q, CSV or failure text, or several joined) says."""
-
-    state: str
-    driver_version: Optional[str] = None
-    tool_version: Optional[str] = None  # "NVIDIA-SMI x": differs from the driver in containers/WSL2
-    cuda_version: Optional[str] = None  # only when the field holds a version
-    cuda_field: str = "absent"  # "absent" (pre-R410) | "ok" | "error" ("ERR!", "N/A")
-    cuda_raw: Optional[str] = None  # the field as printed
-    cuda_label: Optional[str] = None  # "CUDA Version" | "CUDA UMD Version"
-    gpus: tuple[SmiGpu, ...] = ()
-    mig_devices: tuple[MigDevice, ...] = ()
-    gpu_count: Optional[int] = None  # "Attached GPUs" (-q)
-    message: Optional[str] = None  # the failure line, as printed
-    nvml_library_version: Optional[str] = None  # printed with a version mismatch
-    formats: tuple[str, ...] = ()  # what was recognized: table, query-csv, -q, failure, nvrm-log
-    invalid_field: Optional[str] = None  # 'Field "compute_cap" is not a valid field to query.'
-    module_version: Optional[str] = None  # an "NVRM version:" line pasted along (/proc/driver/nvidia/version)
-
-    @property
-    def tool_differs(self) -> bool:
-        return bool(self.tool_version and self.driver_version and self.tool_version != self.driver_version)
-
-
-def _int(text: str) -> Optional[int]:
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-def _clean_name(raw: str) -> tuple[str, bool]:
-    name = raw.strip()
-    for tail in ("...", "\u2026"):
-        if name.endswith(tail):
-            return name[: -len(tail)].rstrip(), True
-    return name, False
 
 
 # ---------------------------------------------------------------- failures
 
 
+# What each failure prints (lower case). Found with str.find on the lower-cased text: a case-insensitive
+# regex alternation took seconds on a 50 MB log.
+_FAILURE_NEEDLES = (
+    "no devices were found", "couldn't communicate with the nvidia driver", "could not communicate with the nvidia driver",
+    "driver/library version mismatch", "failed to initialize nvml", "nvidia-smi: command not found",
+    "nvidia-smi: not found", "gpu is lost", "unable to determine the device handle for gpu",
+)
+_NVRM_FAILURES = ("probe routine was not called", "no nvidia graphics adapter probed", "no nvidia gpu found",
+                  "rminitadapter failed")
+
+
+def _line_around(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start : end if end != -1 else len(text)].strip()
+
+
+def _first_failure_line(text: str) -> Optional[str]:
+    """The earliest line holding a known failure (a "failed to initialize nvml" only at a line start)."""
+    low = text.lower()
+    best = -1
+    for needle in _FAILURE_NEEDLES:
+        pos = low.find(needle)
+        while pos != -1 and needle == "failed to initialize nvml" and not _line_around(low, pos).startswith(needle):
+            pos = low.find(needle, pos + 1)
+        if pos != -1 and (best == -1 or pos < best):
+            best = pos
+    pos = low.find("nvrm:")
+    while pos != -1 and (best == -1 or pos < best):
+        if any(f in _line_around(low, pos) for f in _NVRM_FAILURES):
+            best = pos
+            break
+        pos = low.find("nvrm:", pos + 1)
+    return _line_around(text, best) if best != -1 else None
+
+
 def parse_smi_failure(text: str) -> Optional[tuple[str, str]]:
-    """(state, message) when the text holds a known nvidia-smi / NVRM failure, else None."""
-    for line in text.splitlines():
-        s = line.strip()
-        low = s.lower()
-        if "no devices were found" in low:
-            return NO_DEVICES, s
-        if "couldn't communicate with the nvidia driver" in low or "could not communicate with the nvidia driver" in low:
-            return NO_DRIVER, s
-        if "driver/library version mismatch" in low:
-            return VERSION_MISMATCH, s
-        if low.startswith("failed to initialize nvml"):
-            return NVML_FAILED, s
-        if "nvidia-smi: command not found" in low or "nvidia-smi: not found" in low:
-            return NOT_INSTALLED, s
-        if "nvrm:" in low and (
-            "probe routine was not called" in low
-            or "no nvidia graphics adapter probed" in low
-            or "no nvidia gpu found" in low
-            or "rminitadapter failed" in low
-        ):
-            return NO_DRIVER, s
-    return None
+    """(state, message) when the text holds a known nvidia-smi / NVRM failure, else None.
+
+    The earliest failure line counts. Each state names its cause: NO_DRIVER = the kernel module is
+    not loaded (or not reachable: a container without --gpus), not an unreadable file.
+    """
+    s = _first_failure_line(text)
+    if s is None:
+        return None
+    low = s.lower()
+    if "no devices were found" in low:
+        return NO_DEVICES, s
+    if "communicate with the nvidia driver" in low or "nvrm:" in low:
+        return NO_DRIVER, s
+    if "driver/library version mismatch" in low:
+        return VERSION_MISMATCH, s
+    if "gpu is lost" in low or "unable to determine the device handle" in low:
+        return GPU_LOST, s
+    if "not found" in low and "nvidia-smi" in low:
+        return NOT_INSTALLED, s
+    return NVML_FAILED, s
 
 
 # ---------------------------------------------------------------- header
@@ -190,6 +159,8 @@ def parse_smi_table(text: str) -> tuple[tuple[SmiGpu, ...], tuple[MigDevice, ...
     migs: list[MigDevice] = []
     section = "gpus"
     for line in text.splitlines():
+        if "|" not in line:
+            continue  # every table line has one: a 50 MB log is mostly other lines
         s = _RE_QUOTE.sub("", line).strip()  # a table pasted as a "> " quote still reads
         if "Processes:" in s:
             section = "processes"
@@ -227,87 +198,6 @@ def parse_smi_table(text: str) -> tuple[tuple[SmiGpu, ...], tuple[MigDevice, ...
             if len(cells) >= 2 and not any(cells[:-1]) and cells[-1] in ("Enabled", "Disabled"):
                 gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": cells[-1]})
     return tuple(gpus), tuple(migs)
-
-
-# ---------------------------------------------------------------- --query-gpu CSV
-
-
-def _none(value: str) -> Optional[str]:
-    v = value.strip()
-    return None if v in _NA else v
-
-
-def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[tuple[SmiGpu, ...], Optional[str]]:
-    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`.
-
-    Returns (gpus, invalid_field). A header line (csv without noheader) is skipped.
-    """
-    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
-    if invalid:
-        return (), invalid.group(1)
-    fields = tuple(fields)
-    gpus: list[SmiGpu] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or _is_csv_header(s):
-            continue
-        cells = [c.strip() for c in s.split(",")]
-        if len(cells) < len(fields):
-            continue
-        if len(cells) > len(fields) and "name" in fields:
-            # A comma inside the name: glue the surplus back into it.
-            i = fields.index("name")
-            extra = len(cells) - len(fields)
-            cells = cells[:i] + [", ".join(cells[i : i + extra + 1])] + cells[i + extra + 1 :]
-        row = dict(zip(fields, cells))
-        index = _int(row.get("index", "")) if "index" in row else len(gpus)
-        mem_text = (row.get("memory.total") or "").replace("MiB", "").strip()
-        cc = _none(row.get("compute_cap", ""))
-        drv = _none(row.get("driver_version", ""))
-        name = _none(row.get("name", ""))
-        if "index" in row and index is None or len(cells) != len(fields):
-            continue  # not a data row (a prompt line, a message)
-        gpu = SmiGpu(
-            index=index,
-            name=name,
-            uuid=_none(row.get("uuid", "")),
-            bus_id=_none(row.get("pci.bus_id", "")),
-            driver_version=drv if is_version(drv) else None,
-            compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
-            memory_mib=_int(mem_text) if mem_text else None,
-        )
-        if not any((gpu.name, gpu.uuid, gpu.bus_id, gpu.driver_version, gpu.compute_capability, gpu.memory_mib)):
-            continue
-        gpus.append(gpu)
-    return tuple(gpus), None
-
-
-def _is_csv_header(line: str) -> bool:
-    names = [n.split(" [")[0].strip() for n in line.split(",")]
-    return bool(_RE_CSV_HEADER.match(line)) and all(n in _KNOWN_QUERY_FIELDS for n in names)
-
-
-def _csv_blocks(text: str) -> list[SmiGpu]:
-    """CSV blocks with a header line inside free text (a pasted `--query-gpu ... --format=csv`)."""
-    out: list[SmiGpu] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        s = lines[i].strip()
-        if s and _is_csv_header(s):
-            names = [n.split(" [")[0].strip() for n in s.split(",")]
-            fields = ["name" if n == "gpu_name" else n for n in names]
-            j = i + 1
-            block: list[str] = []
-            while j < len(lines) and lines[j].strip() and not lines[j].lstrip().startswith(("$", "#", ">")):
-                block.append(lines[j])
-                j += 1
-            gpus, _ = parse_query_gpu("\n".join(block), fields)
-            out.extend(gpus)
-            i = j
-        else:
-            i += 1
-    return out
 
 
 # ---------------------------------------------------------------- nvidia-smi -q
@@ -353,6 +243,10 @@ def parse_smi_q(text: str) -> tuple[tuple[SmiGpu, ...], Optional[int]]:
                 g["memory_mib"] = int(mm.group(1))
         elif key == "Current" and parent == "MIG Mode":
             g["mig_mode"] = _none(value)
+        elif key == "Device Id" and parent == "PCI":
+            g["pci_device_id"] = _none(value)
+        elif key == "Product Architecture" and not parent:
+            g["architecture"] = _none(value)
         elif key == "Minor Number" and not parent:
             pass
     out = tuple(
@@ -364,6 +258,8 @@ def parse_smi_q(text: str) -> tuple[tuple[SmiGpu, ...], Optional[int]]:
             memory_mib=g.get("memory_mib"),  # type: ignore[arg-type]
             uuid=g.get("uuid"),  # type: ignore[arg-type]
             mig_mode=g.get("mig_mode"),  # type: ignore[arg-type]
+            pci_device_id=g.get("pci_device_id"),  # type: ignore[arg-type]
+            architecture=g.get("architecture"),  # type: ignore[arg-type]
         )
         for g in gpus
     )
@@ -390,10 +286,15 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
         formats.append("table")
     q_gpus: tuple[SmiGpu, ...] = ()
     attached: Optional[int] = None
-    if "NVSMI LOG" in text or _RE_ATTACHED.search(text) or re.search(r"^\s*Product Name\s*:", text, re.M):
+    if "NVSMI LOG" in text or _RE_ATTACHED.search(text) or (
+            "Product Name" in text and re.search(r"^\s*Product Name\s*:", text, re.M)):
         q_gpus, attached = parse_smi_q(text)
         formats.append("-q")
     csv_gpus = _csv_blocks(text)
+    list_gpus = parse_smi_list(text) if "UUID: GPU-" in text else ()
+    if list_gpus:
+        formats.append("-L")
+        csv_gpus = csv_gpus or list(list_gpus)
     invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
     if csv_gpus:
         formats.append("query-csv")
@@ -418,6 +319,7 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
                             **g.__dict__,
                             "compute_capability": g.compute_capability or c.compute_capability,
                             "uuid": g.uuid or c.uuid,
+                            "pci_device_id": g.pci_device_id or c.pci_device_id,
                             "memory_mib": g.memory_mib or c.memory_mib,
                             "name": c.name if (c.name and (g.name_truncated or not g.name)) else g.name,
                             "name_truncated": g.name_truncated and not c.name,

@@ -4,7 +4,8 @@ cross-checked. Each value keeps the source it came from; disagreements become pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -54,6 +55,9 @@ def _state_hint(state: str, host: Optional[Host]) -> str:
         return "the NVIDIA kernel module is not loaded: install the driver (or blacklist nouveau) and reboot"
     if state == HUNG:
         return "the driver does not answer: check `dmesg` for NVRM/Xid errors and reboot"
+    if state == smi.GPU_LOST:
+        return ("the GPU fell off the bus (Xid 79: power, heat or a PCIe fault): `sudo dmesg | grep -i xid`, "
+                "check power cables and seating, then reboot")
     if state == smi.NO_DEVICES:
         return "the driver is loaded but sees no GPU (passthrough, BIOS settings, or a GPU too new for this driver)"
     return ""
@@ -113,6 +117,8 @@ def reading_to_detection(reading: smi.SmiReading, source: str, origin: Optional[
             uuid=g.uuid,
             pci_bus_id=g.bus_id,
             mig=mig,
+            pci_device_id=g.pci_device_id,
+            architecture=g.architecture,
         ))
     for i in sorted(mig_gpus):
         problems.append(Problem(
@@ -212,6 +218,18 @@ def _pci_scan(ctx: Context) -> tuple[smi.PciGpu, ...]:
     return tuple(out)
 
 
+def _with_sysfs_device_id(ctx: Context, gpu: Gpu) -> Gpu:
+    """A GPU without a compute capability gets its PCI device id from sysfs (by its bus id), so the
+    probe can still identify it from pci_ids.yaml when its name is in no table."""
+    if gpu.compute_capability or gpu.pci_device_id or not gpu.pci_bus_id:
+        return gpu
+    m = re.fullmatch(r"0*([0-9a-fA-F]{4}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", gpu.pci_bus_id.strip())
+    if m is None:
+        return gpu
+    dev = (_read(ctx, f"/sys/bus/pci/devices/{m.group(1).lower()}:{m.group(2).lower()}/device") or "").strip()
+    return replace(gpu, pci_device_id=dev) if re.fullmatch(r"0x[0-9a-fA-F]{4}", dev) else gpu
+
+
 def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
     problems: list[Problem] = []
     tried: list[SourceTried] = []
@@ -265,6 +283,7 @@ def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
         gpus, truncated = det.gpus, det.truncated
     else:
         gpus = ()
+    gpus = tuple(_with_sysfs_device_id(ctx, g) for g in gpus)
 
     # Driver version: every source that answered, cross-checked.
     versions = [(s, v) for s, v in (

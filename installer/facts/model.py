@@ -41,6 +41,8 @@ class Gpu:
     uuid: Optional[str] = None
     pci_bus_id: Optional[str] = None
     mig: bool = False
+    pci_device_id: Optional[str] = None  # "0x2204": a GPU is known by it when its name is not
+    architecture: Optional[str] = None  # "Ampere" (nvidia-smi -q Product Architecture)
 
 
 @dataclass(frozen=True)

@@ -208,15 +208,63 @@ def _assumed_gpus(assume: Assumptions, kn: _Lazy, problems: list[Problem]) -> tu
     return tuple(out)
 
 
+def _pci_cc(knowledge: Optional["Knowledge"], device_id: Optional[str]) -> tuple[Optional[str], str]:
+    """(compute capability, what was tried) from the PCI device id table."""
+    if not device_id:
+        return None, "no PCI device id"
+    if knowledge is None or knowledge.directory is None:
+        return None, f"PCI device id {device_id}: no pci_ids.yaml"
+    from installer.knowledge.pci_ids import FILE_NAME, load_pci_table, lookup_pci
+
+    hit = lookup_pci(load_pci_table(knowledge.directory / FILE_NAME), device_id)
+    if hit is None:
+        return None, f"PCI device id {device_id} not in pci_ids.yaml"
+    return hit.compute_capability, f"table:pci_ids.yaml (device {hit.device_id}: {hit.name})"
+
+
+def _architecture_cc(knowledge: Optional["Knowledge"], architecture: Optional[str]) -> tuple[Optional[str], str]:
+    """The family's compute capability when every gpus.yaml model of it has the same one."""
+    if not architecture:
+        return None, "no Product Architecture"
+    family = architecture.split()[0].lower()  # "Ada Lovelace" -> "ada"
+    ccs = sorted({r.compute_capability for r in (knowledge.gpus if knowledge else ())
+                  if (r.architecture or "").lower() == family})
+    if len(ccs) == 1:
+        return ccs[0], f"table:gpus.yaml (architecture {architecture}: every model is {ccs[0]})"
+    if ccs:
+        return None, f"architecture {architecture} has several compute capabilities ({', '.join(ccs)})"
+    return None, f"architecture {architecture!r} not in gpus.yaml"
+
+
+def _identify_pci(knowledge: Optional["Knowledge"], det: GpuDetection) -> list[Problem]:
+    """What the PCI bus says about a GPU no driver answers for: its model and compute capability."""
+    out = []
+    for p in det.pci:
+        cc, what = _pci_cc(knowledge, p.device_id)
+        if cc:
+            out.append(Problem("gpus", f"PCI device 10de:{p.device_id} ({p.slot}) is compute capability {cc}: {what}",
+                               "info"))
+    return out
+
+
 def _fill_cc(gpus: tuple[Gpu, ...], kn: _Lazy, problems: list[Problem], truncated: set[int]) -> tuple[Gpu, ...]:
+    """Name, then PCI device id, then Product Architecture; an unknown GPU is reported with all three."""
     out = []
     for g in gpus:
         if g.compute_capability is None and g.name:
-            cc, src = lookup_cc(kn.get(), g.name, g.index in truncated)
+            knowledge = kn.get()
+            cc, src = lookup_cc(knowledge, g.name, g.index in truncated)
+            tried = [f"{g.name!r}{' (name cut short by nvidia-smi)' if g.index in truncated else ''} is not in gpus.yaml"]
+            for fallback, arg in ((_pci_cc, g.pci_device_id), (_architecture_cc, g.architecture)):
+                if cc is None:
+                    cc, what = fallback(knowledge, arg)
+                    src = what if cc else None
+                    if cc is None:
+                        tried.append(what)
             if cc:
                 g = replace(g, compute_capability=cc, cc_source=src)
             else:
-                why = kn.error or f"{g.name!r}{' (name cut short by nvidia-smi)' if g.index in truncated else ''} is not in gpus.yaml"
+                why = kn.error or "; ".join(tried)
                 problems.append(
                     Problem(f"gpus[{g.index}].compute_capability", f"compute capability unknown: {why}", "warning")
                 )
@@ -274,6 +322,7 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
     if not gpus:
         tried = ", ".join(f"{t.source} ({t.outcome})" for t in det.tried) or "nothing"
         problems.append(Problem("gpus", f"no NVIDIA GPU found; tried: {tried}", "error"))
+        problems += _identify_pci(kn.get(), det)
 
     if assume.python:
         pythons: tuple[PythonInterp, ...] = (

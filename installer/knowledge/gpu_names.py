@@ -18,9 +18,12 @@ from typing import Iterable, Optional
 from installer.knowledge.model import GpuRow, Knowledge
 
 # Suffixes that do not change the compute capability, stripped from the end of a name.
+# " D" / " D v2": the China-market models ("RTX 4090 D") share their base model's chip family and
+# compute capability; "Lite Hash Rate"/LHR is a firmware limit; "with Max-Q Design" a power profile.
 _SUFFIXES = re.compile(
-    r"(?:\s(?:\d+\s?gb|sxm\d?|pcie|pci e|nvl|hbm\d?e?|mig.*|laptop gpu|laptop|mobile|"
-    r"with max-q design|max-q|max q|oem|\(.*\)|dgx.*|\d+w))$"
+    r"(?:\s(?:\d+\s?gb|sxm\d?|pcie|pci e|nvl|hbm\d?e?|mig.*|laptop gpu|laptop|mobile|notebook|"
+    r"with max q design|with max-q design|max-q|max q|oem|\(.*\)|dgx.*|\d+w|d|v\d|lhr|lite hash rate|"
+    r"founders edition|active|passive|\d+\s?gb/\d+\s?gb))$"
 )
 _TRUNCATED = re.compile(r"(\.\.\.|…)\s*$")
 

@@ -136,3 +136,105 @@ def test_real_subprocess_probe_json_here() -> None:
         assert any("no NVIDIA GPU found" in p["reason"] for p in doc["problems"])
         assert {t["source"] for t in doc["sources_tried"]} >= {"nvml", "/proc/driver/nvidia/version"}
     assert doc["host"]["arch"] and doc["pythons"]
+
+
+# ---------------------------------------------------------------- issue 12: every real machine
+# `--assume-gpu NAME` for laptop / Max-Q / "D" / workstation / Jetson names; `--from-nvidia-smi` of a -q
+# whose name no table knows but whose PCI device id does; failure messages read as machine states.
+
+# NVIDIA's compute capability for each (https://developer.nvidia.com/cuda-gpus).
+ASSUMED = [
+    ("NVIDIA GeForce RTX 3060 Laptop GPU", "8.6"), ("GeForce GTX 1070 with Max-Q Design", "6.1"),
+    ("NVIDIA GeForce RTX 2080 Super with Max-Q Design", "7.5"), ("NVIDIA GeForce RTX 4090 D", "8.9"),
+    ("NVIDIA RTX A2000 8GB Laptop GPU", "8.6"), ("NVIDIA RTX 3500 Ada Generation Laptop GPU", "8.9"),
+    ("Quadro RTX 5000 with Max-Q Design", "7.5"), ("Jetson AGX Orin", "8.7"), ("Jetson Nano", "5.3"),
+    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "8.0"),
+]
+
+# The PCI block of a real `nvidia-smi -q` (NVIDIA/nvidia-docker#1753: Device Id 0x140110DE = GM206,
+# GeForce GTX 960). The product name is replaced by "NVIDIA Graphics Device", what nvidia-smi prints for
+# a GPU its driver's name table does not know yet, so only the device id can identify it.
+Q_UNKNOWN_NAME = """\
+==============NVSMI LOG==============
+
+Timestamp                                 : Thu Jun  2 11:17:03 2022
+Driver Version                            : 510.47.03
+CUDA Version                              : 11.6
+
+Attached GPUs                             : 1
+GPU 00000000:01:00.0
+    Product Name                          : NVIDIA Graphics Device
+    Product Brand                         : GeForce
+    PCI
+        Bus                               : 0x01
+        Device                            : 0x00
+        Domain                            : 0x0000
+        Device Id                         : 0x140110DE
+        Bus Id                            : 00000000:01:00.0
+        Sub System Id                     : 0x00007377
+"""
+
+
+@pytest.mark.parametrize("name,cc", ASSUMED)
+def test_assume_gpu_name_kinds(name: str, cc: str, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--json", "--assume-driver", "550.54.14", "--assume-gpu", name], environ=env,
+                runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.OK
+    g = doc["gpus"][0]
+    assert (g["name"], g["compute_capability"]) == (name, cc)
+    assert g["cc_source"].startswith("table:gpus.yaml")
+
+
+def test_unknown_name_known_device_id(env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    smi = tmp_path / "q.txt"
+    smi.write_text(Q_UNKNOWN_NAME)
+    code = main(["probe", "--json", "--from-nvidia-smi", str(smi)], environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.OK
+    g = doc["gpus"][0]
+    assert (g["name"], g["pci_device_id"], g["compute_capability"]) == ("NVIDIA Graphics Device", "0x140110DE", "5.2")
+    assert g["cc_source"].startswith("table:pci_ids.yaml (device 1401")
+    assert not [p for p in doc["problems"] if p["field"] == "gpus[0].compute_capability"]
+
+
+def test_unknown_gpu_is_reported_with_what_was_tried(env: dict[str, str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    text = Q_UNKNOWN_NAME.replace("0x140110DE", "0xfffe10DE").replace(
+        "    Product Brand", "    Product Architecture                  : Ampere\n    Product Brand")
+    smi = tmp_path / "q.txt"
+    smi.write_text(text)
+    code = main(["probe", "--json", "--from-nvidia-smi", str(smi)], environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.OK and doc["gpus"][0]["compute_capability"] is None
+    reason = next(p["reason"] for p in doc["problems"] if p["field"] == "gpus[0].compute_capability")
+    assert "'NVIDIA Graphics Device' is not in gpus.yaml" in reason
+    assert "PCI device id 0xfffe10DE not in pci_ids.yaml" in reason
+    assert "architecture Ampere has several compute capabilities (8.0, 8.6, 8.7)" in reason
+
+
+def test_architecture_is_the_last_fallback(env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = Q_UNKNOWN_NAME.replace("0x140110DE", "0xfffe10DE").replace(
+        "    Product Brand", "    Product Architecture                  : Turing\n    Product Brand")
+    smi = tmp_path / "q.txt"
+    smi.write_text(text)
+    assert main(["probe", "--json", "--from-nvidia-smi", str(smi)], environ=env, runner=ReplayRunner()) == ExitCode.OK
+    g = _json(capsys)["gpus"][0]
+    assert (g["compute_capability"], g["architecture"]) == ("7.5", "Turing")
+    assert g["cc_source"].startswith("table:gpus.yaml (architecture Turing")
+
+
+@pytest.mark.parametrize("text,state_words", [
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+     "NVIDIA driver is installed and running.\n", "kernel module is not loaded"),
+    ("Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n", "fell off the bus"),
+])
+def test_failure_message_is_a_machine_state(text: str, state_words: str, env: dict[str, str], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    smi = tmp_path / "smi.txt"
+    smi.write_text(text)
+    code = main(["probe", "--json", "--from-nvidia-smi", str(smi)], environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert code == ExitCode.NO_GPU  # a machine without a working driver, not an unreadable file (5)
+    reasons = " ".join(p["reason"] for p in doc["problems"])
+    assert state_words in reasons

@@ -346,3 +346,43 @@ def test_import_runs_through_the_env_launcher(tmp_env: dict[str, str], tmp_path:
     names = {c.name: c for c in rep.checks}
     assert "through bin/tfgpu-run" in names["import tensorflow"].summary
     assert names["device list"].status == OK and "2 GPU(s)" in names["device list"].summary
+
+
+# ------------------------------------------------------------------ issue 12: CPU features, stub libcuda
+
+NO_AVX_CPU = ("processor\t: 0\nmodel name\t: Intel(R) Celeron(R) N4505 @ 2.00GHz\n"
+              "flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr sse sse2 ssse3 sse4_1 sse4_2 popcnt\n")
+AVX_CPU = NO_AVX_CPU.replace("popcnt", "popcnt aes xsave avx f16c avx2 fma")
+
+
+def test_cpu_without_avx_is_named_before_the_import(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    root = _root(tmp_env)
+    plant_driver_ok(root)
+    plant(root, "/proc/cpuinfo", NO_AVX_CPU)
+    runner = replay(SMI_OK)
+    rep = walk(make_ctx(tmp_env, runner), RULES, env=str(tmp_path / "env"))
+    b = rep.broken
+    assert b is not None and b.rule == "illegal-instruction-avx" and b.name == "CPU features"
+    assert "AVX" in b.summary and "Illegal instruction" in b.cause and "/proc/cpuinfo" in b.fix
+    assert not any("python" in " ".join(c) for c in runner.calls)  # stopped before any import would die
+    plant(root, "/proc/cpuinfo", AVX_CPU)
+    rep = walk(make_ctx(tmp_env, replay(SMI_OK)), RULES)
+    assert rep.broken is None and any(c.name == "CPU features" and c.status == OK for c in rep.checks)
+
+
+def test_cpu_with_avx_passes(tmp_env: dict[str, str]) -> None:
+    from installer.doctor.cpu_check import parse_cpu_flags
+
+    flags = parse_cpu_flags(AVX_CPU)
+    assert flags is not None and {"avx", "avx2", "fma"} <= flags
+    assert parse_cpu_flags("processor : 0\nFeatures : fp asimd evtstrm aes\n") is None  # aarch64: nothing to check
+
+
+def test_stub_libcuda_on_the_library_path(tmp_env: dict[str, str]) -> None:
+    root = _root(tmp_env)
+    plant_driver_ok(root)
+    build_so(root / "usr/local/cuda-12.1/lib64/stubs", "libcuda.so.1", "libcuda.so")
+    ctx = make_ctx(tmp_env, replay(SMI_OK), LD_LIBRARY_PATH="/usr/local/cuda-12.1/lib64/stubs")
+    b = walk(ctx, RULES).broken
+    assert b is not None and b.rule == "libcuda-stub-loaded" and b.layer == "libraries"
+    assert "/usr/local/cuda-12.1/lib64/stubs/libcuda.so" in b.summary and "LD_LIBRARY_PATH" in b.fix

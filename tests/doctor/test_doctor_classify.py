@@ -191,3 +191,70 @@ def test_every_rule_is_exercised_by_real_text() -> None:
         seen |= {f.rule_id for f in (d.primary,) + d.others + d.harmless if f is not None}
     missing = {r.id for r in RULES.rules} - seen - set(NO_REAL_LOG_YET)
     assert not missing, f"rules without a real log: {sorted(missing)}"
+
+
+def _corpus() -> list[dict[str, Any]]:
+    return load_cases("logs") + _extra()
+
+
+def _reaches_expected(case: dict[str, Any]) -> bool:
+    d = classify(case["verbatim"], RULES)
+    if case["id"] in SHARED:
+        rule, status = SHARED[case["id"]]
+    else:
+        rule, status = case["expected"]["rule"], case["expected"]["status"]
+    return d.status == status and (d.primary.rule_id if d.primary else None) == rule
+
+
+def test_share_of_real_logs_classified_right() -> None:
+    """Issue 12: at least 95% of the real logs (shared + our finds) reach their expected cause."""
+    corpus = _corpus()
+    right = [c["id"] for c in corpus if _reaches_expected(c)]
+    share = len(right) / len(corpus)
+    print(f"real logs classified right: {len(right)}/{len(corpus)} = {share:.1%}")
+    assert len(corpus) >= 45 and share >= 0.95, sorted({c["id"] for c in corpus} - set(right))
+
+
+@pytest.mark.parametrize("rule_id", ["ngc-container-no-driver", "illegal-instruction-avx", "libcuda-stub-loaded",
+                                     "tensorflow-gpu-removed", "cuinit-no-device-wsl"])
+def test_each_new_category_has_a_real_log(rule_id: str) -> None:
+    hits = [c["id"] for c in _extra() if c["expected"]["rule"] == rule_id and _reaches_expected(c)]
+    assert hits, f"no real log reaches {rule_id}"
+    rule = RULES.by_id(rule_id)
+    assert rule.fix and rule.source.startswith("https://")
+
+
+def test_wsl2_is_among_the_causes_of_no_device() -> None:
+    d = classify("E cuda_driver.cc:282] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n",
+                 RULES)
+    assert d.primary is not None and d.primary.rule_id == "cuinit-no-device"
+    assert "WSL2" in d.primary.cause and "/dev/dxg" in d.primary.fix
+
+
+def test_required_literal_is_in_every_match() -> None:
+    """The literal shortcut may only skip scans that could not match: check it on every real text."""
+    from installer.doctor.rules import required_literal
+
+    texts = [c["verbatim"] for c in _corpus() + load_cases("nvidia-smi")]
+    for rule in RULES.rules:
+        for pat in rule.patterns + rule.requires + rule.evidence:
+            lit = required_literal(pat)
+            for t in texts:
+                for m in pat.finditer(t):
+                    assert lit in m.group(0), (rule.id, pat.pattern, lit)
+
+
+def test_fifty_megabyte_log_names_its_cause(tmp_path: Any) -> None:
+    """A 50 MB training log (real noise lines repeated) with one real failure line in the middle:
+    the cause is still found (issue 12: this took minutes; measured now: see the README)."""
+    noise = "\n".join(c["verbatim"] for c in load_cases("logs") if c["id"] == "case_045")
+    noise += "\nEpoch 3/100\n1875/1875 [==============================] - 5s 3ms/step - loss: 0.0312\n"
+    half = noise * (25_000_000 // len(noise) + 1)
+    text = half + "Free memory: 190.69MiB\n" + (
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:890] failed to allocate 7.92G (8502706176 bytes) "
+        "from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n") + half
+    assert len(text) >= 50_000_000
+    d = classify(text, RULES)
+    assert d.primary is not None and d.primary.rule_id == "gpu-memory-held"
+    assert any("CUDA_ERROR_OUT_OF_MEMORY" in e for e in d.primary.evidence)
+    assert {f.rule_id for f in d.harmless} >= {"factory-registration"}

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from installer.facts import gpu as smi
 from installer.facts.cuda import parse_nvcc_version
 from installer.facts.probe import lookup_cc
+from installer.knowledge.load import load_knowledge
 from support.probe_machine import MINI_KNOWLEDGE, load_dir
 
 SHARED = {c["id"]: c for c in load_dir("shared/nvidia-smi")}
@@ -72,8 +73,36 @@ READINGS: dict[str, dict[str, Any]] = {
                             (1, "NVIDIA GeForce RTX 4090", False, 24564, "8.9")]),
     "extra_019": dict(state="ok", driver="575.64.03", cuda=None, cuda_field="error", cuda_raw="N/A",
                       gpus=[(0, "NVIDIA GeForce RTX 5070", False, 12227, "12.0")]),
+    # issue 12: -L, CSV in another column order, one-column CSV, noheader CSV printed as a Python list,
+    # WSL2 and R384 tables cut short, -q/-a of R375..R510 (Product Architecture).
+    "extra_020": dict(state="ok", driver="570.86.15", cuda=None, cuda_field="absent",
+                      gpus=[(0, "NVIDIA TITAN V", False, None, "7.0"),
+                            (1, "NVIDIA RTX 5880 Ada Generation", False, None, "8.9")]),
+    "extra_021": dict(state="ok", driver="570.133.07", cuda="12.8", gpus=[(0, None, False, None, "8.9")]),
+    "extra_022": dict(state="ok", driver="440.64", cuda=None, cuda_field="absent",
+                      gpus=[(0, "GeForce RTX 2080", False, 7979, "7.5")]),
+    "extra_023": dict(state="ok", driver="522.25", tool="525.60.13", cuda="11.8",
+                      gpus=[(0, "NVIDIA GeForce", True, 6144, None)]),
+    "extra_024": dict(state="ok", driver="384.69", cuda=None, cuda_field="absent",
+                      gpus=[(0, "GeForce GTX 108", True, 11171, "6.1")]),
+    "extra_025": dict(state="ok", driver="510.68.02", cuda="11.6", gpu_count=1,
+                      gpus=[(0, "NVIDIA GeForce GTX 1650", False, None, "7.5")]),
+    "extra_026": dict(state="ok", driver="440.82", cuda="10.2", gpu_count=1,
+                      gpus=[(0, "GeForce GTX 1650", False, None, "7.5")]),
+    "extra_027": dict(state="ok", driver="375.82", cuda=None, cuda_field="absent", gpu_count=1,
+                      gpus=[(0, "Quadro M1000M", False, None, "5.0")]),
+    "extra_028": dict(state="ok", driver="535.216.01", cuda=None, cuda_field="error", cuda_raw="N/A",
+                      gpus=[(0, "NVIDIA GeForce RTX 2070", False, None, "7.5")]),
+    "extra_029": dict(state="ok", driver="530.41.03", cuda="12.1", gpu_count=1,
+                      gpus=[(0, "NVIDIA GeForce RTX 3060 Laptop GPU", False, None, "8.6")]),
+    "extra_030": dict(state="ok", driver="535.104.05", cuda="12.2",
+                      gpus=[(0, "NVIDIA GeForce RTX 3070", True, 8192, "8.6"),
+                            (1, "NVIDIA GeForce RTX 3080", True, 8192, "8.6")]),
+    "extra_031": dict(state="ok", driver="546.12", cuda="12.3", gpus=[(0, "NVIDIA GeForce RTX 3050", True, 4096, "8.6")]),
+    "extra_032": dict(state="ok", driver="580.95.05", cuda="13.0", gpus=[(0, "NVIDIA GeForce RTX 3060", False, 12288, "8.6")]),
 }
 SMI_KINDS = ("nvidia_smi", "nvidia_smi_failure")
+REAL = load_knowledge()  # the packaged gpus.yaml: every real output must be read right with it
 ALL = {**SHARED, **EXTRA}
 
 
@@ -103,7 +132,7 @@ def test_reading(case_id: str) -> None:
     for g in r.gpus:
         cc = g.compute_capability
         if cc is None and g.name:
-            cc, _ = lookup_cc(MINI_KNOWLEDGE, g.name + (" ..." if g.name_truncated else ""), g.name_truncated)
+            cc, _ = lookup_cc(REAL, g.name + (" ..." if g.name_truncated else ""), g.name_truncated)
         got.append((g.index, g.name, g.name_truncated, g.memory_mib, cc))
     assert got == want["gpus"]
     if "mig" in want:
@@ -222,3 +251,38 @@ def test_no_text_crashes_a_parser(text: str) -> None:
     smi.parse_lspci(text)
     smi.parse_smi_failure(text)
     parse_nvcc_version(text)
+
+
+def test_lspci_numeric_form_gives_the_device_id() -> None:
+    """`lspci -n` prints numbers only: the device id is what identifies the GPU (issue 12)."""
+    text = "00:02.0 0600: 8086:3e0f\n01:00.0 0300: 10de:2204 (rev a1)\n01:00.1 0403: 10de:1aef (rev a1)\n"
+    (gpu,) = smi.parse_lspci(text)
+    assert (gpu.slot, gpu.device_id) == ("01:00.0", "2204")
+
+
+def test_query_csv_shapes() -> None:
+    """Header in any order, noheader after the pasted command, a Python-list paste, -L with MIG devices."""
+    r = smi.parse_nvidia_smi("name, pci.device_id, index, compute_cap\nNVIDIA A10, 0x223610DE, 0, 8.6\n")
+    assert [(g.index, g.name, g.pci_device_id, g.compute_capability) for g in r.gpus] == [
+        (0, "NVIDIA A10", "0x223610DE", "8.6")]
+    r = smi.parse_nvidia_smi("$ nvidia-smi --query-gpu=compute_cap,name --format=csv,noheader\n8.9, NVIDIA L4\n")
+    assert [(g.name, g.compute_capability) for g in r.gpus] == [("NVIDIA L4", "8.9")]
+    r = smi.parse_nvidia_smi("nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader\n"
+                             "out = [b'Tesla T4, 7.5\\n', b'Tesla T4, 7.5\\n']\n")
+    assert [(g.index, g.name, g.compute_capability) for g in r.gpus] == [(0, "Tesla T4", "7.5"), (1, "Tesla T4", "7.5")]
+    r = smi.parse_nvidia_smi("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-a2f3-5e8b-90d5-6f6d1c1b0e2c)\n"
+                             "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n")
+    assert [(g.name, g.uuid, g.mig_mode) for g in r.gpus] == [
+        ("NVIDIA A100-SXM4-40GB", "GPU-5d5ba0d6-a2f3-5e8b-90d5-6f6d1c1b0e2c", "Enabled")]
+    assert "-L" in r.formats
+
+
+@pytest.mark.parametrize("text,state", [
+    ("Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\n", smi.GPU_LOST),
+    ("GPU is lost.  Reboot the system to recover this GPU\n", smi.GPU_LOST),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", smi.NO_DRIVER),
+    ("2024-01-01 [ERR] Failed to initialize NVML: Unknown Error\nFailed to initialize NVML: Unknown Error\n", smi.NVML_FAILED),
+])
+def test_failure_states(text: str, state: str) -> None:
+    r = smi.parse_nvidia_smi(text)
+    assert r.state == state and r.message

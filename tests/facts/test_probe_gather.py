@@ -265,3 +265,17 @@ def test_gpu_on_the_pci_bus_without_a_driver_from_sysfs(tmp_env: dict[str, str])
     assert facts.gpus == () and facts.gpu_on_pci is True
     err = _problems(facts, "error")
     assert "device 2204" in err and "kernel module is not loaded" in err
+
+
+def test_unknown_name_identified_by_sysfs_device_id(tmp_env: dict[str, str]) -> None:
+    """Issue 12: nvidia-smi names a GPU no table knows; /sys/bus/pci/devices/<bus id>/device still does."""
+    from installer.knowledge.load import load_knowledge
+
+    runner = replay(query="0, NVIDIA Graphics Device, GPU-0a1b, 00000000:01:00.0, 510.47.03, [N/A], 4096\n",
+                    table=CASES["case_009"]["verbatim"])
+    files = {"/sys/bus/pci/devices/0000:01:00.0/device": "0x1401\n",
+             "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n"}
+    facts = gather(_ctx(tmp_env, runner, files), knowledge=load_knowledge())
+    g = next(g for g in facts.gpus if g.name == "NVIDIA Graphics Device")
+    assert (g.pci_device_id, g.compute_capability) == ("0x1401", "5.2")
+    assert g.cc_source is not None and g.cc_source.startswith("table:pci_ids.yaml (device 1401")

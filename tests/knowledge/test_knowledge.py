@@ -239,3 +239,84 @@ def test_names_in_recorded_tables_match(kn: Knowledge) -> None:
     assert len(names) >= 10
     unknown = sorted(n for n in names if gpu_by_name(kn, n) is None)
     assert not unknown, unknown
+
+
+# ---------------------------------------------------------------- issue 12: every name, and PCI ids
+
+# Names as nvidia-smi / NVML / deviceQuery print them, with the compute capability NVIDIA publishes
+# (https://developer.nvidia.com/cuda-gpus): laptop, Max-Q, "with Max-Q Design", "D" (China), workstation,
+# data-center, MIG and Jetson spellings.
+NAMES = {
+    "NVIDIA GeForce RTX 3060 Laptop GPU": "8.6", "NVIDIA GeForce RTX 2080 with Max-Q Design": "7.5",
+    "GeForce GTX 1070 with Max-Q Design": "6.1", "Quadro RTX 5000 with Max-Q Design": "7.5",
+    "NVIDIA GeForce RTX 4090 D": "8.9", "NVIDIA GeForce RTX 5090 D v2": "12.0",
+    "NVIDIA RTX A2000 8GB Laptop GPU": "8.6", "NVIDIA RTX 3500 Ada Generation Laptop GPU": "8.9",
+    "NVIDIA RTX 5880 Ada Generation": "8.9", "NVIDIA A100-SXM4-40GB MIG 1g.5gb": "8.0",
+    "NVIDIA H100 80GB HBM3 MIG 1g.10gb": "9.0", "Tesla V100-FHHL-16GB": "7.0", "NVIDIA L20": "8.9",
+    "Jetson AGX Orin": "8.7", "Orin (nvgpu)": "8.7", "NVIDIA Tegra X1": "5.3", "Jetson Nano": "5.3",
+    "Xavier": "7.2", "Jetson TX2": "6.2", "Jetson TK1": "3.2", "GeForce MX150": "6.1",
+    "NVIDIA GeForce MX450": "7.5", "NVIDIA GeForce RTX 2050": "8.6", "GeForce 940MX": "5.0",
+    "nvidia geforce rtx 3090": "8.6", "RTX 3060": "8.6", "GeForce RTX 3080 Lite Hash Rate": "8.6",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMES))
+def test_every_kind_of_gpu_name(kn: Knowledge, name: str) -> None:
+    row = gpu_by_name(kn, name)
+    assert row is not None and row.compute_capability == NAMES[name], name
+    assert row.source.startswith("https://developer.nvidia.com/")
+
+
+def test_gpu_table_spans_kepler_to_blackwell(kn: Knowledge) -> None:
+    archs = {r.architecture for r in kn.gpus}
+    assert {"Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell"} <= archs
+    assert all(r.source for r in kn.gpus)
+
+
+PCI_SAMPLE = """\
+#	Version: 2023.04.10
+10de  NVIDIA Corporation
+\t1392  GM107M [GeForce GTX 860M]
+\t119a  GK104M [GeForce GTX 860M]
+\t11a0  GK104M [GeForce GTX 680M]
+\t11a1  GK104M [GeForce GTX 670MX]
+\t11a7  GK104M [GeForce GTX 675MX]
+\t11e0  GK104M [GeForce GTX 770M]
+\t11e2  GK104M [GeForce GTX 765M]
+\t2204  GA102 [GeForce RTX 3090]
+\t2200  GA102
+\t1aef  GA102 High Definition Audio Controller
+\t249c  GA104M [GeForce RTX 3080 Mobile / Max-Q 8GB/16GB]
+\t\t1043 1234  some subsystem
+1002  Advanced Micro Devices, Inc. [AMD/ATI]
+\t2204  Not NVIDIA [Radeon]
+"""
+
+
+def test_pci_table_from_pci_ids_names_and_chips(kn: Knowledge) -> None:
+    from installer.knowledge.pci_ids import build_table, parse_pci_ids
+
+    devices = parse_pci_ids(PCI_SAMPLE)
+    assert [d.device_id for d in devices] == ["1392", "119a", "11a0", "11a1", "11a7", "11e0", "11e2", "2204",
+                                              "2200", "1aef", "249c"]
+    assert devices[-1].names == ("GeForce RTX 3080 Mobile", "GeForce RTX 3080 Max-Q 8GB/16GB")
+    table = {e.device_id: e for e in build_table(devices, kn.gpus)}
+    assert (table["2204"].compute_capability, table["2204"].how) == ("8.6", "name")
+    assert (table["2200"].compute_capability, table["2200"].how) == ("8.6", "chip")  # named only by its die
+    assert "1aef" not in table  # the card's audio function is no GPU
+    assert table["249c"].compute_capability == "8.6"
+    # One name on two dies: the die decides (GK104M is Kepler 3.0; the GM107M 860M is 5.0).
+    assert table["119a"].compute_capability == "3.0" and table["1392"].compute_capability == "5.0"
+
+
+def test_packaged_pci_table_is_consistent(kn: Knowledge) -> None:
+    from installer.knowledge.pci_ids import load_pci_table, lookup_pci
+
+    table = load_pci_table(profiles_dir() / "pci_ids.yaml")
+    assert len(table.entries) > 400 and table.source.startswith("https://pci-ids.ucw.cz/")
+    for raw in ("0x220410DE", "0x2204", "10de:2204", "2204"):
+        hit = lookup_pci(table, raw)
+        assert hit is not None and hit.compute_capability == "8.6", raw
+    assert lookup_pci(table, "0xffff10DE") is None and lookup_pci(table, "garbage") is None
+    ccs = {r.compute_capability for r in kn.gpus}
+    assert all(e.compute_capability in ccs for e in table.entries.values())
