@@ -54,6 +54,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
     options = _options(req, ctx, resolved)
+    _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
     done = provision(ctx, ProvisionRequest(
@@ -95,6 +96,15 @@ def _check_request(req: InstallRequest, ctx: Context) -> None:
     check_cudnn_inputs(req.cudnn_source, archive)
     if req.cuda_mirror and req.cuda_source != "redist":
         raise UsageError("--cuda-mirror is only used with --cuda-source redist", "add --cuda-source redist")
+
+
+def _check_shell_rc(options: InstallOptions) -> None:
+    """An rc that cannot be edited safely (a directory, unreadable, unbalanced markers) is
+    refused before any step changes anything (exit 6 / 5)."""
+    if options.shell_rc is not None:
+        from installer.steps.shell_rc import validate_shell_rc
+
+        validate_shell_rc(options.shell_rc, options.env)
 
 
 def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:

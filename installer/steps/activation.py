@@ -7,21 +7,22 @@
 - conda: etc/conda/activate.d/tfgpu-install.sh and deactivate.d/tfgpu-install.sh.
 - Both: a launcher <env>/bin/tfgpu-run CMD... that sets the variables itself, because
   sudo strips LD_LIBRARY_PATH and cron, systemd and IDEs never source activate.
-- `--shell-rc FILE`: a marked block in the user's rc that activates the env.
-Nothing outside our marks is touched; undo removes exactly what was added.
+(`--shell-rc FILE`, the user's rc, is steps/shell_rc.py: the same block code.)
+Nothing outside our marks is touched; undo puts back the blocks that were there before.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shlex
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from installer.context import Context
-from installer.errors import StepFailed
-from installer.files import atomic_write, read_block, remove_block, remove_file, set_block
+from installer.errors import BadInputError, StepFailed, TfgpuError
+from installer.files import MARK, MarkerError, atomic_write, edit_target, find_block, put_block, remove_file, replace_block
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
@@ -191,25 +192,28 @@ class WriteActivation(Step):
     def bins(self) -> list[Path]:
         return nvidia_bin_dirs(self.env)
 
-    def _wanted(self) -> dict[Path, tuple[str, str]]:
-        """path -> ("whole", text) for files we own, ("block", new text) for files we edit."""
+    def _wanted(self) -> dict[Path, tuple[str, bytes, dict[str, Optional[bytes]]]]:
+        """path -> ("whole", bytes, {}) for files we own; ("block", new bytes, {block name: the
+        block that was there before, or None}) for files we edit (only inside our marks)."""
         libs, bins = self.libs(), self.bins()
-        out: dict[Path, tuple[str, str]] = {}
+        out: dict[Path, tuple[str, bytes, dict[str, Optional[bytes]]]] = {}
         if self.backend == "conda":
             act, deact = conda_scripts(libs, bins)
-            out[self.env / "etc/conda/activate.d" / CONDA_SCRIPT] = ("whole", act)
-            out[self.env / "etc/conda/deactivate.d" / CONDA_SCRIPT] = ("whole", deact)
+            out[self.env / "etc/conda/activate.d" / CONDA_SCRIPT] = ("whole", act.encode(), {})
+            out[self.env / "etc/conda/deactivate.d" / CONDA_SCRIPT] = ("whole", deact.encode(), {})
         else:
             for name, render, deact_body, deact_at in _VENV_SCRIPTS:
                 path = self.env / "bin" / name
                 if not path.is_file():
                     continue
-                text = set_block(path.read_text(), render(libs, bins))
+                data, before = parsed_blocks(path, lambda: put_block(path.read_bytes(), render(libs, bins)))
+                previous = {"": before}
                 # Only inside an existing `deactivate`: appended, it would run at activation.
-                if deact_body and deact_at and re.search(deact_at, text, re.M):
-                    text = set_block(text, deact_body, block="deactivate", after=deact_at, indent="    ")
-                out[path] = ("block", text)
-        out[self.env / "bin" / LAUNCHER] = ("whole", launcher(self.env, self.backend, libs, bins))
+                if deact_body and deact_at and re.search(deact_at.encode(), data, re.M):
+                    data, previous["deactivate"] = put_block(data, deact_body, block="deactivate",
+                                                             after=deact_at, indent="    ")
+                out[path] = ("block", data, previous)
+        out[self.env / "bin" / LAUNCHER] = ("whole", launcher(self.env, self.backend, libs, bins).encode(), {})
         return out
 
     def touches(self, ctx: Context) -> list[str]:
@@ -218,15 +222,18 @@ class WriteActivation(Step):
             if self.backend == "conda"
             else [f"bin/{n}" for n, *_ in _VENV_SCRIPTS]
         )
-        return [str(self.env / n) for n in names + [f"bin/{LAUNCHER}"]]
+        paths = [self.env / n for n in names + [f"bin/{LAUNCHER}"]]
+        # A linked file is written at its target: the executor backs up the target's bytes too.
+        return [str(p) for p in paths] + [str(edit_target(p)) for p in paths if p.is_symlink()]
 
     def check(self, ctx: Context) -> bool:
         if self.backend != "conda" and not (self.env / "bin" / "activate").is_file():
             return False
-        for path, (_, text) in self._wanted().items():
-            if not path.is_file() or path.read_text() != text:
-                return False
-        return True
+        try:
+            wanted = self._wanted()
+        except TfgpuError:
+            return False  # markers out of order: apply says why
+        return all(path.is_file() and path.read_bytes() == data for path, (_, data, _) in wanted.items())
 
     def apply(self, ctx: Context) -> UndoRecord:
         if self.backend != "conda" and not (self.env / "bin" / "activate").is_file():
@@ -234,83 +241,65 @@ class WriteActivation(Step):
                 f"{self.env} has no bin/activate: it is not a virtual environment",
                 hint="run the install again (it recreates the env), or pass a venv with --env",
             )
-        record: dict[str, dict[str, Optional[str]]] = {"edited": {}, "written": {}}
-        for i, (path, (kind, text)) in enumerate(self._wanted().items()):
+        record: dict[str, dict[str, Any]] = {"edited": {}, "written": {}}
+        for i, (path, (kind, data, previous)) in enumerate(self._wanted().items()):
             if kind == "block":
-                record["edited"][str(path)] = None
-                atomic_write(path, text)
+                record["edited"][str(path)] = {name: b64(old) for name, old in previous.items()}
+                atomic_write(edit_target(path), data)
             else:
-                old = path.read_bytes() if path.is_file() else None
-                record["written"][str(path)] = base64.b64encode(old).decode() if old is not None else None
-                atomic_write(path, text, mode=0o755 if path.name == LAUNCHER else 0o644)
+                record["written"][str(path)] = b64(path.read_bytes() if path.is_file() else None)
+                # A file that was there keeps its mode (undo gives back its bytes, not its mode).
+                fresh = not path.is_file() or (path.name == LAUNCHER and not os.access(path, os.X_OK))
+                mode = (0o755 if path.name == LAUNCHER else 0o644) if fresh else None
+                atomic_write(edit_target(path), data, mode=mode)
             if i == 0:
                 checkpoint(ctx, self.id, "middle")
         return record
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         if record.get("partial"):
-            # Killed mid-apply: the executor restored what existed; strip blocks from the rest.
-            record = {"edited": {p: None for p in self.touches(ctx)}, "written": {}}
-        for p in record.get("edited", {}):
-            path = Path(p)
+            return  # killed mid-apply: the executor already put back every path touches() named
+        for p, previous in record.get("edited", {}).items():
+            # None: a record of an earlier version, which kept no previous blocks.
+            path = edit_target(Path(p))
             if path.is_file() and path.name != LAUNCHER and not path.name.endswith(".sh"):
-                text = path.read_text()
-                new = remove_block(remove_block(text, "deactivate"))
-                if new != text:
-                    atomic_write(path, new)
+                restore_blocks(path, previous or {"deactivate": None, "": None})
         for p, old in record.get("written", {}).items():
             if old is None:
                 remove_file(Path(p))
             else:
-                atomic_write(Path(p), base64.b64decode(old))
+                atomic_write(edit_target(Path(p)), base64.b64decode(old))
 
 
-class WriteShellRc(Step):
-    """A marked block in the user's shell rc that activates the env in every new shell."""
+def b64(data: Optional[bytes]) -> Optional[str]:
+    return base64.b64encode(data).decode() if data is not None else None
 
-    id = "shell-rc.write"
 
-    def __init__(self, rc: Path, env: Path, backend: str = "venv") -> None:
-        self.rc = Path(rc)
-        self.env = Path(env)
-        self.backend = backend
+def restore_blocks(path: Path, previous: dict[str, Optional[str]]) -> None:
+    """Put back in `path` the blocks that were there before (base64), removing ours where
+    there was none; a block no longer there (the user removed it) is left out."""
+    data = path.read_bytes()
+    new = data
+    for name, old in previous.items():
+        span = parsed_blocks(path, lambda: find_block(new, name))
+        if span is not None:
+            new = replace_block(new, span, base64.b64decode(old) if old else b"")
+    if new != data:
+        atomic_write(path, new)
 
-    def describe(self) -> str:
-        return f"activate {self.env} in new shells ({self.rc})"
 
-    def body(self) -> str:
-        env = shlex.quote(str(self.env))
-        head = "# Managed by tfgpu-install: activates the TensorFlow GPU env in new shells.\n"
-        if self.rc.name.endswith(".fish"):
-            act = shlex.quote(str(self.env / "bin" / "activate.fish"))
-            if self.backend == "conda":
-                return head + f"type -q conda; and conda activate {env}\n"
-            return head + f"test -f {act}; and source {act}\n"
-        if self.backend == "conda":
-            return head + f"command -v conda >/dev/null 2>&1 && conda activate {env}\n"
-        act = shlex.quote(str(self.env / "bin" / "activate"))
-        return head + f"[ -f {act} ] && . {act}\n"
+_T = TypeVar("_T")
 
-    def touches(self, ctx: Context) -> list[str]:
-        return [str(self.rc)]
 
-    def check(self, ctx: Context) -> bool:
-        text = self.rc.read_text() if self.rc.is_file() else ""
-        return read_block(text) == read_block(set_block("", self.body()))
-
-    def apply(self, ctx: Context) -> UndoRecord:
-        existed = self.rc.is_file()
-        text = self.rc.read_text() if existed else ""
-        checkpoint(ctx, self.id, "middle")
-        atomic_write(self.rc, set_block(text, self.body()))
-        return {"existed": existed}
-
-    def undo(self, ctx: Context, record: UndoRecord) -> None:
-        if not self.rc.is_file():
-            return
-        text = self.rc.read_text()
-        new = remove_block(text)
-        if not new and record.get("existed") is False:
-            remove_file(self.rc)
-        elif new != text:
-            atomic_write(self.rc, new)
+def parsed_blocks(path: Path, read: Callable[[], _T]) -> _T:
+    """`read()`, with a MarkerError turned into the error users see (exit 5, nothing changed)."""
+    try:
+        return read()
+    except MarkerError as err:
+        raise BadInputError(
+            f"{path}, {err}: its tfgpu-install markers are unbalanced (edited by hand?), so which "
+            "lines are ours is unclear; nothing was changed",
+            hint=f"fix or delete the marker lines (`# >>> {MARK} ... >>>` / `# <<< {MARK} ... <<<`) "
+            "in that file, then run the command again",
+            ref="rc-markers-unbalanced",
+        ) from err

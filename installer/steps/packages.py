@@ -295,6 +295,7 @@ class InstallPackages(Step):
         if before_file.exists():
             # An interrupted install of ours: its "before" is the true before.
             saved = json.loads(before_file.read_text())
+            _drop_half_installed(self.env)
         else:
             saved = {"before": installed_versions(self.env), "env_created": env_created}
             atomic_write(before_file, json.dumps(saved, indent=1, sort_keys=True))
@@ -363,3 +364,16 @@ class InstallPackages(Step):
             self._run(ctx, install + self._index_args(ctx, tool) + ["--no-deps"] + changed,
                       f"{tool} reinstall of the previous versions")
         before_file.unlink(missing_ok=True)
+
+
+def _drop_half_installed(env: TargetEnv) -> None:
+    """A package whose install was cut short (killed, disk full) can leave a dist-info directory
+    without its METADATA or RECORD; uv and pip then stop on it ("failed to read metadata")
+    instead of installing it again. Only such broken records are removed: their files are
+    rewritten by the install that follows."""
+    import shutil
+
+    for site in sorted(env.path.glob("lib/python*/site-packages")):
+        for dist in sorted(site.glob("*.dist-info")):
+            if dist.is_dir() and not ((dist / "METADATA").is_file() and (dist / "RECORD").is_file()):
+                shutil.rmtree(dist, ignore_errors=True)

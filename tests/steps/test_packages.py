@@ -230,6 +230,25 @@ def test_interrupted_install_resumes_and_partial_undo(tmp_env: dict[str, str], t
     assert record["before"] == before and step.check(ctx)
 
 
+def test_a_package_cut_short_mid_write_is_installed_again_on_resume(
+    tmp_env: dict[str, str], tmp_path: Path, package_index: IndexServer
+) -> None:
+    """Disk full or a kill in the middle of writing a package leaves its dist-info without
+    METADATA: uv then refuses to read the env. The resumed step drops such records and finishes."""
+    ctx = _ctx(tmp_env)
+    env = _venv(ctx, tmp_path / "env")
+    step = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url)
+    ctx.hooks.fail_at = "packages.install:middle:enospc"
+    with pytest.raises(OSError):
+        step.apply(ctx)
+    ctx.hooks.fail_at = None
+    broken = next(env.path.glob("lib/python*/site-packages/absl_py-*.dist-info"))
+    (broken / "METADATA").unlink()  # as a write cut short leaves it
+    record = step.apply(ctx)
+    assert step.check(ctx) and record["installer"] in ("uv", "pip")
+    assert (next(env.path.glob("lib/python*/site-packages/absl_py-*.dist-info")) / "METADATA").is_file()
+
+
 def test_check_walks_dependencies_and_markers(tmp_env: dict[str, str], tmp_path: Path, package_index: IndexServer) -> None:
     ctx = _ctx(tmp_env)
     env = _venv(ctx, tmp_path / "env")
