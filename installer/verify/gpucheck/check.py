@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import tfgpucheck_arch as arch  # noqa: E402
 import tfgpucheck_cuda as cuda  # noqa: E402
 
 FORMAT = 1
@@ -97,11 +98,19 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     tf_layer = state.get("tf_measured", {})
     archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
     if ccs and archs:
-        # A GPU without SASS for its exact architecture in TF's build runs PTX, JIT-compiled on first use.
-        sass = {a[3:] for a in archs if a.startswith("sm_")}
-        jit = sorted({c for c in ccs if c.replace(".", "") not in sass})
-        out["ptx_jit"] = {"compute_capabilities": jit, "build_archs": archs,
-                          "note": "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""}
+        # The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use.
+        sass, ptx = arch.split_archs(archs)
+        seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
+        described = {c: (f"sass sm_{a.replace('.', '')}" if how == "sass" else
+                         f"ptx compute_{a.replace('.', '')}" if how == "ptx" and a else "none")
+                     for c, (how, a) in seen.items()}
+        jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
+        none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)
+        note = "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""
+        if none:
+            note = (note + "; " if note else "") + f"no kernels at all for cc {', '.join(none)} in this build"
+        out["ptx_jit"] = {"compute_capabilities": jit, "no_kernels": none, "coverage": described,
+                          "build_archs": archs, "note": note}
     if "mirrored_replicas" in tf_layer:
         gpus = len(tf_layer.get("gpus", []))
         out["mirrored_strategy"] = {"replicas": tf_layer["mirrored_replicas"], "gpus": gpus,
