@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Protocol, Sequence
@@ -86,27 +87,75 @@ class SubprocessRunner:
             if env is not None:
                 full_env.update(env)
         try:
-            proc = subprocess.run(
+            # A new session: on timeout the child is killed with its whole group (a wedged driver call
+            # may sit in a helper the child started).
+            proc = subprocess.Popen(
                 args,
                 env=full_env,
                 cwd=cwd,
-                input=input,
-                stdin=None if input is not None else subprocess.DEVNULL,
-                capture_output=True,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
                 errors="replace",
-                timeout=timeout,
-                # A new session: a hung child (a wedged driver) is killed with its group.
                 start_new_session=True,
             )
         except FileNotFoundError:
             return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
         except PermissionError as exc:
             raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout if isinstance(exc.stdout, str) else ""
-            return Completed(args, TIMED_OUT, out or "", f"timed out after {timeout}s: {desc or args[0]}")
-        return Completed(args, proc.returncode, proc.stdout, proc.stderr)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self._stop(proc, args, f"timed out after {timeout}s: {desc or args[0]}")
+        except BaseException:  # Ctrl-C: leave no child of ours behind
+            self._stop(proc, args, "interrupted")
+            raise
+        return Completed(args, proc.returncode, out, err)
+
+    # Seconds to wait after SIGTERM, then after SIGKILL. Bounded: a child stuck in the kernel
+    # (uninterruptible sleep in a hung driver) survives SIGKILL, and we must not wait on it forever.
+    term_grace: float = 2.0
+    kill_grace: float = 5.0
+
+    def _stop(self, proc: "subprocess.Popen[str]", args: tuple[str, ...], why: str) -> Completed:
+        """End the child's process group (SIGTERM, then SIGKILL), each wait bounded; say what would not end."""
+        notes = [why]
+        for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is gone already
+            try:
+                out, err = proc.communicate(timeout=grace)
+                return Completed(args, TIMED_OUT, out or "", "\n".join(x for x in (err, *notes) if x))
+            except subprocess.TimeoutExpired:
+                continue
+        out, err = _partial_output(proc)
+        if proc.poll() is None:
+            notes.append(f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, "
+                         "usually a hung driver); it was left behind: check `dmesg`, a reboot may be needed")
+        else:
+            notes.append(f"pid {proc.pid} ended, but a process that left its group still holds its output "
+                         "pipes: stopped reading them")
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        return Completed(args, TIMED_OUT, out, "\n".join(x for x in (err, *notes) if x))
+
+
+def _partial_output(proc: "subprocess.Popen[str]") -> tuple[str, str]:
+    """What communicate() had read before giving up (CPython keeps it between calls, as bytes or str)."""
+    got = getattr(proc, "_fileobj2output", None) or {}
+    parts = []
+    for pipe in (proc.stdout, proc.stderr):
+        chunks = got.get(pipe, []) if pipe is not None else []
+        data = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+        parts.append(data.decode(errors="replace"))
+    return parts[0], parts[1]
 
 
 @dataclass

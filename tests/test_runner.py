@@ -1,0 +1,97 @@
+"""The real runner against real children: a timeout ends the whole process group, never hangs us."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from installer.runner import NOT_FOUND, TIMED_OUT, Completed, SubprocessRunner
+
+# A child that ignores SIGTERM and starts a grandchild holding the child's stdout/stderr; `detach`
+# puts the grandchild in its own session (out of the child's process group), as a daemonising
+# helper does. Both pids go to a file so the test can check them, and clean up after itself.
+CHILD = r"""
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session={detach})
+open(sys.argv[1], "w").write(f"{{os.getpid()}} {{grand.pid}}")
+print("started", flush=True)
+time.sleep(600)
+"""
+HANG_GUARD = 120  # a runner that hangs would sit here for the grandchild's 600 s
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in fh)
+    except OSError:
+        return False
+
+
+def _run_guarded(runner: SubprocessRunner, argv: list[str], timeout: float) -> Completed:
+    """runner.run in a thread: a hang fails the test instead of stalling the suite."""
+    box: list[Completed] = []
+    t = threading.Thread(target=lambda: box.append(runner.run(argv, desc="stubborn child", timeout=timeout)),
+                         daemon=True)
+    t.start()
+    t.join(HANG_GUARD)
+    assert not t.is_alive(), "the runner hung after the timeout (it waited on the pipes without a limit)"
+    return box[0]
+
+
+def _pids(path: Path) -> list[int]:
+    for _ in range(200):  # the child writes its file right after starting
+        if path.is_file() and path.read_text().strip():
+            return [int(p) for p in path.read_text().split()]
+        time.sleep(0.05)
+    raise AssertionError("the child never started")
+
+
+@pytest.fixture
+def cleanup() -> list[int]:
+    pids: list[int] = []
+    yield pids
+    for pid in pids:  # only the processes this test started, by id
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _stubborn(tmp_path: Path, cleanup: list[int], detach: bool) -> tuple[Completed, int, int]:
+    pidfile = tmp_path / "pids"
+    argv = [sys.executable, "-c", CHILD.format(detach=detach), str(pidfile)]
+    done = _run_guarded(SubprocessRunner(), argv, timeout=1.0)
+    child, grand = _pids(pidfile)
+    cleanup += [child, grand]
+    assert done.returncode == TIMED_OUT and "timed out after 1.0s: stubborn child" in done.stderr
+    return done, child, grand
+
+
+def test_timeout_kills_the_whole_group_including_a_sigterm_ignoring_child(tmp_path: Path,
+                                                                          cleanup: list[int]) -> None:
+    done, child, grand = _stubborn(tmp_path, cleanup, detach=False)
+    assert "started" in done.stdout  # what it printed before the timeout is kept
+    assert not _alive(child) and not _alive(grand)  # killpg: the grandchild went with its group
+
+
+def test_a_detached_grandchild_holding_the_pipe_is_reported_not_waited_for(tmp_path: Path,
+                                                                          cleanup: list[int]) -> None:
+    done, child, grand = _stubborn(tmp_path, cleanup, detach=True)
+    assert not _alive(child)
+    assert _alive(grand)  # out of our group: not ours to kill, but no longer waited for
+    assert "still holds its output" in done.stderr and "started" in done.stdout
+
+
+def test_plain_runs_and_missing_programs(tmp_path: Path) -> None:
+    r = SubprocessRunner()
+    done = r.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"], input="hi")
+    assert (done.returncode, done.stdout.strip()) == (3, "HI")
+    assert r.run([str(tmp_path / "nope")]).returncode == NOT_FOUND
