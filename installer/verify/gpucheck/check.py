@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tfgpucheck_arch as arch  # noqa: E402
 import tfgpucheck_cuda as cuda  # noqa: E402
+import tfgpucheck_sgemm as sgemm  # noqa: E402
 
 FORMAT = 1
 NAMES = {0: "hardware", 1: "driver", 2: "cuda-runtime", 3: "cudnn", 4: "cublas", 5: "tensorflow",
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
         (1, lambda: cuda.layer_driver(plan, state)),
         (2, lambda: cuda.layer_runtime(plan, state)),
         (3, lambda: cuda.layer_cudnn(plan, state)),
-        (4, lambda: cuda.layer_cublas(plan, state, args.sgemm_size)),
+        (4, lambda: sgemm.layer_cublas(plan, state, args.sgemm_size)),
         (5, tf_layer),
         (6, bench_layer),
     ]
