@@ -115,9 +115,13 @@ def test_cuda_13_wheels_in_nvidia_cu13_lib(root: Path, stubs: StubLibs, tmp_path
     assert layer(doc, 4)["measured"]["libcublas"] == str(site / "nvidia/cu13/lib/libcublas.so.13")
 
 
-def test_without_a_plan_the_newest_cuda_found_is_used(root: Path, stubs: StubLibs) -> None:
-    doc = run_check(_args(root, {}, [str(stubs.cu13), str(stubs.env)]), _env(stubs, STUB_CUDART_VERSION="13000"))
+def test_without_a_plan_the_newest_cuda_the_driver_runs_is_used(root: Path, stubs: StubLibs) -> None:
+    dirs = [str(stubs.cu13), str(stubs.env)]
+    doc = run_check(_args(root, {}, dirs), _env(stubs, STUB_CU_DRIVER_VERSION="13000", STUB_CUDART_VERSION="13000"))
     assert layer(doc, 2)["measured"]["libcudart"].endswith("libcudart.so.13")
+    assert layer(doc, 4)["measured"]["libcublas"].endswith("libcublas.so.13")
+    older = run_check(_args(root, {}, dirs), _env(stubs, STUB_CU_DRIVER_VERSION="12040"))  # a CUDA 12 driver
+    assert layer(older, 2)["measured"]["libcudart"].endswith("libcudart.so.12") and older["ok"]
 
 
 # ---- defect 8: the stubs refuse what real libraries refuse ------------------------------------------

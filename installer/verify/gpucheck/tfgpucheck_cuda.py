@@ -137,7 +137,7 @@ def layer_driver(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     rc = lib.cuDriverGetVersion(ctypes.byref(ver))
     if rc != 0:
         return _driver_failure(lib, rc, "cuDriverGetVersion", measured)
-    measured["driver_cuda"] = cuda_int(ver.value)
+    measured["driver_cuda"] = state["driver_cuda"] = cuda_int(ver.value)
     count = ctypes.c_int(0)
     rc = lib.cuDeviceGetCount(ctypes.byref(count))
     if rc != 0 or count.value == 0:
@@ -158,8 +158,17 @@ def layer_driver(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- layer 2 -------------------------------------------------------------------------------------
+def _so_major(soname: str) -> int:
+    """'libcudart.so.12' -> 12, 'libcudart.so.11.0' -> 11; the bare 'libcudart.so' sorts last (999)."""
+    parts = soname.split(".so.")
+    return int(parts[1].split(".")[0]) if len(parts) == 2 and parts[1].split(".")[0].isdigit() else 999
+
+
 def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     names = sonames("libcudart.so", major(plan.get("cuda")), CUDART)
+    driver = major(state.get("driver_cuda"))
+    if not plan.get("cuda") and driver:  # no plan: the newest runtime this driver can run comes first
+        names = [n for n in names if _so_major(n) <= driver] + [n for n in names if _so_major(n) > driver]
     lib, path, errors = load_library(names, search_dirs(plan, "cuda_runtime"))
     if lib is None:
         return outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",

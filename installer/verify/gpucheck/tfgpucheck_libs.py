@@ -69,17 +69,17 @@ def loaded_path(soname: str) -> Optional[str]:
 
 
 def load_library(names: list[str], dirs: list[str]) -> tuple[Optional[Any], str, list[str]]:
-    """(lib, path, errors): first soname found in dirs (absolute path), else through the loader."""
+    """(lib, path, errors): the first name (in priority order) found in dirs (by absolute path), else
+    through the loader (the system's copy)."""
     errors: list[str] = []
-    for d in dirs:
-        for so in names:
+    for so in names:
+        for d in dirs:
             path = os.path.join(d, so)
             if os.path.exists(path):
                 try:
                     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path, errors
                 except OSError as exc:
                     errors.append(str(exc))
-    for so in names:
         try:
             lib = ctypes.CDLL(so, mode=ctypes.RTLD_GLOBAL)
             return lib, loaded_path(so) or so, errors

@@ -106,8 +106,11 @@ class Sgemm:
             self.cublas.cublasDestroy_v2(self.handle)
 
 
-def load_cublas(plan: dict[str, Any]) -> tuple[Optional[Any], str, Optional[dict[str, Any]]]:
-    names = sonames("libcublas.so", major(plan.get("cuda")), CUBLAS)
+def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[Any], str, Optional[dict[str, Any]]]:
+    """cuBLAS of the planned CUDA, else of the CUDA runtime layer 2 loaded (same major)."""
+    runtime = state.get("runtime_version")
+    want = major(plan.get("cuda")) or (int(runtime) // 1000 if runtime else None)
+    names = sonames("libcublas.so", want, CUBLAS)
     lib, path, errors = load_library(names, search_dirs(plan, "cublas"))
     if lib is None:
         return None, "", outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",
@@ -119,7 +122,7 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
     cudart = state.get("cudart")
     if cudart is None:
         return outcome("skip", "needs the CUDA runtime (layer 2)")
-    lib, path, failure = load_cublas(plan)
+    lib, path, failure = load_cublas(plan, state)
     if failure is not None:
         return failure
     measured: dict[str, Any] = {"libcublas": path, "m": size, "n": size, "k": size}
