@@ -98,6 +98,8 @@ class VerifyReport:
         if bad is not None:
             return f"layer {bad.layer} ({bad.name}) failed: {bad.summary}"
         passed = [lay for lay in self.layers if lay.status == "pass"]
+        if self.mode == "host":
+            return f"host check: {len(passed)} layer(s) passed (no env: TensorFlow not checked)"
         where = "on the GPU" if self.gpu_verified else "on the CPU only"
         return f"verified {where}: {len(passed)} layer(s) passed"
 
@@ -153,7 +155,8 @@ def parse_check_output(done: Completed, timeout: Optional[float] = None, tf_log_
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         how = f"exited {done.returncode} without a report: {tail}"
     layers = []
-    for num, name in enumerate(LAYER_NAMES[:6]):
+    begun = {int(n) for n, st in progress if st == "begin"}
+    for num, name in enumerate(LAYER_NAMES[:7] if 6 in begun else LAYER_NAMES[:6]):  # 6 only when it ran
         ran = {int(n): st for n, st in progress if st != "begin"}
         if num in ran:
             layers.append(LayerResult(num, name, ran[num], "passed before the check died"

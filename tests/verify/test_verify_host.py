@@ -92,6 +92,14 @@ def test_parse_timeout_before_any_layer() -> None:
     assert report.crashed == "timed out after 5s" and report.layers[0].status == "fail"
 
 
+def test_parse_timeout_in_the_burn_fails_layer_6() -> None:
+    err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
+    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9, progress_text=err + "tfgpu-check: layer 6 begin\n")
+    assert [lay.status for lay in report.layers] == ["pass"] * 5 + ["skip", "fail"]
+    assert report.first_failure is not None and report.first_failure.name == "benchmark"
+    assert "timed out after 9s" in report.summary()
+
+
 def test_parse_crash_in_tensorflow_keeps_its_log() -> None:
     err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
     err += "tfgpu-check: layer 5 begin\n"

@@ -175,11 +175,12 @@ def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any)
     finally:
         run.close()
     tele = telemetry.summary()
-    measured = {"seconds": round(elapsed, 1), "n": size, "iterations": iters, "mismatches": mismatches,
-                "gflops": round(iters * 2.0 * size ** 3 / max(elapsed, 1e-9) / 1e9, 1), "telemetry": tele,
-                "throttled": [r for r in tele.get("throttle_reasons", []) if r != "sw_power_cap"]}
-    summary = (f"SGEMM burn {measured['seconds']}s: {iters} products of {size}, {mismatches} wrong, "
-               f"{measured['gflops']} GFLOP/s")
+    burn = {"kind": "cublas-sgemm", "seconds": round(elapsed, 1), "n": size, "iterations": iters,
+            "mismatches": mismatches, "gflops": round(iters * 2.0 * size ** 3 / max(elapsed, 1e-9) / 1e9, 1),
+            "telemetry": tele, "throttled": [r for r in tele.get("throttle_reasons", []) if r != "sw_power_cap"]}
+    measured = {"burn": burn}  # the key TensorFlow's burn uses: one report shape for both
+    summary = (f"SGEMM burn {burn['seconds']}s: {iters} products of {size}, {mismatches} wrong, "
+               f"{burn['gflops']} GFLOP/s")
     temp = tele.get("temp_c")
     if temp:
         summary += f", {temp['min']}-{temp['max']} C"
