@@ -304,7 +304,8 @@ def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
     for dist in Path(env).glob("lib/python3*/site-packages/*.dist-info"):
         name, _, version = dist.name[: -len(".dist-info")].partition("-")
         found[name.lower().replace("_", "-")] = version
-    cuda = next((v for k, v in found.items() if k.startswith("nvidia-cuda-runtime-cu")), None)
+    # nvidia-cuda-runtime-cu11/-cu12; CUDA 13's wheel dropped the suffix (nvidia-cuda-runtime 13.x).
+    cuda = next((v for k, v in found.items() if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", k)), None)
     cudnn = next((v for k, v in found.items() if k.startswith("nvidia-cudnn-cu")), None)
     tf = found.get("tensorflow") or found.get("tensorflow-cpu")
     return CheckPlan(cuda=".".join(cuda.split(".")[:2]) if cuda else None, cudnn=cudnn, tensorflow=tf,

@@ -127,6 +127,15 @@ def test_plan_from_env_reads_the_wheels(tmp_path: Path) -> None:
     assert plan_from_env(tmp_path) == CheckPlan(cuda="12.5", cudnn="9.3.0.75", tensorflow="2.18.0")
 
 
+def test_plan_from_env_reads_cuda_13_wheel_names(tmp_path: Path) -> None:
+    # CUDA 13's wheels dropped the -cu suffix (nvidia-cuda-runtime 13.x); cuDNN kept it (-cu13).
+    sp = tmp_path / "lib/python3.12/site-packages"
+    for d in ("nvidia_cudnn_cu13-9.13.0.50", "nvidia_cuda_runtime-13.0.96", "nvidia_cublas-13.1.0.3"):
+        (sp / f"{d}.dist-info").mkdir(parents=True)
+    plan = plan_from_env(tmp_path)
+    assert (plan.cuda, plan.cudnn) == ("13.0", "9.13.0.50")
+
+
 def test_plan_from_choice_prefers_the_exact_cudnn_pin() -> None:
     choice = Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11", jit_only=False,
                     pins={"nvidia-cudnn-cu12": "8.9.7.29", "nvidia-cublas-cu12": "12.3.4.1"})
