@@ -16,7 +16,7 @@ CUDART = {13: ["libcudart.so.13"], 12: ["libcudart.so.12"], 11: ["libcudart.so.1
 CUBLAS = {13: ["libcublas.so.13"], 12: ["libcublas.so.12"], 11: ["libcublas.so.11"]}
 CUDNN = {9: ["libcudnn.so.9"], 8: ["libcudnn.so.8"]}
 # cuDNN 9 loads these at run time from libcudnn.so.9's own directory (names from the
-# nvidia-cudnn-cu12 9.8.0.87 wheel's RECORD); a missing one fails only on first use otherwise.
+# nvidia-cudnn-cu12 9.3.0.75 and 9.8.0.87 wheels' RECORD); a missing one fails only on first use otherwise.
 CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
                   "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
                   "libcudnn_adv.so.9")
