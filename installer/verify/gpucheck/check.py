@@ -107,8 +107,8 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
         # The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use.
         sass, ptx = arch.split_archs(archs)
         seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
-        described = {c: (f"sass sm_{a.replace('.', '')}" if how == "sass" else
-                         f"ptx compute_{a.replace('.', '')}" if how == "ptx" and a else "none")
+        described = {c: (f"sass sm_{(a or '').replace('.', '')}" if how == "sass" else
+                         f"ptx compute_{(a or '').replace('.', '')}" if how == "ptx" else "none")
                      for c, (how, a) in seen.items()}
         jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
         none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)

@@ -147,8 +147,8 @@ def layer_driver(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     devices = []
     for i in range(count.value):
         info, failure = _device_info(lib, i, measured)
-        if failure is not None:
-            return failure
+        if failure is not None or info is None:
+            return failure or outcome("fail", f"CUDA device {i}: no information")
         devices.append(info)
     measured["devices"] = devices
     state["devices"] = devices

@@ -97,7 +97,7 @@ class Sgemm:
         return None
 
     def max_error(self, ref: list[float]) -> float:
-        return max(abs(x - y) for x, y in zip(self.host_c, ref))
+        return float(max(abs(float(x) - y) for x, y in zip(self.host_c, ref)))
 
     def close(self) -> None:
         for p in self.ptrs:
