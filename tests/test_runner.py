@@ -68,7 +68,9 @@ def cleanup() -> list[int]:
 def _stubborn(tmp_path: Path, cleanup: list[int], detach: bool) -> tuple[Completed, int, int]:
     pidfile = tmp_path / "pids"
     argv = [sys.executable, "-c", CHILD.format(detach=detach), str(pidfile)]
-    done = _run_guarded(SubprocessRunner(), argv, timeout=1.0)
+    runner = SubprocessRunner()
+    runner.term_grace, runner.kill_grace = 0.5, 1.0  # bounded waits, short for the test
+    done = _run_guarded(runner, argv, timeout=1.0)
     child, grand = _pids(pidfile)
     cleanup += [child, grand]
     assert done.returncode == TIMED_OUT and "timed out after 1.0s: stubborn child" in done.stderr
@@ -95,3 +97,35 @@ def test_plain_runs_and_missing_programs(tmp_path: Path) -> None:
     done = r.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"], input="hi")
     assert (done.returncode, done.stdout.strip()) == (3, "HI")
     assert r.run([str(tmp_path / "nope")]).returncode == NOT_FOUND
+
+
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def _freezer_usable() -> bool:
+    return (FREEZER / "cgroup.procs").is_file() and os.access(FREEZER, os.W_OK)
+
+
+@pytest.mark.skipif(not _freezer_usable(), reason="needs a writable cgroup v1 freezer (root)")
+def test_a_child_that_survives_sigkill_is_reported_and_left(tmp_path: Path) -> None:
+    # A frozen task cannot act on SIGKILL until thawed: from our side exactly a child stuck in a hung
+    # driver (uninterruptible sleep). The runner must give up after its bounded waits and say so.
+    group = FREEZER / f"tfgpu-test-{os.getpid()}"
+    group.mkdir()
+    pidfile = tmp_path / "pid"
+    script = f"echo $$ > {pidfile}; echo $$ > {group}/cgroup.procs; echo FROZEN > {group}/freezer.state; sleep 600"
+    runner = SubprocessRunner()
+    runner.term_grace, runner.kill_grace = 0.5, 1.0
+    try:
+        done = _run_guarded(runner, ["sh", "-c", script], timeout=1.0)
+        pid = _pids(pidfile)[0]
+        assert done.returncode == TIMED_OUT
+        assert f"pid {pid} survived SIGKILL" in done.stderr and "hung driver" in done.stderr
+        assert _alive(pid)
+    finally:
+        (group / "freezer.state").write_text("THAWED\n")  # the queued SIGKILL now ends it
+        for _ in range(200):
+            if not (group / "cgroup.procs").read_text().strip():
+                break
+            time.sleep(0.05)
+        group.rmdir()
