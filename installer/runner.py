@@ -131,7 +131,7 @@ class SubprocessRunner:
                 return Completed(args, TIMED_OUT, out or "", "\n".join(x for x in (err, *notes) if x))
             except subprocess.TimeoutExpired:
                 continue
-        out, err = _partial_output(proc)
+        out, err = self._partial_output(proc)
         if proc.poll() is None:
             notes.append(f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, "
                          "usually a hung driver); it was left behind: check `dmesg`, a reboot may be needed")
@@ -146,16 +146,16 @@ class SubprocessRunner:
                     pass
         return Completed(args, TIMED_OUT, out, "\n".join(x for x in (err, *notes) if x))
 
-
-def _partial_output(proc: "subprocess.Popen[str]") -> tuple[str, str]:
-    """What communicate() had read before giving up (CPython keeps it between calls, as bytes or str)."""
-    got = getattr(proc, "_fileobj2output", None) or {}
-    parts = []
-    for pipe in (proc.stdout, proc.stderr):
-        chunks = got.get(pipe, []) if pipe is not None else []
-        data = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
-        parts.append(data.decode(errors="replace"))
-    return parts[0], parts[1]
+    @staticmethod
+    def _partial_output(proc: "subprocess.Popen[str]") -> tuple[str, str]:
+        """What communicate() had read before giving up (CPython keeps it between calls, as bytes or str)."""
+        got = getattr(proc, "_fileobj2output", None) or {}
+        parts = []
+        for pipe in (proc.stdout, proc.stderr):
+            chunks = got.get(pipe, []) if pipe is not None else []
+            data = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+            parts.append(data.decode(errors="replace"))
+        return parts[0], parts[1]
 
 
 @dataclass
