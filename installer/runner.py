@@ -94,27 +94,75 @@ class SubprocessRunner:
             if env is not None:
                 full_env.update(env)
         try:
-            proc = subprocess.run(
+            # A new session: on timeout the child is killed with its whole group (a wedged driver call
+            # may sit in a helper the child started).
+            proc = subprocess.Popen(
                 args,
                 env=full_env,
                 cwd=cwd,
-                input=input,
-                stdin=None if input is not None else subprocess.DEVNULL,
-                capture_output=True,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
                 errors="replace",
-                timeout=timeout,
-                # A new session: a hung child (a wedged driver) is killed with its group.
                 start_new_session=True,
             )
         except FileNotFoundError:
             return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
         except PermissionError as exc:
             raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout if isinstance(exc.stdout, str) else ""
-            return Completed(args, TIMED_OUT, out or "", f"timed out after {timeout}s: {desc or args[0]}")
-        return Completed(args, proc.returncode, proc.stdout, proc.stderr)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self._stop(proc, args, f"timed out after {timeout}s: {desc or args[0]}")
+        except BaseException:  # Ctrl-C: leave no child of ours behind
+            self._stop(proc, args, "interrupted")
+            raise
+        return Completed(args, proc.returncode, out, err)
+
+    # Seconds to wait after SIGTERM, then after SIGKILL. Bounded: a child stuck in the kernel
+    # (uninterruptible sleep in a hung driver) survives SIGKILL, and we must not wait on it forever.
+    term_grace: float = 2.0
+    kill_grace: float = 5.0
+
+    def _stop(self, proc: "subprocess.Popen[str]", args: tuple[str, ...], why: str) -> Completed:
+        """End the child's process group (SIGTERM, then SIGKILL), each wait bounded; say what would not end."""
+        notes = [why]
+        for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is gone already
+            try:
+                out, err = proc.communicate(timeout=grace)
+                return Completed(args, TIMED_OUT, out or "", "\n".join(x for x in (err, *notes) if x))
+            except subprocess.TimeoutExpired:
+                continue
+        out, err = self._partial_output(proc)
+        if proc.poll() is None:
+            notes.append(f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, "
+                         "usually a hung driver); it was left behind: check `dmesg`, a reboot may be needed")
+        else:
+            notes.append(f"pid {proc.pid} ended, but a process that left its group still holds its output "
+                         "pipes: stopped reading them")
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        return Completed(args, TIMED_OUT, out, "\n".join(x for x in (err, *notes) if x))
+
+    @staticmethod
+    def _partial_output(proc: "subprocess.Popen[str]") -> tuple[str, str]:
+        """What communicate() had read before giving up (CPython keeps it between calls, as bytes or str)."""
+        got = getattr(proc, "_fileobj2output", None) or {}
+        parts = []
+        for pipe in (proc.stdout, proc.stderr):
+            chunks = got.get(pipe, []) if pipe is not None else []
+            data = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+            parts.append(data.decode(errors="replace"))
+        return parts[0], parts[1]
 
     def _env(self, env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
         if env is None and self.base_env is None:
@@ -126,7 +174,9 @@ class SubprocessRunner:
     def _streamed(self, args: tuple[str, ...], env: Optional[Mapping[str, str]], timeout: Optional[float],
                   cwd: Optional[str], input: Optional[str], desc: str,
                   on_line: Callable[[str], None]) -> Completed:
-        """run() with stderr read line by line as it comes (stdout collected by a thread)."""
+        """run() with stderr handed to `on_line` line by line as it comes. Both pipes are read by
+        threads, so every wait stays bounded: the child's own (timeout), then the readers' (a
+        detached grandchild may hold the pipes open long after the child is gone)."""
         try:
             proc = subprocess.Popen(
                 args, env=self._env(env), cwd=cwd, text=True, errors="replace",
@@ -139,41 +189,54 @@ class SubprocessRunner:
             raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
         out: list[str] = []
         err: list[str] = []
-        assert proc.stdout is not None and proc.stderr is not None
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        if input is not None and proc.stdin is not None:
-            proc.stdin.write(input)
-            proc.stdin.close()
-        expired = threading.Event()
 
-        def expire() -> None:
-            expired.set()
-            _kill_group(proc)
+        def pump_out() -> None:
+            assert proc.stdout is not None
+            out.append(proc.stdout.read())
 
-        timer = threading.Timer(timeout, expire) if timeout else None
-        if timer is not None:
-            timer.start()
-        try:
+        def pump_err() -> None:
+            assert proc.stderr is not None
             for line in proc.stderr:
                 err.append(line)
-                on_line(line.rstrip("\n"))
-            proc.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
-        reader.join()
-        if expired.is_set():
-            return Completed(args, TIMED_OUT, "".join(out), f"timed out after {timeout}s: {desc or args[0]}")
+                try:
+                    on_line(line.rstrip("\n"))
+                except Exception:  # progress is a courtesy: it never fails the command
+                    pass
+
+        readers = [threading.Thread(target=pump_out, daemon=True), threading.Thread(target=pump_err, daemon=True)]
+        for t in readers:
+            t.start()
+        try:
+            if input is not None and proc.stdin is not None:
+                proc.stdin.write(input)
+                proc.stdin.close()
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            notes = self._end_group(proc, f"timed out after {timeout}s: {desc or args[0]}")
+            for t in readers:
+                t.join(self.term_grace)
+            return Completed(args, TIMED_OUT, "".join(out), "\n".join(x for x in ("".join(err), *notes) if x))
+        except BaseException:  # Ctrl-C: leave no child of ours behind
+            self._end_group(proc, "interrupted")
+            raise
+        for t in readers:
+            t.join(self.term_grace)
         return Completed(args, proc.returncode, "".join(out), "".join(err))
 
-
-def _kill_group(proc: "subprocess.Popen[str]") -> None:
-    """A command past its time: its whole process group goes (a wedged child's children too)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
+    def _end_group(self, proc: "subprocess.Popen[str]", why: str) -> list[str]:
+        """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end."""
+        for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(timeout=grace)
+                return [why]
+            except subprocess.TimeoutExpired:
+                continue
+        return [why, f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, usually a "
+                     "hung driver); it was left behind: check `dmesg`, a reboot may be needed"]
 
 
 @dataclass

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
 from installer.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
 
@@ -31,3 +34,20 @@ def test_replay_runner_streams_the_recorded_stderr() -> None:
     seen: list[str] = []
     r.run(["uv", "pip", "install"], on_line=seen.append)
     assert seen == ["Resolved 2 packages in 1s", "Installed 2 packages in 1s"]
+
+
+def test_a_detached_grandchild_holding_the_pipe_does_not_hang_a_streamed_run(tmp_path: Path) -> None:
+    """The child exits at once; a grandchild in its own session keeps stderr open. run() returns
+    while that grandchild still lives: it waited a bounded time, not for the grandchild."""
+    pidfile = tmp_path / "grandchild.pid"
+    done = SubprocessRunner().run(
+        ["sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' >/dev/null 2>&2 & "
+                     f"while [ ! -s {pidfile} ]; do sleep 0.05; done; echo bye >&2; exit 0"],
+        on_line=lambda line: None, timeout=60,
+    )
+    pid = int(pidfile.read_text())
+    try:
+        assert done.returncode == 0 and "bye" in done.stderr
+        os.kill(pid, 0)  # still running: we did not wait for it
+    finally:
+        os.kill(pid, signal.SIGKILL)

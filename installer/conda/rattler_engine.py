@@ -17,7 +17,8 @@ from typing import Any, Optional, Sequence
 from installer.context import Context
 from installer.errors import BadInputError, EnvironmentProblem, StepFailed, UnsatisfiableError
 
-RATTLER_HINT = "pip install py-rattler (a dependency of tfgpu-install), or install conda/mamba/micromamba"
+RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes it), "
+                "or conda/mamba/micromamba")
 
 
 def available() -> bool:

@@ -13,6 +13,7 @@ from typing import Iterable, Optional, Sequence
 
 from installer.facts.model import Facts, Gpu, PythonInterp
 from installer.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
+from installer.verify.gpucheck.tfgpucheck_arch import coverage
 
 # TensorFlow's last release with GPU support on native Windows (later: WSL2 only).
 # Source: https://www.tensorflow.org/install/pip#windows-native ("TensorFlow 2.10 was the
@@ -80,19 +81,11 @@ def minor_compat_row(rows: Iterable[MinorCompatRow], driver_version: str) -> Opt
 def gpu_coverage(cc: str, release: Release) -> tuple[str, Optional[str]]:
     """How `release` runs on compute capability `cc`: ("sass", "8.0"), ("ptx", "9.0") or ("none", None).
 
-    SASS runs on the same major at or above its minor (cc 8.6 runs sm_80); PTX is
-    JIT-compiled by the driver for any GPU at or above it.
+    The rule is the in-env GPU check's own (tfgpucheck_arch.coverage), so plan and verify agree:
+    SASS runs on the same major at or above its minor (cc 8.6 runs sm_80); PTX is JIT-compiled
+    by the driver for any GPU at or above it.
     """
-    key = version_key(cc)[:2]
-    if len(key) < 2:
-        return "none", None
-    sass = [s for s in release.sass if version_key(s)[:1] == key[:1] and version_key(s)[:2] <= key]
-    if sass:
-        return "sass", max(sass, key=version_key)
-    ptx = [p for p in release.ptx if len(version_key(p)) >= 2 and version_key(p)[:2] <= key]
-    if ptx:
-        return "ptx", max(ptx, key=version_key)
-    return "none", None
+    return coverage(cc, release.sass, release.ptx)
 
 
 def span(versions: Sequence[str]) -> str:

@@ -373,8 +373,8 @@ class CreateEnv(Step):
                 return RATTLER
             raise EnvironmentProblem(
                 "--backend conda needs conda, mamba, micromamba or the py-rattler package, and none was found",
-                hint="install miniforge (https://github.com/conda-forge/miniforge), `pip install py-rattler`, "
-                "or use --backend venv",
+                hint="install miniforge (https://github.com/conda-forge/miniforge), the embedded engine "
+                "(`pip install 'tfgpu-install[conda]'`; scripts/install includes it), or use --backend venv",
                 ref="conda-missing",
             )
         return exe

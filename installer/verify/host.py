@@ -98,6 +98,8 @@ class VerifyReport:
         if bad is not None:
             return f"layer {bad.layer} ({bad.name}) failed: {bad.summary}"
         passed = [lay for lay in self.layers if lay.status == "pass"]
+        if self.mode == "host":
+            return f"host check: {len(passed)} layer(s) passed (no env: TensorFlow not checked)"
         where = "on the GPU" if self.gpu_verified else "on the CPU only"
         return f"verified {where}: {len(passed)} layer(s) passed"
 
@@ -153,7 +155,8 @@ def parse_check_output(done: Completed, timeout: Optional[float] = None, tf_log_
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         how = f"exited {done.returncode} without a report: {tail}"
     layers = []
-    for num, name in enumerate(LAYER_NAMES[:6]):
+    begun = {int(n) for n, st in progress if st == "begin"}
+    for num, name in enumerate(LAYER_NAMES[:7] if 6 in begun else LAYER_NAMES[:6]):  # 6 only when it ran
         ran = {int(n): st for n, st in progress if st != "begin"}
         if num in ran:
             layers.append(LayerResult(num, name, ran[num], "passed before the check died"
@@ -301,7 +304,8 @@ def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
     for dist in Path(env).glob("lib/python3*/site-packages/*.dist-info"):
         name, _, version = dist.name[: -len(".dist-info")].partition("-")
         found[name.lower().replace("_", "-")] = version
-    cuda = next((v for k, v in found.items() if k.startswith("nvidia-cuda-runtime-cu")), None)
+    # nvidia-cuda-runtime-cu11/-cu12; CUDA 13's wheel dropped the suffix (nvidia-cuda-runtime 13.x).
+    cuda = next((v for k, v in found.items() if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", k)), None)
     cudnn = next((v for k, v in found.items() if k.startswith("nvidia-cudnn-cu")), None)
     tf = found.get("tensorflow") or found.get("tensorflow-cpu")
     return CheckPlan(cuda=".".join(cuda.split(".")[:2]) if cuda else None, cudnn=cudnn, tensorflow=tf,

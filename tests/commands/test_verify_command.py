@@ -63,9 +63,44 @@ def test_default_env_is_the_last_installed(tmp_env: dict[str, str], venv: Path,
     assert _json(capsys)["env"] == str(venv)
 
 
-def test_no_env_known(tmp_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "--json"], environ=tmp_env) == 2
-    assert "none installed yet" in _json(capsys)["message"]
+def test_no_env_known_runs_the_host_layers(tmp_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The first thing a new user tries: nothing installed, no GPU here -> probe's wording, exit 3, how to install.
+    assert main(["verify", "--json"], environ=tmp_env) == 3
+    doc = _json(capsys)
+    assert doc["message"].startswith("no NVIDIA GPU found; tried: ") and doc["ok"] is False
+    assert doc["mode"] == "host" and doc["env"] is None
+    assert doc["layers"][0]["status"] == "fail" and "no NVIDIA GPU" in doc["layers"][0]["summary"]
+    assert [lay["status"] for lay in doc["layers"][1:]] == ["skip"] * 4  # host layers only: 0-4
+    assert "--allow-cpu" in doc["hint"] and "no environment installed" in doc["next"]
+    assert not (Path(tmp_env["TFGPU_STATE_DIR"]) / "envs").exists()  # nothing recorded for no env
+
+
+def test_host_only_on_a_stub_gpu_stack(tmp_env: dict[str, str], stubs: StubLibs,  # noqa: F811
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    plant_pci(Path(tmp_env["TFGPU_ROOT"]), [("0000:01:00.0", "0x10de", "0x030000")])
+    libs = f"{stubs.driver}:{stubs.env}"  # system libraries: found through the loader
+    assert main(["verify", "--host-only", "--json"], environ=dict(tmp_env, LD_LIBRARY_PATH=libs)) == 0
+    doc = _json(capsys)
+    assert [lay["status"] for lay in doc["layers"]] == ["pass"] * 5 and doc["mode"] == "host"
+    assert doc["layers"][4]["measured"]["max_abs_error"] == 0.0
+    assert doc["extras"]["visible_devices"]["mapping"][0]["matched_by"] == "uuid"
+    environ = dict(tmp_env, LD_LIBRARY_PATH=libs, STUB_CUDART_COUNT_ERROR="35")
+    assert main(["verify", "--host-only", "--json"], environ=environ) == 9
+    assert _json(capsys)["layers"][2]["error"]["name"] == "cudaErrorInsufficientDriver"
+
+
+def test_host_only_searches_other_python_envs(tmp_env: dict[str, str], stubs: StubLibs,  # noqa: F811
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    plant_pci(Path(tmp_env["TFGPU_ROOT"]), [("0000:01:00.0", "0x10de", "0x030000")])
+    site = Path(tmp_env["HOME"]) / "other-env/lib/python3.12/site-packages"
+    for pkg, names in (("cuda_runtime", ["libcudart.so.12"]), ("cublas", ["libcublas.so.12"]),
+                       ("cudnn", ["libcudnn.so.8"])):
+        (site / "nvidia" / pkg / "lib").mkdir(parents=True)
+        for name in names:
+            (site / "nvidia" / pkg / "lib" / name).symlink_to(stubs.env / name)
+    argv = ["verify", "--host-only", "--search", str(site.parents[2]), "--json"]
+    assert main(argv, environ=dict(tmp_env, LD_LIBRARY_PATH=str(stubs.driver))) == 0
+    assert _json(capsys)["layers"][2]["measured"]["libcudart"].startswith(str(site))
 
 
 def test_env_that_is_not_an_env(tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

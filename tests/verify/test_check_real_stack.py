@@ -34,8 +34,10 @@ def test_real_nvidia_libraries_without_a_driver(tf_env: Path, tmp_path: Path) ->
     assert lay2["measured"]["runtime_cuda"] == "12.3"
     assert "site-packages/nvidia/cuda_runtime/lib/libcudart.so.12" in lay2["measured"]["libcudart"]
     assert lay2["status"] == "fail" and lay2["error"] == {"code": 35, "name": "cudaErrorInsufficientDriver"}
-    # cudnnGetVersion answers from the wheel the plan placed.
-    assert lay3["status"] == "pass" and lay3["measured"]["cudnn"] == "8.9.7"
+    # cudnnGetVersion answers from the wheel the plan placed (built for CUDA 12.2: same major as the
+    # runtime); a handle needs the GPU, and real cuDNN says so with its real status.
+    assert lay3["measured"]["cudnn"] == "8.9.7" and lay3["measured"]["cudnn_cuda"] == "12.2"
+    assert lay3["status"] == "fail" and "cudnnCreate failed: CUDNN_STATUS_NOT_INITIALIZED (1)" in lay3["summary"]
     assert "site-packages/nvidia/cudnn/lib/libcudnn.so.8" in lay3["measured"]["libcudnn"]
     # cublasCreate cannot initialise without a driver, and says so with its real status.
     assert lay4["status"] == "fail" and lay4["error"] == {"code": 1, "name": "CUBLAS_STATUS_NOT_INITIALIZED"}
@@ -105,3 +107,34 @@ def test_tensorflow_on_a_driver_it_cannot_use(tf_env: Path, tmp_path: Path) -> N
     assert layer(doc, 1)["status"] == "pass"
     lay5 = layer(doc, 5)
     assert lay5["status"] == "fail" and lay5["summary"].startswith("TensorFlow")
+
+
+@pytest.fixture(scope="module")
+def cudnn9_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real cuDNN 9 wheel TF 2.18+ pins (nvidia-cudnn-cu12 9.3.0.75, ~600 MB; uv caches it)."""
+    import subprocess
+    import sys
+
+    from tests.support.tfenv import make_venv
+
+    uv = Path(sys.executable).parent / "uv"
+    env = make_venv(tmp_path_factory.mktemp("cudnn9") / "env")
+    proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"), "nvidia-cudnn-cu12==9.3.0.75",
+                           "nvidia-cuda-runtime-cu12==12.5.82"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"could not install cuDNN 9 from the registry: {proc.stderr.strip()[-500:]}")
+    return env
+
+
+@no_driver
+def test_real_cudnn_9_sub_libraries_and_status_names(cudnn9_env: Path, tmp_path: Path) -> None:
+    from tests.support.stublibs import CUDNN9_SUBLIBS
+
+    doc = run_check(["--root", str(tmp_path), "--layers", "2,3", "--keep-going", "--plan-json",
+                     json.dumps({"cuda": "12.5", "cudnn": "9.3.0.75"})], python=_py(cudnn9_env))
+    lay3 = layer(doc, 3)
+    # Every sub-library of the real wheel loads from libcudnn.so.9's directory (the names the stubs use).
+    assert sorted(lay3["measured"]["sublibraries"]) == sorted(CUDNN9_SUBLIBS)
+    assert lay3["measured"]["cudnn"] == "9.3.0" and lay3["measured"]["cudnn_cuda"] == "12.6"
+    # cuDNN 9 numbers its statuses anew (1001); its own cudnnGetErrorString names them.
+    assert "cudnnCreate failed: CUDNN_STATUS_NOT_INITIALIZED (1001)" in lay3["summary"]

@@ -41,7 +41,8 @@ def test_every_layer_passes_on_a_working_stack(root: Path, stubs: StubLibs) -> N
     assert drv["devices"][0]["name"] == "Stub GPU 0" and drv["devices"][0]["compute_capability"] == "8.6"
     assert drv["libcuda"].startswith(str(stubs.driver))  # where the loader really found it
     assert layer(doc, 2)["measured"]["runtime_cuda"] == "12.3"
-    assert layer(doc, 3)["measured"] == {"libcudnn": str(stubs.env / "libcudnn.so.8"), "cudnn": "8.9.7"}
+    assert layer(doc, 3)["measured"] == {"libcudnn": str(stubs.env / "libcudnn.so.8"), "cudnn": "8.9.7",
+                                         "cudnn_cuda": "12.3", "handle": "created and destroyed"}
     assert layer(doc, 4)["measured"]["max_abs_error"] == 0.0
     assert doc["extras"]["mixed_precision"]["eligible"] is True
     assert "tfgpu-check: layer 4 pass" in doc["_stderr"]
@@ -84,7 +85,8 @@ def test_cuinit_failure_is_reported_by_name(root: Path, stubs: StubLibs, code: i
 
 
 def test_hidden_devices_hint_names_cuda_visible_devices(root: Path, stubs: StubLibs) -> None:
-    doc = run_check(_args(root, stubs), _env(stubs, STUB_CU_INIT_ERROR="100", CUDA_VISIBLE_DEVICES=""))
+    doc = run_check(_args(root, stubs), _env(stubs, CUDA_VISIBLE_DEVICES=""))  # the stub's cuInit gives 100
+    assert layer(doc, 1)["error"] == {"code": 100, "name": "CUDA_ERROR_NO_DEVICE"}
     assert "CUDA_VISIBLE_DEVICES=''" in layer(doc, 1)["hint"]
 
 
@@ -126,7 +128,9 @@ def test_cudnn_version_other_than_placed_fails(root: Path, stubs: StubLibs) -> N
 def test_cudnn_9_version_encoding(root: Path, stubs: StubLibs) -> None:
     doc = run_check(_args(root, stubs, dict(PLAN, cudnn="9.3.0.75")), _env(stubs, STUB_CUDNN_VERSION="90300"))
     assert layer(doc, 3)["status"] == "pass"
-    assert layer(doc, 3)["measured"] == {"libcudnn": str(stubs.env / "libcudnn.so.9"), "cudnn": "9.3.0"}
+    lay3 = layer(doc, 3)["measured"]
+    assert (lay3["libcudnn"], lay3["cudnn"], lay3["handle"]) == (str(stubs.env / "libcudnn.so.9"), "9.3.0",
+                                                                 "created and destroyed")
 
 
 def test_cublas_create_failure_by_name(root: Path, stubs: StubLibs) -> None:

@@ -10,6 +10,7 @@ from installer.verify.host import CHECK_SCRIPT
 from tests.conftest import load_cases
 
 sys.path.insert(0, str(CHECK_SCRIPT.parent))  # the check's modules live beside it, outside the package
+import tfgpucheck_nvml  # noqa: E402
 import tfgpucheck_tf  # noqa: E402
 
 CASES = {c["id"]: c for c in load_cases("logs")}
@@ -51,7 +52,7 @@ def test_tensorrt_is_never_blamed(line: str, harmless: bool) -> None:
 
 
 def test_telemetry_summary_flags_throttling() -> None:
-    tel = tfgpucheck_tf.Telemetry()
+    tel = tfgpucheck_nvml.Telemetry()  # no NVML here: samples given by hand
     tel.source = "pynvml"
     tel.samples = [{"gpu": 0, "temp_c": 70, "sm_mhz": 1980, "power_w": 300.0, "util_pct": 99, "throttle": 0x4},
                    {"gpu": 0, "temp_c": 91, "sm_mhz": 1410, "power_w": 280.5, "util_pct": 100, "throttle": 0x40 | 0x4}]

@@ -92,6 +92,14 @@ def test_parse_timeout_before_any_layer() -> None:
     assert report.crashed == "timed out after 5s" and report.layers[0].status == "fail"
 
 
+def test_parse_timeout_in_the_burn_fails_layer_6() -> None:
+    err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
+    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9, progress_text=err + "tfgpu-check: layer 6 begin\n")
+    assert [lay.status for lay in report.layers] == ["pass"] * 5 + ["skip", "fail"]
+    assert report.first_failure is not None and report.first_failure.name == "benchmark"
+    assert "timed out after 9s" in report.summary()
+
+
 def test_parse_crash_in_tensorflow_keeps_its_log() -> None:
     err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
     err += "tfgpu-check: layer 5 begin\n"
@@ -117,6 +125,15 @@ def test_plan_from_env_reads_the_wheels(tmp_path: Path) -> None:
     for d in ("nvidia_cudnn_cu12-9.3.0.75", "nvidia_cuda_runtime_cu12-12.5.82", "tensorflow-2.18.0", "numpy-2.0.2"):
         (sp / f"{d}.dist-info").mkdir(parents=True)
     assert plan_from_env(tmp_path) == CheckPlan(cuda="12.5", cudnn="9.3.0.75", tensorflow="2.18.0")
+
+
+def test_plan_from_env_reads_cuda_13_wheel_names(tmp_path: Path) -> None:
+    # CUDA 13's wheels dropped the -cu suffix (nvidia-cuda-runtime 13.x); cuDNN kept it (-cu13).
+    sp = tmp_path / "lib/python3.12/site-packages"
+    for d in ("nvidia_cudnn_cu13-9.13.0.50", "nvidia_cuda_runtime-13.0.96", "nvidia_cublas-13.1.0.3"):
+        (sp / f"{d}.dist-info").mkdir(parents=True)
+    plan = plan_from_env(tmp_path)
+    assert (plan.cuda, plan.cudnn) == ("13.0", "9.13.0.50")
 
 
 def test_plan_from_choice_prefers_the_exact_cudnn_pin() -> None:

@@ -25,7 +25,10 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import tfgpucheck_arch as arch  # noqa: E402
 import tfgpucheck_cuda as cuda  # noqa: E402
+import tfgpucheck_nvml as nvml  # noqa: E402
+import tfgpucheck_sgemm as sgemm  # noqa: E402
 
 FORMAT = 1
 NAMES = {0: "hardware", 1: "driver", 2: "cuda-runtime", 3: "cudnn", 4: "cublas", 5: "tensorflow",
@@ -82,26 +85,38 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
                                   "why": "compute capability >= 7.0 has Tensor Cores (float16 fast)" if ok
                                   else "a GPU below compute capability 7.0 has no Tensor Cores: mixed precision "
                                   "would be slower"}
-    smi_order = [g["pci"] for g in hw.get("measured", {}).get("gpus", [])]  # nvidia-smi numbers by PCI bus
+    # Which nvidia-smi GPU each CUDA device is: NVML's UUIDs / bus ids (never positions in /sys).
+    nv = state.get("nvml") or {}
     mapping = []
     for d in state.get("devices", []):
-        pci = d.get("pci", "")
-        mapping.append({"cuda": d["index"], "nvidia_smi": smi_order.index(pci) if pci in smi_order else None,
-                        "pci": pci or None, "name": d["name"]})
-    vis = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
-           "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
-    if any(m["nvidia_smi"] is not None and m["cuda"] != m["nvidia_smi"] for m in mapping):
-        vis["note"] = ("CUDA numbers GPUs fastest first, nvidia-smi by PCI bus: set CUDA_DEVICE_ORDER=PCI_BUS_ID "
-                       "so CUDA_VISIBLE_DEVICES uses nvidia-smi's numbers")
+        gpu, how = nvml.match(d, nv.get("devices", []))
+        uuid = (("MIG-" if how == "mig-uuid" else "GPU-") + d["uuid"]) if d.get("uuid") else None
+        mapping.append({"cuda": d["index"], "nvidia_smi": gpu["nvidia_smi"] if gpu else None, "pci": d.get("pci"),
+                        "uuid": uuid, "matched_by": how or None, "name": d["name"]})
+    vis: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
+                           "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
+    if nv.get("error"):
+        vis["nvml_error"] = nv["error"]
+    note = nvml.order_note(mapping, environ)
+    if note:
+        vis["note"] = note
     out["visible_devices"] = vis
     tf_layer = state.get("tf_measured", {})
     archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
     if ccs and archs:
-        # A GPU without SASS for its exact architecture in TF's build runs PTX, JIT-compiled on first use.
-        sass = {a[3:] for a in archs if a.startswith("sm_")}
-        jit = sorted({c for c in ccs if c.replace(".", "") not in sass})
-        out["ptx_jit"] = {"compute_capabilities": jit, "build_archs": archs,
-                          "note": "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""}
+        # The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use.
+        sass, ptx = arch.split_archs(archs)
+        seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
+        described = {c: (f"sass sm_{(a or '').replace('.', '')}" if how == "sass" else
+                         f"ptx compute_{(a or '').replace('.', '')}" if how == "ptx" else "none")
+                     for c, (how, a) in seen.items()}
+        jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
+        none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)
+        note = "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""
+        if none:
+            note = (note + "; " if note else "") + f"no kernels at all for cc {', '.join(none)} in this build"
+        out["ptx_jit"] = {"compute_capabilities": jit, "no_kernels": none, "coverage": described,
+                          "build_archs": archs, "note": note}
     if "mirrored_replicas" in tf_layer:
         gpus = len(tf_layer.get("gpus", []))
         out["mirrored_strategy"] = {"replicas": tf_layer["mirrored_replicas"], "gpus": gpus,
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     started = time.monotonic()
     plan: dict[str, Any] = json.loads(args.plan_json or "{}")
     wanted = {int(x) for x in args.layers.split(",")} if args.layers else set(range(6))
-    if args.benchmark or args.burn:
+    if args.benchmark or args.burn or args.sgemm_burn:
         wanted.add(6)
     gpu_mode = not args.cpu_ok
     device = os.environ.get("TFGPU_CHECK_TEST_DEVICE") or ("/GPU:0" if gpu_mode else "/CPU:0")
@@ -134,6 +149,9 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     def bench_layer() -> dict[str, Any]:
         import tfgpucheck_tf as tfl
 
+        target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
+        if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
+            return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size, nvml.Telemetry(target))
         tf = state.get("tf")
         if tf is None:
             return cuda.outcome("skip", "needs TensorFlow (layer 5)")
@@ -147,7 +165,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
             top = measured["benchmark"]["sizes"][-1]
             parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device}, {top['speedup']}x the CPU")
         if args.burn:
-            b = tfl.burn(tf, device, float(args.burn), n=args.burn_size)
+            b = tfl.burn(tf, device, float(args.burn), n=args.burn_size, telemetry=nvml.Telemetry(target))
             measured["burn"] = b
             parts.append(f"burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
                          + (f", throttled ({', '.join(b['throttled'])})" if b["throttled"] else ""))
@@ -168,7 +186,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
         (1, lambda: cuda.layer_driver(plan, state)),
         (2, lambda: cuda.layer_runtime(plan, state)),
         (3, lambda: cuda.layer_cudnn(plan, state)),
-        (4, lambda: cuda.layer_cublas(plan, state, args.sgemm_size)),
+        (4, lambda: sgemm.layer_cublas(plan, state, args.sgemm_size)),
         (5, tf_layer),
         (6, bench_layer),
     ]
@@ -206,6 +224,8 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
             if entry["status"] == "fail" and not args.keep_going:
                 stopped = (num, NAMES[num])
         results.append(entry)
+    if state.get("devices"):
+        state["nvml"] = nvml.inventory()
     failed = [r for r in results if r["status"] == "fail"]
     log_text = capture.read()
     tf_log: dict[str, Any] = {"path": tf_log_path, "tail": log_text.splitlines()[-40:]}
@@ -248,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burn", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--burn-size", type=int, default=4096)
     p.add_argument("--sgemm-size", type=int, default=64)
+    p.add_argument("--sgemm-burn", type=float, default=0.0, metavar="SECONDS",
+                   help="layer 6 without TensorFlow: cuBLAS SGEMMs for SECONDS while NVML samples the GPU")
+    p.add_argument("--sgemm-burn-size", type=int, default=2048)
     p.add_argument("--tf-log", default="", help="file that receives TF's stderr log")
     p.add_argument("--progress-file", default="", help="also append progress lines to this file")
     args = p.parse_args(argv)

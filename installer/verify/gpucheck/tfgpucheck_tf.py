@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from tfgpucheck_cuda import outcome
 
@@ -181,115 +180,7 @@ def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str
     return {"device": device, "precision": "float32" + (" (TF32 on)" if tf32 else " (TF32 off)"), "sizes": rows}
 
 
-class Telemetry:
-    """NVML samples in a thread: pynvml when the env has it, else libnvidia-ml.so.1 through ctypes."""
-
-    # nvmlClocksThrottleReason bits that mean the card slowed itself down
-    THROTTLE = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                0x80: "hw_power_brake"}
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval = interval
-        self.samples: list[dict[str, Any]] = []
-        self.source: Optional[str] = None
-        self.error: Optional[str] = None
-        self._stop = threading.Event()
-        self._read: Optional[Callable[[], list[dict[str, Any]]]] = None
-        self._thread: Optional[threading.Thread] = None
-        try:
-            self._read = self._pynvml()
-            self.source = "pynvml"
-        except Exception:
-            try:
-                self._read = self._ctypes_nvml()
-                self.source = "libnvidia-ml"
-            except Exception as exc:
-                self.error = f"NVML not available ({exc}): no temperature/clock/power samples"
-
-    def _pynvml(self) -> Callable[[], list[dict[str, Any]]]:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-
-        def read() -> list[dict[str, Any]]:
-            out = []
-            for i, h in enumerate(handles):
-                util = pynvml.nvmlDeviceGetUtilizationRates(h)
-                out.append({"gpu": i, "temp_c": pynvml.nvmlDeviceGetTemperature(h, 0),
-                            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, 1),
-                            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0, "util_pct": util.gpu,
-                            "throttle": int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))})
-            return out
-        return read
-
-    def _ctypes_nvml(self) -> Callable[[], list[dict[str, Any]]]:
-        import ctypes
-
-        nv = ctypes.CDLL("libnvidia-ml.so.1")
-        if nv.nvmlInit_v2() != 0:
-            raise OSError("nvmlInit failed")
-        count = ctypes.c_uint(0)
-        nv.nvmlDeviceGetCount_v2(ctypes.byref(count))
-        handles = []
-        for i in range(count.value):
-            h = ctypes.c_void_p()
-            nv.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
-            handles.append(h)
-
-        class Util(ctypes.Structure):
-            _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
-
-        def read() -> list[dict[str, Any]]:
-            out = []
-            for i, h in enumerate(handles):
-                t, clk, mw, thr, u = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong(), Util()
-                nv.nvmlDeviceGetTemperature(h, 0, ctypes.byref(t))
-                nv.nvmlDeviceGetClockInfo(h, 1, ctypes.byref(clk))
-                nv.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw))
-                nv.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u))
-                nv.nvmlDeviceGetCurrentClocksThrottleReasons(h, ctypes.byref(thr))
-                out.append({"gpu": i, "temp_c": t.value, "sm_mhz": clk.value, "power_w": mw.value / 1000.0,
-                            "util_pct": u.gpu, "throttle": thr.value})
-            return out
-        return read
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                now = time.monotonic()
-                for s in self._read() if self._read else []:
-                    self.samples.append(dict(s, t=round(now, 2)))
-            except Exception as exc:
-                self.error = f"NVML sampling failed: {exc}"
-                return
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "Telemetry":
-        if self._read is not None:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source, "samples": len(self.samples), "error": self.error}
-        if self.samples:
-            for key in ("temp_c", "sm_mhz", "power_w", "util_pct"):
-                vals = [s[key] for s in self.samples]
-                out[key] = {"min": min(vals), "max": max(vals)}
-            reasons = set()
-            for s in self.samples:
-                reasons |= {name for bit, name in self.THROTTLE.items() if s["throttle"] & bit}
-            out["throttle_reasons"] = sorted(reasons)
-        return out
-
-
-def burn(tf: Any, device: str, seconds: float, n: int = 4096) -> dict[str, Any]:
+def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Any = None) -> dict[str, Any]:
     """Sustained matmuls for `seconds`, every result compared element by element with the first
     (gpu-burn's idea: a card that overheats or has bad memory starts computing wrong numbers).
     max|C - C0| is order-independent, so a reduction's float rounding cannot fake an error."""
@@ -303,7 +194,11 @@ def burn(tf: Any, device: str, seconds: float, n: int = 4096) -> dict[str, Any]:
     iters = mismatches = 0
     worst = 0.0
     batch = 16  # matmuls queued per sync: the device stays busy instead of waiting on the host
-    with Telemetry() as tel:
+    if telemetry is None:
+        from tfgpucheck_nvml import Telemetry
+
+        telemetry = Telemetry()
+    with telemetry as tel:
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             with tf.device(device):

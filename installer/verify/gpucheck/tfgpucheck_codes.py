@@ -1,0 +1,103 @@
+"""Status codes of the CUDA driver, runtime, cuBLAS and cuDNN, by name, and how to read them from
+the libraries themselves (stdlib + ctypes only: runs inside the target env, imported by name).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional
+
+# Real codes, reported by name, never as bare numbers. CUresult: cuda.h `enum cudaError_enum`
+# (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html: 304 OPERATING_SYSTEM,
+# 800 NOT_PERMITTED, 801 NOT_SUPPORTED ...); cudaError_t: driver_types.h `enum cudaError`
+# (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html); cublasStatus_t: cublas_api.h.
+CU_RESULT = {
+    0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED", 4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY",
+    46: "CUDA_ERROR_DEVICE_UNAVAILABLE", 100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
+    209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    304: "CUDA_ERROR_OPERATING_SYSTEM", 800: "CUDA_ERROR_NOT_PERMITTED", 801: "CUDA_ERROR_NOT_SUPPORTED",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY", 803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", 999: "CUDA_ERROR_UNKNOWN",
+}
+CUDA_ERROR = {
+    0: "cudaSuccess", 1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation",
+    3: "cudaErrorInitializationError", 4: "cudaErrorCudartUnloading", 34: "cudaErrorStubLibrary",
+    35: "cudaErrorInsufficientDriver", 36: "cudaErrorCallRequiresNewerDriver",
+    46: "cudaErrorDevicesUnavailable", 100: "cudaErrorNoDevice", 101: "cudaErrorInvalidDevice",
+    209: "cudaErrorNoKernelImageForDevice", 222: "cudaErrorUnsupportedPtxVersion",
+    304: "cudaErrorOperatingSystem", 800: "cudaErrorNotPermitted", 801: "cudaErrorNotSupported",
+    802: "cudaErrorSystemNotReady", 803: "cudaErrorSystemDriverMismatch",
+    804: "cudaErrorCompatNotSupportedOnDevice", 999: "cudaErrorUnknown",
+}
+CUBLAS_STATUS = {
+    0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
+    7: "CUBLAS_STATUS_INVALID_VALUE", 8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR",
+    13: "CUBLAS_STATUS_EXECUTION_FAILED", 14: "CUBLAS_STATUS_INTERNAL_ERROR",
+    15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+HINTS = {
+    "CUDA_ERROR_NO_DEVICE": "the driver sees no usable GPU: check CUDA_VISIBLE_DEVICES, `nvidia-smi`, and in a "
+    "container run with `--gpus all`",
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "the kernel module and libcuda differ (driver upgraded without a "
+    "reboot): reboot, or reload the nvidia modules",
+    "CUDA_ERROR_NOT_INITIALIZED": "cuInit failed: check `nvidia-smi` and `dmesg | grep -i nvrm`",
+    "CUDA_ERROR_STUB_LIBRARY": "a stub libcuda (from a CUDA toolkit's lib64/stubs) is on the library path ahead "
+    "of the driver's: remove that directory from LD_LIBRARY_PATH",
+    "cudaErrorInsufficientDriver": "the NVIDIA driver is older than this CUDA runtime (or absent): upgrade the "
+    "driver, or re-run `tfgpu-install` so it picks a CUDA this driver supports",
+    "cudaErrorNoDevice": "the CUDA runtime sees no GPU: check CUDA_VISIBLE_DEVICES and `nvidia-smi`",
+    "cudaErrorSystemDriverMismatch": "driver upgraded without a reboot: reboot",
+    "cudaErrorStubLibrary": "a stub libcuda is on the library path: remove lib64/stubs from LD_LIBRARY_PATH",
+    "CUBLAS_STATUS_NOT_INITIALIZED": "cuBLAS could not initialise the GPU (no driver, or the GPU is busy or "
+    "out of memory): check `nvidia-smi`",
+    "CUBLAS_STATUS_ARCH_MISMATCH": "this cuBLAS has no kernels for the GPU's architecture",
+    "CUDA_ERROR_OPERATING_SYSTEM": "an OS call inside the driver failed: check `dmesg` and the /dev/nvidia* "
+    "permissions (in a container: the device cgroup)",
+    "CUDA_ERROR_NOT_PERMITTED": "the driver refused the operation: check the GPU's compute mode "
+    "(`nvidia-smi -q -d COMPUTE`) and whether another process holds an exclusive GPU",
+    "CUDA_ERROR_NOT_SUPPORTED": "the GPU or driver does not support this operation: check `nvidia-smi` and the "
+    "driver version",
+}
+
+
+# Namers that return the name as `const char *` (an unknown code gives a placeholder string).
+_UNRECOGNISED = ("unrecognized error code", "CUBLAS_STATUS_UNKNOWN", "CUDNN_STATUS_UNKNOWN")
+
+
+def code_name(table: dict[int, str], code: int, lib: Any = None, namer: str = "") -> str:
+    """The code's name: from the library itself when it exports a namer, else the table.
+
+    cuGetErrorName (cuda.h) is `CUresult cuGetErrorName(CUresult error, const char **pStr)`: it
+    returns a status and writes the name through the out-parameter (NULL and
+    CUDA_ERROR_INVALID_VALUE for a code it does not know). cudaGetErrorName, cublasGetStatusName
+    and cudnnGetErrorString return `const char *`.
+    """
+    fn = getattr(lib, namer, None) if lib is not None and namer else None
+    if fn is not None:
+        try:
+            if namer == "cuGetErrorName":
+                fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+                fn.restype = ctypes.c_int
+                out = ctypes.c_char_p()
+                if fn(code, ctypes.byref(out)) == 0 and out.value:
+                    return out.value.decode(errors="replace")
+            else:
+                fn.argtypes = [ctypes.c_int]
+                fn.restype = ctypes.c_char_p
+                name = fn(code)
+                text = name.decode(errors="replace") if isinstance(name, bytes) else ""
+                if text and text not in _UNRECOGNISED:
+                    return text
+        except Exception:  # a namer that misbehaves must not hide the real code
+            pass
+    return table.get(code, f"unknown error {code}")
+
+
+def outcome(status: str, summary: str, measured: Optional[dict[str, Any]] = None, *,
+            error: Optional[dict[str, Any]] = None, hint: Optional[str] = None) -> dict[str, Any]:
+    return {"status": status, "summary": summary, "measured": measured or {}, "error": error, "hint": hint}
+
+
+def err(code: int, name: str) -> dict[str, Any]:
+    return {"code": code, "name": name}
