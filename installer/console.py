@@ -139,7 +139,7 @@ class Progress:
         counter = total is not None and total <= 100  # steps or layers, not bytes
         finished = total is not None and done >= total
         if last is not None:
-            same = last[1] == (what, done)
+            same = last[1] == (what, done) or (finished and last[1][1] == done)  # the rate alone moved
             if same or not (finished or counter or now - last[0] >= self.PLAIN_EVERY):
                 return
         self._last[key] = (now, (what, done))
