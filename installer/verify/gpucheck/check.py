@@ -21,14 +21,24 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import tfgpucheck_arch as arch  # noqa: E402
-import tfgpucheck_cuda as cuda  # noqa: E402
-import tfgpucheck_nvml as nvml  # noqa: E402
-import tfgpucheck_sgemm as sgemm  # noqa: E402
+# This file runs as a script inside the target env, where `installer` is not installed: its
+# siblings are imported by file name. mypy reads them as the package's modules.
+if TYPE_CHECKING:
+    from installer.verify.gpucheck import tfgpucheck_arch as arch
+    from installer.verify.gpucheck import tfgpucheck_cuda as cuda
+    from installer.verify.gpucheck import tfgpucheck_nvml as nvml
+    from installer.verify.gpucheck import tfgpucheck_sgemm as sgemm
+    from installer.verify.gpucheck import tfgpucheck_tf as tfl
+else:
+    import tfgpucheck_arch as arch
+    import tfgpucheck_cuda as cuda
+    import tfgpucheck_nvml as nvml
+    import tfgpucheck_sgemm as sgemm
+    import tfgpucheck_tf as tfl  # cheap: numpy and TensorFlow are imported inside its functions
 
 FORMAT = 1
 NAMES = {0: "hardware", 1: "driver", 2: "cuda-runtime", 3: "cudnn", 4: "cublas", 5: "tensorflow",
@@ -138,7 +148,6 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     capture = Fd2Capture(tf_log_path)
 
     def tf_layer() -> dict[str, Any]:
-        import tfgpucheck_tf as tfl
 
         # The test-only device override runs the GPU path's machinery on a machine without a GPU.
         res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
@@ -147,7 +156,6 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
         return res
 
     def bench_layer() -> dict[str, Any]:
-        import tfgpucheck_tf as tfl
 
         target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
         if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
@@ -230,7 +238,6 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     log_text = capture.read()
     tf_log: dict[str, Any] = {"path": tf_log_path, "tail": log_text.splitlines()[-40:]}
     if log_text:
-        import tfgpucheck_tf as tfl
 
         tf_log.update(tfl.parse_tf_log(log_text))
     if own_dir:  # a run by hand: the log is in the report, leave nothing behind

@@ -9,10 +9,16 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from tfgpucheck_codes import CUBLAS_STATUS, CUDA_ERROR, HINTS, code_name, err, outcome
-from tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
+if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
+    from installer.verify.gpucheck.tfgpucheck_codes import CUBLAS_STATUS, CUDA_ERROR, HINTS, code_name, err, outcome
+else:
+    from tfgpucheck_codes import CUBLAS_STATUS, CUDA_ERROR, HINTS, code_name, err, outcome
+if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
+    from installer.verify.gpucheck.tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
+else:
+    from tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
 
 _H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
 

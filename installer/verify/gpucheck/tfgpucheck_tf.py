@@ -10,9 +10,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from tfgpucheck_cuda import outcome
+if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
+    from installer.verify.gpucheck import tfgpucheck_nvml as nvml
+    from installer.verify.gpucheck.tfgpucheck_cuda import outcome
+else:
+    import tfgpucheck_nvml as nvml
+    from tfgpucheck_cuda import outcome
 
 _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'(?:; dlerror: (.*))?")
 _CUDNN_LOADED = re.compile(r"Loaded cuDNN version (\d+)")
@@ -195,9 +200,7 @@ def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Any = N
     worst = 0.0
     batch = 16  # matmuls queued per sync: the device stays busy instead of waiting on the host
     if telemetry is None:
-        from tfgpucheck_nvml import Telemetry
-
-        telemetry = Telemetry()
+        telemetry = nvml.Telemetry()
     with telemetry as tel:
         start = time.monotonic()
         while time.monotonic() - start < seconds:
