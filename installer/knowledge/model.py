@@ -64,6 +64,10 @@ class Release:
     pins_kind: str = "none"
     extra_requires: dict[str, str] = field(default_factory=dict)  # the extra's own specifiers, verbatim
     build_info: dict[str, str] = field(default_factory=dict)  # raw build_info.py values (cuda_version...)
+    # pinned wheel -> "sha256:..." of its Linux x86_64 file (from pip's own report)
+    pin_hashes: dict[str, str] = field(default_factory=dict)
+    # the sonames TF's dso loader dlopens for CUDA/cuDNN ("libcusolver.so.10"): what any source must provide
+    sonames: tuple[str, ...] = ()
 
     @property
     def blocking_defects(self) -> tuple[Defect, ...]:

@@ -6,6 +6,7 @@ BadInputError "<file>:<line>: <path>: <problem>" with a hint on the first proble
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -17,7 +18,7 @@ RELEASE_REQUIRED = (
     "manylinux", "min_glibc", "cuda_from", "source",
 )
 RELEASE_OPTIONAL = (
-    "extra", "pins", "pins_kind", "extra_requires", "constraints", "defects", "sources",
+    "extra", "pins", "pins_kind", "extra_requires", "constraints", "defects", "sources", "pin_hashes", "sonames",
     "unconfirmed", "arches", "notes", "build_info",
 )
 # Field names an `unconfirmed:` list may name (Release fields).
@@ -60,11 +61,12 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
     extra = s(row, "extra", f"{p}.extra", optional=True)
     pins = c.str_map(row, "pins", f"{p}.pins", pattern=VERSION_ANY, example="9.3.0.75")
     pins_kind = s(row, "pins_kind", f"{p}.pins_kind", optional=True,
-                  choices=("exact", "tested", "none")) or ("exact" if pins else "none")
+                  choices=("exact", "tested", "wheels", "none")) or ("exact" if pins else "none")
     if pins and pins_kind == "none":
         c.fail(c.line_of(row, "pins"), f"{p}.pins_kind", "pins given but pins_kind is none",
                "say `exact` (the extra pins ==) or `tested` (the build's own versions)")
-    if cuda_from == "pip" and not extra:
+    # "wheels": no extra exists (TF < 2.14); the pins are the installer's own choice of nvidia-*-cu11 wheels.
+    if cuda_from == "pip" and not extra and pins_kind != "wheels":
         c.fail(c.line_of(row, "cuda_from"), f"{p}.extra", "cuda_from: pip needs the extra's name",
                "add `extra: and-cuda`")
     unconfirmed = c.strings(row, "unconfirmed", f"{p}.unconfirmed")
@@ -119,7 +121,23 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
         pins_kind=pins_kind,
         extra_requires=c.str_map(row, "extra_requires", f"{p}.extra_requires"),
         build_info={str(k): str(v) for k, v in (row.get("build_info") or {}).items()},
+        pin_hashes=_pin_hashes(c, row, p, pins),
+        sonames=c.strings(row, "sonames", f"{p}.sonames"),
     )
+
+
+_SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _pin_hashes(c: Checker, row: LDict, p: str, pins: dict[str, str]) -> dict[str, str]:
+    """pin -> "sha256:<hex>" of the Linux x86_64 wheel; only for pinned packages."""
+    hashes = c.str_map(row, "pin_hashes", f"{p}.pin_hashes")
+    for name, digest in hashes.items():
+        if name not in pins or not _SHA256.match(digest):
+            c.fail(c.line_of(row, "pin_hashes"), f"{p}.pin_hashes.{name}",
+                   f"expected sha256:<64 hex> of a pinned wheel, got {digest!r}",
+                   "copy it from `pip install --dry-run --report` (download_info.archive_info.hashes)")
+    return hashes
 
 
 def parse_drivers(path: Path, label: str) -> tuple[tuple[DriverRow, ...], tuple[MinorCompatRow, ...]]:

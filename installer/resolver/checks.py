@@ -54,7 +54,9 @@ def required_cuda(release: Release) -> Optional[str]:
     """The CUDA the driver must support: the build CUDA, or for pip-provided CUDA the
     newest CUDA among its pinned nvidia-cuda-* wheels (whichever is newer)."""
     versions = [release.cuda] if release.cuda else []
-    if release.cuda_from == "pip":
+    # "wheels" (TF < 2.14): the installer's newer 11.x wheels run the build's CUDA through minor-version
+    # compatibility; the driver must still support the build's CUDA (userspace.wheel_notes says so).
+    if release.cuda_from == "pip" and release.pins_kind != "wheels":
         versions += [major_minor(v) for name, v in release.pins.items() if _CUDA_VERSIONED.match(name)]
     versions = [v for v in versions if version_key(v)]
     return max(versions, key=version_key) if versions else None

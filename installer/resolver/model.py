@@ -19,6 +19,7 @@ class Choice:
     pins: dict[str, str] = field(default_factory=dict)  # exact wheel pins to install
     constraints: dict[str, str] = field(default_factory=dict)  # numpy/protobuf specifiers
     visible_devices: Optional[str] = None  # restrict CUDA_VISIBLE_DEVICES (mixed GPUs)
+    hashes: dict[str, list[str]] = field(default_factory=dict)  # pin -> ["sha256:..."] (matrix.yaml pin_hashes)
 
     def requirements(self) -> list[str]:
         """pip requirement strings: TF itself, its exact CUDA/cuDNN pins, compatibility constraints."""

@@ -27,6 +27,7 @@ from installer.facts.model import Facts
 from installer.knowledge.model import Knowledge, Policy, Release
 from installer.resolver.checks import WINDOWS_NATIVE_GPU_LAST, Finding, Machine, Pick, candidates, defect_applies, evaluate, failures, first_clause, gpu_coverage, has_usable_gpu, machine_view, max_cuda_from_table, min_driver_for, required_cuda, span, summary, version_key, visible_gpus
 from installer.resolver.model import Choice, Rejection, Resolution
+from installer.resolver.userspace import wheel_notes
 
 __all__ = [
     "resolve", "candidates", "evaluate", "gpu_coverage", "has_usable_gpu", "visible_gpus", "max_cuda_from_table",
@@ -50,6 +51,7 @@ def _choice(r: Release, pick: Pick, findings: Sequence[Finding], visible: Option
         pins=dict(r.pins),
         constraints=dict(r.constraints),
         visible_devices=visible,
+        hashes={name: [digest] for name, digest in sorted(r.pin_hashes.items())},
     )
 
 
@@ -114,7 +116,7 @@ def resolve(
         fails = failures(findings)
         if not fails:
             chosen = _choice(r, pick, findings)
-            reasons += [f.text for f in findings]
+            reasons += [f.text for f in findings] + (wheel_notes(r, m) if gpu_mode else [])
             warnings += [f.text for f in findings if f.jit]
             break
         accepted = _accept_with_flag(r, pick, findings, m, allow_minor_compat, restrict_gpus)
