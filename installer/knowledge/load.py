@@ -10,9 +10,9 @@ from typing import Optional
 from installer.context import Context
 from installer.errors import BadInputError
 from installer.knowledge.model import (
-    BUILTIN_POLICIES, Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release,
+    BUILTIN_POLICIES, ArchRow, Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, PtxasRow, Release,
 )
-from installer.knowledge.schema import parse_drivers, parse_gpus, parse_matrix, parse_policy
+from installer.knowledge.schema import parse_drivers, parse_gpus, parse_hardware, parse_matrix, parse_policy
 
 
 def profiles_dir() -> Path:
@@ -38,7 +38,7 @@ def load_knowledge(directory: Optional[Path] = None, cache_dir: Optional[Path] =
 
 KNOWLEDGE_FILES = ("matrix.yaml", "drivers.yaml", "gpus.yaml") + tuple(f"{n}.yaml" for n in BUILTIN_POLICIES)
 _CACHE_FORMAT = "knowledge-v1"
-_PICKLED = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy)
+_PICKLED = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy, ArchRow, PtxasRow)
 
 
 @lru_cache(maxsize=8)
@@ -96,7 +96,8 @@ def _parse_all(directory: Path) -> Knowledge:
         name: parse_policy(directory / f"{name}.yaml", label(f"{name}.yaml"), expect_name=name)
         for name in BUILTIN_POLICIES
     }
-    return Knowledge(releases, drivers, minor, gpus, policies, directory)
+    archs, ptxas = parse_hardware(directory / "drivers.yaml", label("drivers.yaml"))
+    return Knowledge(releases, drivers, minor, gpus, policies, directory, architectures=archs, ptxas=ptxas)
 
 
 def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:

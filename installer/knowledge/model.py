@@ -5,6 +5,8 @@ Schema (each file documents itself in a header comment too):
 matrix.yaml   releases:    one row per TensorFlow release (Linux x86_64) -> Release
 drivers.yaml  cuda:        CUDA version -> minimum Linux driver (toolkit table)  -> DriverRow
               minor_compat: CUDA major -> minimum driver for minor-version compatibility -> MinorCompatRow
+              architectures: compute capabilities -> last driver branch -> ArchRow
+              ptxas: ptxas (CUDA) version -> highest compute capability it targets -> PtxasRow
 gpus.yaml     groups:      compute capability + source -> GPU model names (and nvidia-smi spellings) -> GpuRow
 errors.yaml   rules:       log pattern -> cause -> fix -> source (used by doctor)
 stable.yaml / latest.yaml / legacy.yaml: policies -> Policy
@@ -92,6 +94,28 @@ class MinorCompatRow:
 
 
 @dataclass(frozen=True)
+class ArchRow:
+    """A GPU architecture's compute capabilities and the last driver branch that supports it."""
+
+    architecture: str  # "Kepler"
+    cc_min: str  # "3.0"
+    cc_max: str  # "3.7"
+    last_branch: int  # 470: drivers R470.x are the last with this architecture
+    source: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class PtxasRow:
+    """The newest compute capability a ptxas (from the CUDA release of that version) can target."""
+
+    ptxas: str  # "12.8" (the nvidia-cuda-nvcc-cu12 wheel's CUDA version)
+    highest_cc: str  # "12.0" (sm_120)
+    source: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class GpuRow:
     name: str  # canonical model name as nvidia-smi prints it, e.g. "NVIDIA GeForce RTX 3090"
     compute_capability: str  # "8.6"
@@ -124,6 +148,8 @@ class Knowledge:
     gpus: tuple[GpuRow, ...]
     policies: dict[str, Policy] = field(default_factory=dict)
     directory: Optional[Path] = None
+    architectures: tuple[ArchRow, ...] = ()  # drivers.yaml architectures: driver ceilings per architecture
+    ptxas: tuple[PtxasRow, ...] = ()  # drivers.yaml ptxas: ptxas version -> highest compute capability
 
     def release(self, version: str) -> Optional[Release]:
         return next((r for r in self.releases if r.tensorflow == version), None)

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from installer.knowledge.model import Defect, DriverRow, GpuRow, MinorCompatRow, Policy, Release
+from installer.knowledge.model import ArchRow, Defect, DriverRow, GpuRow, MinorCompatRow, Policy, PtxasRow, Release
 from installer.knowledge.yaml_reader import DATE, DRIVER, TF_VERSION, VERSION2, VERSION_ANY, Checker, LDict, read_yaml
 
 RELEASE_REQUIRED = (
@@ -142,7 +142,7 @@ def _pin_hashes(c: Checker, row: LDict, p: str, pins: dict[str, str]) -> dict[st
 
 def parse_drivers(path: Path, label: str) -> tuple[tuple[DriverRow, ...], tuple[MinorCompatRow, ...]]:
     c = Checker(label)
-    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format"))
+    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format", "architectures", "ptxas"))
     rows = c.seq(top["cuda"], "cuda", c.line_of(top, "cuda"))
     drivers = []
     seen: dict[str, int] = {}
@@ -176,6 +176,35 @@ def parse_drivers(path: Path, label: str) -> tuple[tuple[DriverRow, ...], tuple[
             caveat=c.string(row, "caveat", f"{p}.caveat", optional=True) or "",
         ))
     return tuple(drivers), tuple(minor)
+
+
+def parse_hardware(path: Path, label: str) -> tuple[tuple[ArchRow, ...], tuple[PtxasRow, ...]]:
+    """drivers.yaml's `architectures` (driver ceilings) and `ptxas` (highest target) tables."""
+    c = Checker(label)
+    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format", "architectures", "ptxas"))
+    archs = []
+    arows = c.seq(top.get("architectures") or [], "architectures", c.line_of(top, "architectures"))
+    for i, raw in enumerate(arows):
+        p = f"architectures[{i}]"
+        row = c.mapping(raw, p, c.line_of(arows, i), ("architecture", "cc_min", "cc_max", "last_branch", "source"))
+        branch = c.string(row, "last_branch", f"{p}.last_branch", pattern=re.compile(r"^\d{3}$"), example="470") or "0"
+        archs.append(ArchRow(
+            architecture=c.string(row, "architecture", f"{p}.architecture") or "",
+            cc_min=c.string(row, "cc_min", f"{p}.cc_min", pattern=VERSION2, example="3.0") or "",
+            cc_max=c.string(row, "cc_max", f"{p}.cc_max", pattern=VERSION2, example="3.7") or "",
+            last_branch=int(branch), source=c.string(row, "source", f"{p}.source") or "", line=row.line,
+        ))
+    ptxas = []
+    prows = c.seq(top.get("ptxas") or [], "ptxas", c.line_of(top, "ptxas"))
+    for i, raw in enumerate(prows):
+        p = f"ptxas[{i}]"
+        row = c.mapping(raw, p, c.line_of(prows, i), ("ptxas", "highest_cc", "source"))
+        ptxas.append(PtxasRow(
+            ptxas=c.string(row, "ptxas", f"{p}.ptxas", pattern=VERSION2, example="12.8") or "",
+            highest_cc=c.string(row, "highest_cc", f"{p}.highest_cc", pattern=VERSION2, example="12.0") or "",
+            source=c.string(row, "source", f"{p}.source") or "", line=row.line,
+        ))
+    return tuple(archs), tuple(ptxas)
 
 
 def parse_gpus(path: Path, label: str) -> tuple[GpuRow, ...]:
