@@ -27,7 +27,7 @@ from installer.facts.model import Facts
 from installer.knowledge.model import Knowledge, Policy, Release
 from installer.resolver.checks import WINDOWS_NATIVE_GPU_LAST, Finding, Machine, Pick, candidates, defect_applies, evaluate, failures, first_clause, gpu_coverage, has_usable_gpu, machine_view, max_cuda_from_table, min_driver_for, required_cuda, span, summary, version_key, visible_gpus
 from installer.resolver.model import Choice, Rejection, Resolution
-from installer.resolver.userspace import wheel_notes
+from installer.resolver.userspace import ptxas_upgrade, wheel_notes
 
 __all__ = [
     "resolve", "candidates", "evaluate", "gpu_coverage", "has_usable_gpu", "visible_gpus", "max_cuda_from_table",
@@ -143,6 +143,9 @@ def resolve(
             break
         rejected.append(Rejection(r.tensorflow, tuple(f.text for f in fails), summary(fails)))
     if chosen is not None and r_chosen is not None:
+        if gpu_mode:
+            chosen, risk = ptxas_upgrade(chosen, m, knowledge.ptxas)
+            warnings += risk
         warnings += _release_warnings(r_chosen, policy, chosen.python)
         warnings += _mig_warnings(m)
         options = _options(evaluated, m, chosen, gpu_mode)

@@ -111,3 +111,29 @@ def test_ptxas_table() -> None:
     assert ptxas_knows(rows, "12.8", "12.0") is True and ptxas_knows(rows, "11.2", "8.0") is None
     row = ptxas_for(rows, "12.0")
     assert row is not None and row.ptxas == "12.8" and "12.8" in row.source
+
+
+def test_rtx_5090_on_575_pins_a_ptxas_that_knows_sm_120_and_states_the_risk() -> None:
+    m = machine("575.51.03", [gpu("NVIDIA GeForce RTX 5090", "12.0")], pythons=("3.12.3",))
+    res = resolve(m, kn(), STABLE)
+    c = res.choice
+    assert c is not None and c.jit_only
+    nvcc = c.pins["nvidia-cuda-nvcc-cu12"]
+    assert tuple(map(int, nvcc.split(".")[:2])) >= (12, 8) and nvcc == "12.8.93"
+    assert c.hashes["nvidia-cuda-nvcc-cu12"] == [next(r.sha256 for r in kn().ptxas if r.ptxas == "12.8")]
+    assert f"nvidia-cuda-nvcc-cu12=={nvcc}" in c.requirements()
+    risk = next(w for w in res.warnings if "does not know compute capability 12.0" in w)
+    assert "Risk:" in risk and "12.8" in risk and "docs.nvidia.com" in risk
+
+
+def test_b200_gets_ptxas_12_8_and_a_cc_12_1_gpu_gets_12_9() -> None:
+    b200 = resolve(machine("575.51.03", [gpu("NVIDIA B200", "10.0")], pythons=("3.12.3",)), kn(), STABLE).choice
+    assert b200 is not None and b200.pins["nvidia-cuda-nvcc-cu12"] == "12.8.93"
+    spark = resolve(machine("580.65.06", [gpu("NVIDIA GB10", "12.1")], pythons=("3.12.3",)), kn(), STABLE).choice
+    assert spark is not None and spark.pins["nvidia-cuda-nvcc-cu12"] == "12.9.86"
+
+
+def test_a_gpu_the_pinned_ptxas_knows_keeps_the_tested_pin() -> None:
+    res = resolve(machine("575.51.03", [gpu("NVIDIA H100 80GB HBM3", "9.0")], pythons=("3.12.3",)), kn(), STABLE)
+    assert res.choice is not None and res.choice.pins["nvidia-cuda-nvcc-cu12"] == "12.5.82"
+    assert not any("ptxas" in w for w in res.warnings)
