@@ -52,6 +52,7 @@ def _choice(r: Release, pick: Pick, findings: Sequence[Finding], visible: Option
         constraints=dict(r.constraints),
         visible_devices=visible,
         hashes={name: [digest] for name, digest in sorted(r.pin_hashes.items())},
+        sonames=list(r.sonames) if r.cuda_from == "system" else [],
     )
 
 
