@@ -209,6 +209,7 @@ class Machine:
     notes: tuple[str, ...]  # facts worth saying once (visible devices, unknown cc ...)
     wsl: bool = False
     dropped: tuple[tuple[int, str, str], ...] = ()  # (GPU index, why, short): the driver no longer drives it
+    tegra: Optional[str] = None  # a Jetson ("L4T R35.4.1; NVIDIA Jetson AGX Orin ...") and where that came from
 
     @property
     def gpu_ready(self) -> bool:
@@ -300,6 +301,7 @@ def machine_view(facts: Facts, knowledge: Knowledge, conda_available: bool) -> M
         notes=tuple(notes),
         wsl=facts.host.wsl,
         dropped=tuple(dropped),
+        tegra=f"{facts.host.tegra} ({facts.host.tegra_source})" if facts.host.tegra else None,
     )
 
 

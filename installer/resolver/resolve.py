@@ -27,7 +27,7 @@ from installer.facts.model import Facts
 from installer.knowledge.model import Knowledge, Policy, Release
 from installer.resolver.checks import WINDOWS_NATIVE_GPU_LAST, Finding, Machine, Pick, candidates, defect_applies, evaluate, failures, first_clause, gpu_coverage, has_usable_gpu, machine_view, max_cuda_from_table, min_driver_for, required_cuda, span, summary, version_key, visible_gpus
 from installer.resolver.model import Choice, Rejection, Resolution
-from installer.resolver.userspace import ptxas_upgrade, wheel_notes
+from installer.resolver.userspace import arm_remedies, ptxas_upgrade, wheel_notes
 
 __all__ = [
     "resolve", "candidates", "evaluate", "gpu_coverage", "has_usable_gpu", "visible_gpus", "max_cuda_from_table",
@@ -170,6 +170,9 @@ def resolve(
         "nothing fits: no candidate passes every constraint (see rejected)" if cands
         else f"nothing fits: profile '{policy.name}' keeps no release"
     )
+    if cands and all(any(f.kind == "arch" for f in failures(fs)) for _, fs, _ in evaluated):
+        reasons.append(f"{m.arch}{' (NVIDIA Jetson: ' + m.tegra + ')' if m.tegra else ''}: no release in "
+                       f"matrix.yaml has a GPU wheel for {m.arch} on PyPI; see the remedies")
     return Resolution(
         profile=policy.name,
         choice=None,
@@ -295,6 +298,8 @@ def _remedies(
     drv = next((r for r, fs, _ in evaluated if kinds(fs) == {"driver"}), None)
     if drv is not None:
         out.append(_driver_remedy(drv, knowledge, m))
+    if evaluated and all("arch" in kinds(fs) for _, fs, _ in evaluated):
+        out += arm_remedies(m)
     if any(kinds(fs) == {"os"} for _, fs, _ in evaluated):
         out.append(f"use WSL2 (Windows Subsystem for Linux) with the Windows NVIDIA driver: TensorFlow after "
                    f"{WINDOWS_NATIVE_GPU_LAST} runs on the GPU only there")
@@ -340,7 +345,7 @@ def _no_gpu(
         tried = "; ".join(f"{t.source}: {t.outcome}" for t in facts.sources_tried)
         why = f"no NVIDIA GPU found ({tried or d.source or 'nvidia-smi, NVML, lspci'})"
     reasons.append(why)
-    remedies: list[str] = []
+    remedies: list[str] = [r for r in arm_remedies(m) if m.tegra and "--allow-cpu" not in r]
     if m.devices or facts.gpu_on_pci:
         # What driver the best release would need, judged with the GPU's compute capability.
         fake = replace(m, driver="999999", max_cuda="999.0", minor_compat=None)

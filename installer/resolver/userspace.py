@@ -73,3 +73,24 @@ def ptxas_upgrade(choice: Choice, m: Machine, rows: Sequence[PtxasRow]) -> tuple
             f"{choice.tensorflow} was tested with ptxas {have}, not {row.ptxas}; code it compiles needs a driver "
             f"that supports CUDA {row.ptxas}")
     return replace(choice, pins=pins, hashes=hashes), [text]
+
+
+# Where TensorFlow with GPU support comes from on ARM, when PyPI has no GPU wheel for it.
+JETPACK_TF = "https://docs.nvidia.com/deeplearning/frameworks/install-tf-jetson-platform/index.html"
+L4T_CONTAINER = "https://catalog.ngc.nvidia.com/orgs/nvidia/containers/l4t-tensorflow"
+NGC_TF = "https://catalog.ngc.nvidia.com/orgs/nvidia/containers/tensorflow"
+
+
+def arm_remedies(m: Machine) -> list[str]:
+    """What runs TensorFlow on the GPU of an aarch64 machine that no release in matrix.yaml serves."""
+    if m.arch != "aarch64":
+        return []
+    if m.tegra:
+        return [f"this is an NVIDIA Jetson ({m.tegra}): PyPI has no TensorFlow GPU wheel for it; install NVIDIA's "
+                f"JetPack build of TensorFlow for your JetPack release (pip from "
+                f"https://developer.download.nvidia.com/compute/redist/jp/, {JETPACK_TF}), or run the NGC "
+                f"l4t-tensorflow container matching your L4T release ({L4T_CONTAINER})",
+                "to install and verify on the CPU only, add --allow-cpu"]
+    return [f"aarch64 server: no PyPI TensorFlow release in this profile has a GPU build for aarch64; run NVIDIA's "
+            f"NGC TensorFlow container (arm64 images, CUDA and cuDNN inside; {NGC_TF})",
+            "to install and verify on the CPU only, add --allow-cpu"]

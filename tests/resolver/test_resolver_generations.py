@@ -137,3 +137,19 @@ def test_a_gpu_the_pinned_ptxas_knows_keeps_the_tested_pin() -> None:
     res = resolve(machine("575.51.03", [gpu("NVIDIA H100 80GB HBM3", "9.0")], pythons=("3.12.3",)), kn(), STABLE)
     assert res.choice is not None and res.choice.pins["nvidia-cuda-nvcc-cu12"] == "12.5.82"
     assert not any("ptxas" in w for w in res.warnings)
+
+
+def test_a_jetson_is_named_and_given_the_jetpack_and_ngc_remedies() -> None:
+    from dataclasses import replace
+
+    m = machine("540.3.0", [gpu("Orin (nvgpu)", "8.7")], arch="aarch64")
+    m = replace(m, host=replace(m.host, tegra="L4T R36.3.0; NVIDIA Jetson AGX Orin Developer Kit",
+                                tegra_source="/etc/nv_tegra_release, /proc/device-tree/model"))
+    res = resolve(m, kn(), STABLE)
+    assert res.choice is None
+    assert any("NVIDIA Jetson: L4T R36.3.0" in r and "no release in matrix.yaml has a GPU wheel for aarch64" in r
+               for r in res.reasons)
+    assert any("JetPack build of TensorFlow" in r and "l4t-tensorflow" in r for r in res.remedies)
+    server = resolve(machine("550.54.14", [gpu("NVIDIA GH200 480GB", "9.0")], arch="aarch64"), kn(), STABLE)
+    assert any("NGC TensorFlow container" in r for r in server.remedies)
+    assert not any("Jetson" in r for r in server.reasons + server.remedies)
