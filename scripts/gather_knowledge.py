@@ -407,6 +407,11 @@ NO_BLACKWELL = {
 # TF 2.5-2.13 have no and-cuda extra: the installer pins the nvidia-*-cu11 wheels itself (CUDA 11.8
 # components, the same set TF 2.14's extra pins; the newest nvidia-cudnn-cu11 8.x). Versions from
 # `pip index versions`, hashes from `pip install --dry-run --report` (download_info), 2026-12-03.
+NUMPY2 = ("extension modules built against NumPy 1.x fail to import under NumPy 2 "
+          "(https://numpy.org/doc/stable/numpy_2_0_migration_guide.html, ABI); TensorFlow supports NumPy 2 from 2.18 "
+          "(https://github.com/tensorflow/tensorflow/releases/tag/v2.18.0); this TF's METADATA has no upper bound, and "
+          "`import tensorflow` 2.11.1 under numpy 2 fails: 'Unable to convert function return value to a Python type' "
+          "(tests/commands/test_install_cu11_real.py, 2026-12-03)")
 CU11_WHEELS = {
     "nvidia-cublas-cu11": "11.11.3.6",
     "nvidia-cuda-cupti-cu11": "11.8.87",
@@ -566,6 +571,12 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
             if marker:
                 notes.append(f"{n}{spec} applies where {marker}; see METADATA for the other Pythons")
     sources["constraints"] = "METADATA Requires-Dist"
+    np_spec = constraints.get("numpy")
+    if np_spec and "<" not in np_spec and "~=" not in np_spec and version_key(ver) < (2, 16):
+        # Built against NumPy 1.x: under NumPy 2 `import tensorflow` fails ("Unable to convert function
+        # return value to a Python type", seen installing TF 2.11 with numpy>=1.20 -> numpy 2.x).
+        constraints["numpy"] = np_spec + ",<2"
+        sources["constraints"] += f"; numpy <2 added: {NUMPY2}"
     sources["pythons"] = "cpXY tags of the Linux x86_64 wheels in the PyPI simple index"
     sources["released"] = "earliest upload-time of those wheels in the PyPI simple index"
     defects = []
