@@ -113,6 +113,7 @@ class PtxasRow:
     highest_cc: str  # "12.0" (sm_120)
     source: str
     line: int = 0
+    adds: tuple[str, ...] = ()  # compute capabilities this ptxas is the first to target
     wheel: str = ""  # "nvidia-cuda-nvcc-cu12==12.8.93": the nvcc wheel carrying this ptxas
     sha256: str = ""  # "sha256:..." of that wheel (Linux x86_64)
 

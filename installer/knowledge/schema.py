@@ -198,11 +198,12 @@ def parse_hardware(path: Path, label: str) -> tuple[tuple[ArchRow, ...], tuple[P
     prows = c.seq(top.get("ptxas") or [], "ptxas", c.line_of(top, "ptxas"))
     for i, raw in enumerate(prows):
         p = f"ptxas[{i}]"
-        row = c.mapping(raw, p, c.line_of(prows, i), ("ptxas", "highest_cc", "source"), ("wheel", "sha256"))
+        row = c.mapping(raw, p, c.line_of(prows, i), ("ptxas", "highest_cc", "source"), ("wheel", "sha256", "adds"))
         ptxas.append(PtxasRow(
             ptxas=c.string(row, "ptxas", f"{p}.ptxas", pattern=VERSION2, example="12.8") or "",
             highest_cc=c.string(row, "highest_cc", f"{p}.highest_cc", pattern=VERSION2, example="12.0") or "",
             source=c.string(row, "source", f"{p}.source") or "", line=row.line,
+            adds=c.strings(row, "adds", f"{p}.adds", pattern=VERSION2, example="12.0"),
             wheel=c.string(row, "wheel", f"{p}.wheel", optional=True,
                            pattern=re.compile(r"^nvidia-cuda-nvcc-cu\d+==[\d.]+$"),
                            example="nvidia-cuda-nvcc-cu12==12.8.93") or "",

@@ -4,7 +4,7 @@ compute capabilities a ptxas can compile for."""
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from installer.knowledge.model import ArchRow, PtxasRow
 
@@ -30,13 +30,17 @@ def ptxas_row(rows: Iterable[PtxasRow], ptxas: str) -> Optional[PtxasRow]:
     return max(fits, key=lambda r: _key(r.ptxas)) if fits else None
 
 
-def ptxas_knows(rows: Iterable[PtxasRow], ptxas: str, cc: str) -> Optional[bool]:
-    """None when the table says nothing about this ptxas (older than every row)."""
+def ptxas_knows(rows: Sequence[PtxasRow], ptxas: str, cc: str) -> Optional[bool]:
+    """None when the table says nothing about this ptxas (older than every row). A compute capability
+    at or below its highest is known unless a later ptxas is the one that adds it (10.3 after 12.0)."""
     row = ptxas_row(rows, ptxas)
-    return None if row is None else _key(cc) <= _key(row.highest_cc)
+    if row is None:
+        return None
+    added_later = any(_key(cc) == _key(a) for r in rows if _key(r.ptxas) > _key(ptxas) for a in r.adds)
+    return _key(cc) <= _key(row.highest_cc) and not added_later
 
 
-def ptxas_for(rows: Iterable[PtxasRow], cc: str) -> Optional[PtxasRow]:
-    """The oldest ptxas that compiles for `cc`."""
-    fits = [r for r in rows if _key(cc) <= _key(r.highest_cc)]
+def ptxas_for(rows: Sequence[PtxasRow], cc: str) -> Optional[PtxasRow]:
+    """The oldest ptxas in the table that compiles for `cc`."""
+    fits = [r for r in rows if ptxas_knows(rows, r.ptxas, cc)]
     return min(fits, key=lambda r: _key(r.ptxas)) if fits else None

@@ -57,7 +57,8 @@ def ptxas_upgrade(choice: Choice, m: Machine, rows: Sequence[PtxasRow]) -> tuple
     if not wants:
         return choice, []
     need = max((d.cc or "0" for d in wants), key=version_key)
-    fits = [r for r in rows if r.wheel.startswith(f"{_NVCC}{major}==") and version_key(need) <= version_key(r.highest_cc)]
+    fits = [r for r in rows if r.wheel.startswith(f"{_NVCC}{major}==")
+            and all(ptxas_knows(rows, r.ptxas, d.cc or "0") for d in wants)]
     gpus = ", ".join(d.label for d in wants)
     if not fits:
         return choice, [f"{gpus}: the pinned ptxas {have} does not know compute capability {need}, and drivers.yaml "

@@ -153,3 +153,12 @@ def test_a_jetson_is_named_and_given_the_jetpack_and_ngc_remedies() -> None:
     server = resolve(machine("550.54.14", [gpu("NVIDIA GH200 480GB", "9.0")], arch="aarch64"), kn(), STABLE)
     assert any("NGC TensorFlow container" in r for r in server.remedies)
     assert not any("Jetson" in r for r in server.reasons + server.remedies)
+
+
+def test_a_cc_ptxas_12_8_does_not_know_though_below_its_highest_gets_12_9() -> None:
+    rows = kn().ptxas
+    assert ptxas_knows(rows, "12.8", "10.3") is False and ptxas_knows(rows, "12.9", "10.3") is True
+    row = ptxas_for(rows, "10.3")
+    assert row is not None and row.ptxas == "12.9"
+    b300 = resolve(machine("580.65.06", [gpu("NVIDIA B300", "10.3")], pythons=("3.12.3",)), kn(), STABLE).choice
+    assert b300 is not None and b300.pins["nvidia-cuda-nvcc-cu12"] == "12.9.86"
