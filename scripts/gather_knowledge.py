@@ -334,7 +334,7 @@ def check(rows: list[dict[str, Any]]) -> int:
     kn = load_knowledge(ROOT / "profiles")
     drift = 0
     fields = ("package", "released", "pythons", "cuda", "cudnn", "manylinux", "min_glibc", "cuda_from",
-              "extra", "pins_kind", "pins", "extra_requires", "constraints")
+              "extra", "pins_kind", "pins", "pin_hashes", "sonames", "extra_requires", "constraints")
     for row in rows:
         rel = kn.release(row["version"])
         if rel is None:
@@ -426,6 +426,61 @@ NO_BLACKWELL = {
     "blocks": False,
     "fix": "the resolver marks the choice jit_only and says so",
 }
+
+
+
+# TF 2.5-2.13 have no and-cuda extra: the installer pins the nvidia-*-cu11 wheels itself (CUDA 11.8
+# components, the same set TF 2.14's extra pins; the newest nvidia-cudnn-cu11 8.x). Versions from
+# `pip index versions`, hashes from `pip install --dry-run --report` (download_info), 2026-12-03.
+NUMPY2 = ("extension modules built against NumPy 1.x fail to import under NumPy 2 "
+          "(https://numpy.org/doc/stable/numpy_2_0_migration_guide.html, ABI); TensorFlow supports NumPy 2 from 2.18 "
+          "(https://github.com/tensorflow/tensorflow/releases/tag/v2.18.0); this TF's METADATA has no upper bound, and "
+          "`import tensorflow` 2.11.1 under numpy 2 fails: 'Unable to convert function return value to a Python type' "
+          "(tests/commands/test_install_cu11_real.py, 2026-12-03)")
+CU11_WHEELS = {
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cuda-cupti-cu11": "11.8.87",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86"
+}
+CU11_HASHES = {
+    "nvidia-cublas-cu11": "sha256:60252822adea5d0b10cd990a7dc7bedf7435f30ae40083c7a624a85a43225abc",
+    "nvidia-cuda-cupti-cu11": "sha256:4191a17913a706b5098681280cd089cd7d8d3df209a6f5cb79384974a96d24f2",
+    "nvidia-cuda-nvrtc-cu11": "sha256:a8d02f3cba345be56b1ffc3e74d8f61f02bb758dd31b0f20e12277a5a244f756",
+    "nvidia-cuda-runtime-cu11": "sha256:92d04069a987e1fbc9213f8376d265df0f7bb42617d44f5eda1f496acea7f2d1",
+    "nvidia-cudnn-cu11": "sha256:319a8f7ca3d65139f1b69998595c7076ae0e4271a325e5dfde50a3ca31f55584",
+    "nvidia-cufft-cu11": "sha256:e21037259995243cc370dd63c430d77ae9280bedb68d5b5a18226bfc92e5d748",
+    "nvidia-curand-cu11": "sha256:cd4cffbf78bb06580206b4814d5dc696d1161c902aae37b2bba00056832379e6",
+    "nvidia-cusolver-cu11": "sha256:ea9fb1ad8c644ca9ed55af13cc39af3b7ba4c3eb5aef18471fe1fe77d94383cb",
+    "nvidia-cusparse-cu11": "sha256:8d7cf1628fd8d462b5d2ba6678fae34733a48ecb80495b9c68672ec6a6dde5ef"
+}
+CU11_SOURCES = {
+    "cuda_from": ("no and-cuda extra in METADATA (TF < 2.14 does not find nvidia/*/lib by itself): the installer pins "
+                  "the nvidia-*-cu11 wheels and puts their lib dirs on LD_LIBRARY_PATH (activation, bin/tfgpu-run)"),
+    "pins": ("CUDA 11.8 components, the newest nvidia-*-cu11 on PyPI (`pip index versions`, 2026-12-03: cudart 11.8.89, "
+             "cublas 11.11.3.6, cufft 10.9.0.58, curand 10.3.0.86, cusolver 11.4.1.48, cusparse 11.7.5.86, cupti 11.8.87, "
+             "nvrtc 11.8.89; the same set TF 2.14's and-cuda extra pins); the CUDA 11.x build runs on them through CUDA "
+             "minor-version compatibility (11.x on >= 450.80.02); nvidia-cudnn-cu11 8.9.6.50: the newest 8.x, "
+             "TensorFlow's rule is same major, equal or higher minor than the build's cuDNN"),
+    "pin_hashes": ("pip install --dry-run --report (download_info.archive_info.hashes) against https://pypi.org/simple, "
+                   "2026-12-03"),
+}
+# The sonames TF's dso loader asks for, by build CUDA (what any CUDA source must provide).
+SRC10_0="TF 2.0 dso_loader log lines 'Successfully opened dynamic library libcudart.so.10.0, libcublas.so.10.0, libcufft.so.10.0, libcurand.so.10.0, libcusolver.so.10.0, libcusparse.so.10.0, libcudnn.so.7' (tensorflow-gpu 2.0 logs quoted in public issue threads)"
+SRC10_1="dso_loader log lines of TF 2.1-2.3 builds: 'Successfully opened dynamic library libcudart.so.10.1, libcublas.so.10, libcufft.so.10, libcurand.so.10, libcusolver.so.10, libcusparse.so.10, libcudnn.so.7' (public issue threads)"
+SRC11_0="https://github.com/tensorflow/tensorflow/issues/49167 and https://github.com/tensorflow/tensorflow/issues/44777 (TF 2.4 dso_loader: libcudart.so.11.0, libcublas.so.11, libcublasLt.so.11 opened; 'Could not load dynamic library libcusolver.so.10' on CUDA 11.1+): no nvidia-*-cu11 wheel ships libcusolver.so.10, so TF 2.4 needs the CUDA 11.0 toolkit (system or conda)"
+SRC11="TF 2.5+ asks for libcusolver.so.11 (https://github.com/kundajelab/chrombpnet/issues/49: CUDA 11.1+ ships libcusolver.so.11, fixed by TensorFlow 2.5.3); the other names as in TF 2.4's dso_loader log (https://github.com/tensorflow/tensorflow/issues/49167); the cu11 wheels' SONAMEs read with installer/fetch/elf.py"
+SONAMES = {
+ "10.0":(["libcudart.so.10.0","libcublas.so.10.0","libcufft.so.10.0","libcurand.so.10.0","libcusolver.so.10.0","libcusparse.so.10.0","libcudnn.so.7"],SRC10_0),
+ "10.1":(["libcudart.so.10.1","libcublas.so.10","libcufft.so.10","libcurand.so.10","libcusolver.so.10","libcusparse.so.10","libcudnn.so.7"],SRC10_1),
+ "11.0":(["libcudart.so.11.0","libcublas.so.11","libcublasLt.so.11","libcufft.so.10","libcurand.so.10","libcusolver.so.10","libcusparse.so.11","libcudnn.so.8"],SRC11_0),
+}
+SONAMES_11 = (["libcudart.so.11.0","libcublas.so.11","libcublasLt.so.11","libcufft.so.10","libcurand.so.10","libcusolver.so.11","libcusparse.so.11","libcudnn.so.8"],SRC11)
 
 
 def _spec(req: str) -> tuple[str, str, str]:
@@ -520,10 +575,19 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
                                "2.19's `==` pins; NCCL: TF's declared floor")
             notes.append("`pip install tensorflow[and-cuda]` resolves the newest wheels in the ranges "
                          f"({RESOLVED_TODAY}); the installer pins the tested versions instead")
+    elif cuda and cuda.startswith("11.") and cuda != "11.0":  # 11.0 (TF 2.4): libcusolver.so.10, in no cu11 wheel
+        cuda_from, extra_name, pins_kind = "pip", None, "wheels"
+        pins = dict(CU11_WHEELS)
+        sources.update(CU11_SOURCES)
     else:
         cuda_from, extra_name, pins_kind = "system", None, "none"
         sources["cuda_from"] = ("no and-cuda extra in METADATA: CUDA toolkit and cuDNN come from the "
                                 "system or conda")
+    sonames, sonames_src = SONAMES.get(cuda or "", SONAMES_11) if (cuda or "").startswith(("10.", "11.")) else ([], "")
+    if sonames and cuda_from != "pip" or pins_kind == "wheels":
+        sources["sonames"] = sonames_src
+    else:
+        sonames = []
     constraints: dict[str, str] = {}
     for req in row["requires_dist"]:
         n, spec, marker = _spec(req)
@@ -532,6 +596,12 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
             if marker:
                 notes.append(f"{n}{spec} applies where {marker}; see METADATA for the other Pythons")
     sources["constraints"] = "METADATA Requires-Dist"
+    np_spec = constraints.get("numpy")
+    if np_spec and "<" not in np_spec and "~=" not in np_spec and version_key(ver) < (2, 16):
+        # Built against NumPy 1.x: under NumPy 2 `import tensorflow` fails ("Unable to convert function
+        # return value to a Python type", seen installing TF 2.11 with numpy>=1.20 -> numpy 2.x).
+        constraints["numpy"] = np_spec + ",<2"
+        sources["constraints"] += f"; numpy <2 added: {NUMPY2}"
     sources["pythons"] = "cpXY tags of the Linux x86_64 wheels in the PyPI simple index"
     sources["released"] = "earliest upload-time of those wheels in the PyPI simple index"
     defects = []
@@ -543,7 +613,9 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
         "tensorflow": ver, "package": row["package"], "released": row["uploaded"],
         "pythons": row["pythons"], "cuda": cuda, "cudnn": cudnn, "sass": sass, "ptx": ptx,
         "manylinux": plat, "min_glibc": glibc[0], "cuda_from": cuda_from, "extra": extra_name,
-        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra_requires,
+        "pins_kind": pins_kind, "pins": pins,
+        "pin_hashes": dict(CU11_HASHES) if pins_kind == "wheels" else {}, "sonames": sonames,
+        "extra_requires": extra_requires,
         "constraints": constraints, "defects": defects,
         "build_info": {k: ",".join(v) if isinstance(v, list) else str(v) for k, v in bi.items() if k in (
             "cuda_version", "cudnn_version", "cuda_version_number", "cudnn_version_number",
@@ -566,9 +638,11 @@ MATRIX_HEADER = """\
 #   sass / ptx   compute capabilities with SASS / with PTX (build_info.py cuda_compute_capabilities:
 #                sm_XY = SASS, compute_XY = PTX and SASS; or scanned from the embedded fat binaries)
 #   manylinux / min_glibc   the wheel's platform tag and the glibc it needs
-#   cuda_from    pip (nvidia-* wheels through `extra`) | system (toolkit + cuDNN, or conda)
+#   cuda_from    pip (nvidia-* wheels through `extra`, or pinned by the installer) | system (toolkit + cuDNN, or conda)
 #   pins_kind    exact: the extra pins `==` (= pins) | tested: the extra floats; pins = the build's own
 #                versions (the ranges' lower bounds) | none
+#                | wheels: no extra (TF 2.5-2.13); pins = the installer's nvidia-*-cu11 choice (CU11_WHEELS)
+#   pin_hashes   pin -> sha256 of its Linux x86_64 wheel;  sonames: what TF's dso loader dlopens
 #   pins / extra_requires / constraints (numpy, protobuf from Requires-Dist)
 #   defects      [{id, text, source, blocks, fix, pythons, path}]  blocks: never choose it (on that path)
 #   source       the wheel read;  sources: field -> where it came from;  unconfirmed: fields not confirmed

@@ -21,6 +21,7 @@ class ResolveRequest:
     allow_cpu: bool = False
     allow_minor_compat: bool = False
     restrict_gpus: bool = False
+    strict_driver: bool = False  # --strict-driver: no native-kernel pick through minor-version compatibility
     python: Optional[str] = None  # --python: a version ("3.11") or an interpreter path
     backend: Optional[str] = None  # --backend; None: decided from the choice
     conda_name: Optional[str] = None  # --name: a named conda env
@@ -50,6 +51,7 @@ def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
         facts, knowledge, policy,
         allow_cpu=req.allow_cpu, conda_available=conda,
         allow_minor_compat=req.allow_minor_compat, restrict_gpus=req.restrict_gpus,
+        strict_driver=req.strict_driver,
     )
     return Resolved(facts, knowledge, resolution, explicit)
 

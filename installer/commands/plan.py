@@ -44,6 +44,12 @@ def add_resolve_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="mixed GPUs: accept a newer release that runs on some of them, and set CUDA_VISIBLE_DEVICES",
     )
+    p.add_argument(
+        "--strict-driver",
+        action="store_true",
+        help="keep the newest release the driver supports outright, even when it has only PTX for a GPU and "
+        "a newer one with native kernels runs through CUDA minor-version compatibility",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
@@ -53,6 +59,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     resolved = resolve_machine(ctx, ResolveRequest(
         profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
         allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
+        strict_driver=args.strict_driver,
     ))
     facts, resolution = resolved.facts, resolved.resolution
     steps = _steps(ctx, resolution, args.allow_cpu)

@@ -63,6 +63,29 @@ def container_from(
     return None
 
 
+def parse_nv_tegra_release(text: str) -> Optional[str]:
+    """'# R35 (release), REVISION: 4.1, GCID: ...' -> 'L4T R35.4.1' (the Jetson Linux release)."""
+    m = re.search(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", text)
+    return f"L4T R{m.group(1)}.{m.group(2)}" if m else None
+
+
+def parse_device_tree_model(text: str) -> Optional[str]:
+    """/proc/device-tree/model (NUL-terminated) -> the board name when it is a Jetson, else None."""
+    model = text.replace("\x00", "").strip()
+    return model if "jetson" in model.lower() else None
+
+
+def gather_tegra(ctx: Context) -> tuple[Optional[str], Optional[str]]:
+    """(what, source) for an NVIDIA Jetson (Tegra SoC), from files under the context's root prefix."""
+    release = parse_nv_tegra_release(_read(ctx, "/etc/nv_tegra_release") or "")
+    model = parse_device_tree_model(_read(ctx, "/proc/device-tree/model") or "")
+    parts = [p for p in (release, model) if p]
+    if not parts:
+        return None, None
+    sources = [s for s, v in (("/etc/nv_tegra_release", release), ("/proc/device-tree/model", model)) if v]
+    return "; ".join(parts), ", ".join(sources)
+
+
 def _read(ctx: Context, path: str) -> Optional[str]:
     try:
         return ctx.sys_path(path).read_text(errors="replace")
@@ -110,6 +133,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
                 "warning",
             )
         )
+    tegra, tegra_source = gather_tegra(ctx)
     host = Host(
         os=os_name,
         arch=platform.machine() or "unknown",
@@ -122,5 +146,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
         os_id=osr.get("ID"),
         source="/etc/os-release" if osr else "none",
         glibc_source=glibc_source,
+        tegra=tegra,
+        tegra_source=tegra_source,
     )
     return host, problems

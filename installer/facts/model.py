@@ -58,6 +58,8 @@ class Host:
     os_id: Optional[str] = None  # "ubuntu", "windows"
     source: str = "/etc/os-release"
     glibc_source: Optional[str] = None  # "confstr", "ldd --version", "override:flag", "override:env"
+    tegra: Optional[str] = None  # a Jetson: "L4T R35.4.1; NVIDIA Jetson AGX Orin Developer Kit"
+    tegra_source: Optional[str] = None  # "/etc/nv_tegra_release", "/proc/device-tree/model"
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,12 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union, get_args, get_origin, get_type_hints
 
-from installer.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
+from installer.knowledge.model import (
+    ArchRow, Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, PtxasRow, Release,
+)
 
 FORMAT = "knowledge-json-v1"
-_CLASSES = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy)
+_CLASSES = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy, ArchRow, PtxasRow)
 # The dataclasses' fields: a cache written for another shape of them is not used.
 SHAPE = ",".join(f"{cls.__name__}.{f.name}" for cls in _CLASSES for f in fields(cls))
 

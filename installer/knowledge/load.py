@@ -9,7 +9,7 @@ from typing import Optional
 from installer.context import Context
 from installer.errors import BadInputError
 from installer.knowledge.model import BUILTIN_POLICIES, Knowledge, Policy
-from installer.knowledge.schema import parse_drivers, parse_gpus, parse_matrix, parse_policy
+from installer.knowledge.schema import parse_drivers, parse_gpus, parse_hardware, parse_matrix, parse_policy
 
 
 def profiles_dir() -> Path:
@@ -72,7 +72,8 @@ def _parse_all(directory: Path) -> Knowledge:
         name: parse_policy(directory / f"{name}.yaml", label(f"{name}.yaml"), expect_name=name)
         for name in BUILTIN_POLICIES
     }
-    return Knowledge(releases, drivers, minor, gpus, policies, directory)
+    archs, ptxas = parse_hardware(directory / "drivers.yaml", label("drivers.yaml"))
+    return Knowledge(releases, drivers, minor, gpus, policies, directory, architectures=archs, ptxas=ptxas)
 
 
 def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:

@@ -5,6 +5,8 @@ Schema (each file documents itself in a header comment too):
 matrix.yaml   releases:    one row per TensorFlow release (Linux x86_64) -> Release
 drivers.yaml  cuda:        CUDA version -> minimum Linux driver (toolkit table)  -> DriverRow
               minor_compat: CUDA major -> minimum driver for minor-version compatibility -> MinorCompatRow
+              architectures: compute capabilities -> last driver branch -> ArchRow
+              ptxas: ptxas (CUDA) version -> highest compute capability it targets -> PtxasRow
 gpus.yaml     groups:      compute capability + source -> GPU model names (and nvidia-smi spellings) -> GpuRow
 errors.yaml   rules:       log pattern -> cause -> fix -> source (used by doctor)
 stable.yaml / latest.yaml / legacy.yaml: policies -> Policy
@@ -64,6 +66,10 @@ class Release:
     pins_kind: str = "none"
     extra_requires: dict[str, str] = field(default_factory=dict)  # the extra's own specifiers, verbatim
     build_info: dict[str, str] = field(default_factory=dict)  # raw build_info.py values (cuda_version...)
+    # pinned wheel -> "sha256:..." of its Linux x86_64 file (from pip's own report)
+    pin_hashes: dict[str, str] = field(default_factory=dict)
+    # the sonames TF's dso loader dlopens for CUDA/cuDNN ("libcusolver.so.10"): what any source must provide
+    sonames: tuple[str, ...] = ()
 
     @property
     def blocking_defects(self) -> tuple[Defect, ...]:
@@ -85,6 +91,31 @@ class MinorCompatRow:
     min_driver: str  # "525.60.13": any 12.x runs on this driver (no newer PTX JIT)
     source: str
     caveat: str = ""
+
+
+@dataclass(frozen=True)
+class ArchRow:
+    """A GPU architecture's compute capabilities and the last driver branch that supports it."""
+
+    architecture: str  # "Kepler"
+    cc_min: str  # "3.0"
+    cc_max: str  # "3.7"
+    last_branch: int  # 470: drivers R470.x are the last with this architecture
+    source: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class PtxasRow:
+    """The newest compute capability a ptxas (from the CUDA release of that version) can target."""
+
+    ptxas: str  # "12.8" (the nvidia-cuda-nvcc-cu12 wheel's CUDA version)
+    highest_cc: str  # "12.0" (sm_120)
+    source: str
+    line: int = 0
+    adds: tuple[str, ...] = ()  # compute capabilities this ptxas is the first to target
+    wheel: str = ""  # "nvidia-cuda-nvcc-cu12==12.8.93": the nvcc wheel carrying this ptxas
+    sha256: str = ""  # "sha256:..." of that wheel (Linux x86_64)
 
 
 @dataclass(frozen=True)
@@ -120,6 +151,8 @@ class Knowledge:
     gpus: tuple[GpuRow, ...]
     policies: dict[str, Policy] = field(default_factory=dict)
     directory: Optional[Path] = None
+    architectures: tuple[ArchRow, ...] = ()  # drivers.yaml architectures: driver ceilings per architecture
+    ptxas: tuple[PtxasRow, ...] = ()  # drivers.yaml ptxas: ptxas version -> highest compute capability
 
     def release(self, version: str) -> Optional[Release]:
         return next((r for r in self.releases if r.tensorflow == version), None)

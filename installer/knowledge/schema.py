@@ -6,10 +6,11 @@ BadInputError "<file>:<line>: <path>: <problem>" with a hint on the first proble
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional
 
-from installer.knowledge.model import Defect, DriverRow, GpuRow, MinorCompatRow, Policy, Release
+from installer.knowledge.model import ArchRow, Defect, DriverRow, GpuRow, MinorCompatRow, Policy, PtxasRow, Release
 from installer.knowledge.yaml_reader import DATE, DRIVER, TF_VERSION, VERSION2, VERSION_ANY, Checker, LDict, read_yaml
 
 RELEASE_REQUIRED = (
@@ -17,7 +18,7 @@ RELEASE_REQUIRED = (
     "manylinux", "min_glibc", "cuda_from", "source",
 )
 RELEASE_OPTIONAL = (
-    "extra", "pins", "pins_kind", "extra_requires", "constraints", "defects", "sources",
+    "extra", "pins", "pins_kind", "extra_requires", "constraints", "defects", "sources", "pin_hashes", "sonames",
     "unconfirmed", "arches", "notes", "build_info",
 )
 # Field names an `unconfirmed:` list may name (Release fields).
@@ -60,11 +61,12 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
     extra = s(row, "extra", f"{p}.extra", optional=True)
     pins = c.str_map(row, "pins", f"{p}.pins", pattern=VERSION_ANY, example="9.3.0.75")
     pins_kind = s(row, "pins_kind", f"{p}.pins_kind", optional=True,
-                  choices=("exact", "tested", "none")) or ("exact" if pins else "none")
+                  choices=("exact", "tested", "wheels", "none")) or ("exact" if pins else "none")
     if pins and pins_kind == "none":
         c.fail(c.line_of(row, "pins"), f"{p}.pins_kind", "pins given but pins_kind is none",
                "say `exact` (the extra pins ==) or `tested` (the build's own versions)")
-    if cuda_from == "pip" and not extra:
+    # "wheels": no extra exists (TF < 2.14); the pins are the installer's own choice of nvidia-*-cu11 wheels.
+    if cuda_from == "pip" and not extra and pins_kind != "wheels":
         c.fail(c.line_of(row, "cuda_from"), f"{p}.extra", "cuda_from: pip needs the extra's name",
                "add `extra: and-cuda`")
     unconfirmed = c.strings(row, "unconfirmed", f"{p}.unconfirmed")
@@ -119,12 +121,28 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
         pins_kind=pins_kind,
         extra_requires=c.str_map(row, "extra_requires", f"{p}.extra_requires"),
         build_info={str(k): str(v) for k, v in (row.get("build_info") or {}).items()},
+        pin_hashes=_pin_hashes(c, row, p, pins),
+        sonames=c.strings(row, "sonames", f"{p}.sonames"),
     )
+
+
+_SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _pin_hashes(c: Checker, row: LDict, p: str, pins: dict[str, str]) -> dict[str, str]:
+    """pin -> "sha256:<hex>" of the Linux x86_64 wheel; only for pinned packages."""
+    hashes = c.str_map(row, "pin_hashes", f"{p}.pin_hashes")
+    for name, digest in hashes.items():
+        if name not in pins or not _SHA256.match(digest):
+            c.fail(c.line_of(row, "pin_hashes"), f"{p}.pin_hashes.{name}",
+                   f"expected sha256:<64 hex> of a pinned wheel, got {digest!r}",
+                   "copy it from `pip install --dry-run --report` (download_info.archive_info.hashes)")
+    return hashes
 
 
 def parse_drivers(path: Path, label: str) -> tuple[tuple[DriverRow, ...], tuple[MinorCompatRow, ...]]:
     c = Checker(label)
-    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format"))
+    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format", "architectures", "ptxas"))
     rows = c.seq(top["cuda"], "cuda", c.line_of(top, "cuda"))
     drivers = []
     seen: dict[str, int] = {}
@@ -158,6 +176,41 @@ def parse_drivers(path: Path, label: str) -> tuple[tuple[DriverRow, ...], tuple[
             caveat=c.string(row, "caveat", f"{p}.caveat", optional=True) or "",
         ))
     return tuple(drivers), tuple(minor)
+
+
+def parse_hardware(path: Path, label: str) -> tuple[tuple[ArchRow, ...], tuple[PtxasRow, ...]]:
+    """drivers.yaml's `architectures` (driver ceilings) and `ptxas` (highest target) tables."""
+    c = Checker(label)
+    top = _top(c, read_yaml(path, label), "cuda", ("minor_compat", "format", "architectures", "ptxas"))
+    archs = []
+    arows = c.seq(top.get("architectures") or [], "architectures", c.line_of(top, "architectures"))
+    for i, raw in enumerate(arows):
+        p = f"architectures[{i}]"
+        row = c.mapping(raw, p, c.line_of(arows, i), ("architecture", "cc_min", "cc_max", "last_branch", "source"))
+        branch = c.string(row, "last_branch", f"{p}.last_branch", pattern=re.compile(r"^\d{3}$"), example="470") or "0"
+        archs.append(ArchRow(
+            architecture=c.string(row, "architecture", f"{p}.architecture") or "",
+            cc_min=c.string(row, "cc_min", f"{p}.cc_min", pattern=VERSION2, example="3.0") or "",
+            cc_max=c.string(row, "cc_max", f"{p}.cc_max", pattern=VERSION2, example="3.7") or "",
+            last_branch=int(branch), source=c.string(row, "source", f"{p}.source") or "", line=row.line,
+        ))
+    ptxas = []
+    prows = c.seq(top.get("ptxas") or [], "ptxas", c.line_of(top, "ptxas"))
+    for i, raw in enumerate(prows):
+        p = f"ptxas[{i}]"
+        row = c.mapping(raw, p, c.line_of(prows, i), ("ptxas", "highest_cc", "source"), ("wheel", "sha256", "adds"))
+        ptxas.append(PtxasRow(
+            ptxas=c.string(row, "ptxas", f"{p}.ptxas", pattern=VERSION2, example="12.8") or "",
+            highest_cc=c.string(row, "highest_cc", f"{p}.highest_cc", pattern=VERSION2, example="12.0") or "",
+            source=c.string(row, "source", f"{p}.source") or "", line=row.line,
+            adds=c.strings(row, "adds", f"{p}.adds", pattern=VERSION2, example="12.0"),
+            wheel=c.string(row, "wheel", f"{p}.wheel", optional=True,
+                           pattern=re.compile(r"^nvidia-cuda-nvcc-cu\d+==[\d.]+$"),
+                           example="nvidia-cuda-nvcc-cu12==12.8.93") or "",
+            sha256=c.string(row, "sha256", f"{p}.sha256", optional=True, pattern=_SHA256,
+                            example="sha256:<64 hex>") or "",
+        ))
+    return tuple(archs), tuple(ptxas)
 
 
 def parse_gpus(path: Path, label: str) -> tuple[GpuRow, ...]:

@@ -22,6 +22,7 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     from installer.steps.env import CreateEnv, TargetEnv
     from installer.steps.ldconfig import SystemLdconfig
     from installer.steps.libraries import CheckLibraries
+    from installer.steps.system_libraries import CheckSystemLibraries
     from installer.steps.packages import InstallPackages
     from installer.steps.record import RecordSnapshot
     from installer.steps.shell_rc import WriteShellRc
@@ -41,7 +42,13 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     base_python = options.python or choice.python_path
     placed = placed_lib_dir(options)
     extra_libs = [placed] if placed is not None else []
-    steps: list[Step] = [
+    steps: list[Step] = []
+    if (choice.cuda and choice.cuda_from == "system" and choice.sonames and options.backend == "venv"
+            and options.cuda_source != "redist" and not cpu_only):
+        # No wheels for CUDA 10.x / 11.0: refuse before installing when the system lacks them
+        # (the conda backend and --cuda-source redist bring their own).
+        steps.append(CheckSystemLibraries(choice.tensorflow, choice.cuda, choice.sonames))
+    steps += [
         CreateEnv(target, choice.python, Path(base_python) if base_python else None, seed_pip=options.seed_pip,
                   channel=options.conda_channel),
         InstallPackages.from_choice(target, choice, options),

@@ -55,7 +55,9 @@ def required_cuda(release: Release) -> Optional[str]:
     """The CUDA the driver must support: the build CUDA, or for pip-provided CUDA the
     newest CUDA among its pinned nvidia-cuda-* wheels (whichever is newer)."""
     versions = [release.cuda] if release.cuda else []
-    if release.cuda_from == "pip":
+    # "wheels" (TF < 2.14): the installer's newer 11.x wheels run the build's CUDA through minor-version
+    # compatibility; the driver must still support the build's CUDA (userspace.wheel_notes says so).
+    if release.cuda_from == "pip" and release.pins_kind != "wheels":
         versions += [major_minor(v) for name, v in release.pins.items() if _CUDA_VERSIONED.match(name)]
     versions = [v for v in versions if version_key(v)]
     return max(versions, key=version_key) if versions else None
@@ -199,6 +201,8 @@ class Machine:
     windows: bool
     notes: tuple[str, ...]  # facts worth saying once (visible devices, unknown cc ...)
     wsl: bool = False
+    dropped: tuple[tuple[int, str, str], ...] = ()  # (GPU index, why, short): the driver no longer drives it
+    tegra: Optional[str] = None  # a Jetson ("L4T R35.4.1; NVIDIA Jetson AGX Orin ...") and where that came from
 
     @property
     def gpu_ready(self) -> bool:
@@ -265,6 +269,8 @@ def machine_view(facts: Facts, knowledge: Knowledge, conda_available: bool) -> M
         notes.append(f"WSL2: driver {driver} is the Windows host driver; its CUDA limit comes from NVIDIA's Linux "
                      f"driver table, and the Windows table's minimums run slightly higher, so an update of the "
                      f"Windows driver is the fix if CUDA initialisation fails")
+    dropped = _dropped_gpus(devices, driver, knowledge)
+    notes += [f"{why}; --restrict-gpus leaves it out" for _, why, _ in dropped]
     pythons: dict[str, PythonInterp] = {}
     for p in facts.pythons:
         cur = pythons.get(p.minor)
@@ -287,7 +293,25 @@ def machine_view(facts: Facts, knowledge: Knowledge, conda_available: bool) -> M
         windows=(facts.host.os_id or "").lower() == "windows",
         notes=tuple(notes),
         wsl=facts.host.wsl,
+        dropped=tuple(dropped),
+        tegra=f"{facts.host.tegra} ({facts.host.tegra_source})" if facts.host.tegra else None,
     )
+
+
+def _dropped_gpus(devices: Sequence[Device], driver: Optional[str],
+                  knowledge: Knowledge) -> list[tuple[int, str, str]]:
+    """GPUs whose architecture's last driver branch is older than the installed driver."""
+    from installer.resolver.hardware import dropped_by_driver
+
+    out = []
+    for dev in devices:
+        row = dropped_by_driver(knowledge.architectures, dev.cc, driver) if dev.cc and driver else None
+        if row is not None:
+            out.append((dev.gpu.index, f"{dev.label} is {row.architecture}: driver {driver} is newer than "
+                        f"R{row.last_branch}, the last branch that supports {row.architecture} "
+                        f"({first_clause(row.source)}), so it is unsupported by that driver",
+                        f"GPU {dev.gpu.index} {row.architecture}: unsupported by driver {driver}"))
+    return out
 
 
 def _gpu_row(knowledge: Knowledge, name: str) -> Optional[GpuRow]:
@@ -448,6 +472,7 @@ def evaluate(r: Release, m: Machine, policy: Policy, gpu_mode: bool) -> tuple[li
     if gpu_mode:
         findings += _check_driver(r, m)
         findings += _check_gpus(r, m.devices, policy.jit_only_ok)
+        findings += [Finding("gpu", False, why, index, short=short) for index, why, short in m.dropped]
     # Pythons that only a blocking defect rules out are avoided, so another Python can still fit.
     avoid = frozenset(
         p for d in r.blocking_defects if gpu_mode and not policy.allow_defects and d.pythons

@@ -19,6 +19,8 @@ class Choice:
     pins: dict[str, str] = field(default_factory=dict)  # exact wheel pins to install
     constraints: dict[str, str] = field(default_factory=dict)  # numpy/protobuf specifiers
     visible_devices: Optional[str] = None  # restrict CUDA_VISIBLE_DEVICES (mixed GPUs)
+    hashes: dict[str, list[str]] = field(default_factory=dict)  # pin -> ["sha256:..."] (matrix.yaml pin_hashes)
+    sonames: list[str] = field(default_factory=list)  # what TF dlopens, for a release whose CUDA is the system's
 
     def requirements(self) -> list[str]:
         """pip requirement strings: TF itself, its exact CUDA/cuDNN pins, compatibility constraints."""

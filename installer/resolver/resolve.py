@@ -27,6 +27,7 @@ from installer.facts.model import Facts
 from installer.knowledge.model import Knowledge, Policy, Release
 from installer.resolver.checks import WINDOWS_NATIVE_GPU_LAST, Finding, Machine, Pick, candidates, defect_applies, evaluate, failures, first_clause, gpu_coverage, has_usable_gpu, machine_view, max_cuda_from_table, min_driver_for, required_cuda, span, summary, version_key, visible_gpus
 from installer.resolver.model import Choice, Rejection, Resolution
+from installer.resolver.userspace import arm_remedies, ptxas_upgrade, wheel_notes
 
 __all__ = [
     "resolve", "candidates", "evaluate", "gpu_coverage", "has_usable_gpu", "visible_gpus", "max_cuda_from_table",
@@ -50,6 +51,8 @@ def _choice(r: Release, pick: Pick, findings: Sequence[Finding], visible: Option
         pins=dict(r.pins),
         constraints=dict(r.constraints),
         visible_devices=visible,
+        hashes={name: [digest] for name, digest in sorted(r.pin_hashes.items())},
+        sonames=list(r.sonames) if r.cuda_from == "system" else [],
     )
 
 
@@ -76,6 +79,7 @@ def resolve(
     conda_available: bool = False,
     allow_minor_compat: bool = False,
     restrict_gpus: bool = False,
+    strict_driver: bool = False,
     today: Optional[date] = None,
 ) -> Resolution:
     """Choose the first candidate (policy order) that fits every hard constraint; explain it all.
@@ -83,6 +87,8 @@ def resolve(
     allow_minor_compat: accept a release the driver runs only through CUDA minor-version
     compatibility (otherwise only offered). restrict_gpus: on a mixed host, accept a release
     that runs on a subset of the GPUs and set choice.visible_devices (otherwise only offered).
+    strict_driver: never prefer a native-kernel release that runs only through minor-version
+    compatibility over a PTX-JIT-only one the driver supports outright (the default prefers it).
     """
     m = machine_view(facts, knowledge, conda_available)
     cands, left_out = candidates(knowledge, policy, today)
@@ -108,24 +114,39 @@ def resolve(
     rejected: list[Rejection] = []
     evaluated: list[tuple[Release, list[Finding], Pick]] = []
     chosen: Optional[Choice] = None
+    r_chosen: Optional[Release] = None
+    native: Optional[tuple[Release, list[Finding], Pick]] = None  # the first native-kernel minor-compat one
     for r in cands:
         findings, pick = evaluate(r, m, policy, gpu_mode)
         evaluated.append((r, findings, pick))
         fails = failures(findings)
+        if gpu_mode and native is None and m.devices and _native_by_minor_compat(findings):
+            native = (r, findings, pick)
+        if not fails and native is not None and not strict_driver and any(f.jit for f in findings):
+            # The strict pick is PTX-JIT only; a newer release has SASS for every GPU and runs
+            # through minor-version compatibility: take that one and say why.
+            nr, nfs, npick = native
+            chosen, r_chosen = _choice(nr, npick, nfs), nr
+            reasons += [f.text for f in nfs if f.ok or f.kind == "driver"] + [_native_text(nr, r, findings, m)]
+            rejected = [x for x in rejected if x.tensorflow != nr.tensorflow]
+            break
         if not fails:
+            r_chosen = r
             chosen = _choice(r, pick, findings)
-            reasons += [f.text for f in findings]
+            reasons += [f.text for f in findings] + (wheel_notes(r, m) if gpu_mode else [])
             warnings += [f.text for f in findings if f.jit]
             break
         accepted = _accept_with_flag(r, pick, findings, m, allow_minor_compat, restrict_gpus)
         if accepted is not None:
-            chosen, extra = accepted
+            (chosen, extra), r_chosen = accepted, r
             reasons += [f.text for f in findings if f.ok or f.kind == "driver"] + extra
             warnings += [f.text for f in findings if f.jit]  # failing GPUs were left out: jit ones passed
             break
         rejected.append(Rejection(r.tensorflow, tuple(f.text for f in fails), summary(fails)))
-    if chosen is not None:
-        r_chosen = evaluated[-1][0]
+    if chosen is not None and r_chosen is not None:
+        if gpu_mode:
+            chosen, risk = ptxas_upgrade(chosen, m, knowledge.ptxas)
+            warnings += risk
         warnings += _release_warnings(r_chosen, policy, chosen.python)
         warnings += _mig_warnings(m)
         options = _options(evaluated, m, chosen, gpu_mode)
@@ -149,6 +170,9 @@ def resolve(
         "nothing fits: no candidate passes every constraint (see rejected)" if cands
         else f"nothing fits: profile '{policy.name}' keeps no release"
     )
+    if cands and all(any(f.kind == "arch" for f in failures(fs)) for _, fs, _ in evaluated):
+        reasons.append(f"{m.arch}{' (NVIDIA Jetson: ' + m.tegra + ')' if m.tegra else ''}: no release in "
+                       f"matrix.yaml has a GPU wheel for {m.arch} on PyPI; see the remedies")
     return Resolution(
         profile=policy.name,
         choice=None,
@@ -172,6 +196,23 @@ def _accept_with_flag(
         keep = [f for f in findings if f.gpu_index is None or f.gpu_index in subset]
         return _choice(r, pick, keep, ",".join(map(str, subset))), [_restrict_text(r, findings, subset, m)]
     return None
+
+
+def _native_by_minor_compat(findings: Sequence[Finding]) -> bool:
+    """Only the driver fails, minor-version compatibility runs it, and every GPU has SASS."""
+    fails = failures(findings)
+    return (bool(fails) and all(f.kind == "driver" and f.minor_compat for f in fails)
+            and not any(f.jit for f in findings) and any(f.kind == "gpu" and f.ok for f in findings))
+
+
+def _native_text(native: Release, strict: Release, strict_findings: Sequence[Finding], m: Machine) -> str:
+    mc = m.minor_compat
+    assert mc is not None
+    jit_gpus = ", ".join(f"GPU {f.gpu_index}" for f in strict_findings if f.jit)
+    return (f"TF {strict.tensorflow}, the newest release driver {m.driver} supports outright, has only PTX for "
+            f"{jit_gpus} (JIT-compiled on first use); TF {native.tensorflow} has native kernels (SASS) for every GPU "
+            f"here and runs on this driver through CUDA minor-version compatibility ({mc.cuda_major}.x on >= "
+            f"{mc.min_driver}, {first_clause(mc.source)}), so it is chosen; --strict-driver keeps TF {strict.tensorflow}")
 
 
 def _gpu_subset(findings: Sequence[Finding], m: Machine) -> Optional[list[int]]:
@@ -200,8 +241,11 @@ def _restrict_text(r: Release, findings: Sequence[Finding], subset: Sequence[int
     dropped = ", ".join(d.label.split(" from ")[0] + ")" if " from " in d.label else d.label
                         for d in m.devices if d.gpu.index in bad)
     visible = ",".join(map(str, subset))
+    unsupported = {i for i, _, _ in m.dropped}
+    why = ("which this driver no longer supports" if bad <= unsupported
+           else f"which has no kernels in TF {r.tensorflow}")
     return (f"TF {r.tensorflow} would run on GPU {visible} alone with CUDA_VISIBLE_DEVICES={visible}, "
-            f"leaving out {dropped}, which has no kernels in TF {r.tensorflow}")
+            f"leaving out {dropped}, {why}")
 
 
 def _options(
@@ -254,6 +298,8 @@ def _remedies(
     drv = next((r for r, fs, _ in evaluated if kinds(fs) == {"driver"}), None)
     if drv is not None:
         out.append(_driver_remedy(drv, knowledge, m))
+    if evaluated and all("arch" in kinds(fs) for _, fs, _ in evaluated):
+        out += arm_remedies(m)
     if any(kinds(fs) == {"os"} for _, fs, _ in evaluated):
         out.append(f"use WSL2 (Windows Subsystem for Linux) with the Windows NVIDIA driver: TensorFlow after "
                    f"{WINDOWS_NATIVE_GPU_LAST} runs on the GPU only there")
@@ -299,7 +345,7 @@ def _no_gpu(
         tried = "; ".join(f"{t.source}: {t.outcome}" for t in facts.sources_tried)
         why = f"no NVIDIA GPU found ({tried or d.source or 'nvidia-smi, NVML, lspci'})"
     reasons.append(why)
-    remedies: list[str] = []
+    remedies: list[str] = [r for r in arm_remedies(m) if m.tegra and "--allow-cpu" not in r]
     if m.devices or facts.gpu_on_pci:
         # What driver the best release would need, judged with the GPU's compute capability.
         fake = replace(m, driver="999999", max_cuda="999.0", minor_compat=None)

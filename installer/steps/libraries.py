@@ -7,6 +7,10 @@ the major version the plan needs (libcudart.so.12, libcudnn.so.9 ...). The sonam
 from the file itself (installer/elf.py), so a wrong-major file renamed into place, or a
 truncated download, is caught here and not as a cryptic dlopen failure at first use.
 
+Then each library is loaded by soname in the env's own Python with the wheels' lib dirs on
+LD_LIBRARY_PATH (as activation and bin/tfgpu-run set them; TF < 2.14 finds nvidia/*/lib no
+other way), so a missing dependency (cuSOLVER needs cuBLAS) shows here, not at first use.
+
 Read-only: apply() only re-checks and names what is missing (nothing to undo).
 """
 
@@ -106,6 +110,43 @@ def tf_search_dirs(env: TargetEnv) -> Optional[list[Path]]:
     return list(dict.fromkeys(dirs)) if known else None
 
 
+# Loads each soname by name, the way TensorFlow's dso loader does, in the env's own Python with
+# the wheels' lib dirs on LD_LIBRARY_PATH (what activation and bin/tfgpu-run set). RTLD_GLOBAL so a
+# library's own dependencies (cuSOLVER -> cuBLAS) resolve as they will in TF. Prints one JSON map
+# soname -> dlerror for those that failed.
+_LOAD_SCRIPT = """
+import ctypes, json, sys
+failed = {}
+for name in sys.argv[1:]:
+    try:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        failed[name] = str(exc)
+print(json.dumps(failed))
+"""
+
+
+def load_failures(ctx: Context, env: TargetEnv, sonames: list[str]) -> dict[str, str]:
+    """soname -> why it did not load, for each of `sonames` that the env's Python cannot dlopen
+    with the wheels' lib dirs on LD_LIBRARY_PATH ({} when all load). Read-only: a child process."""
+    if not sonames:
+        return {}
+    import json
+
+    dirs = [str(d) for d in nvidia_lib_dirs(env)]
+    child = dict(ctx.environ)
+    child["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + [p for p in child.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    res = ctx.runner.run([str(env.python), "-c", _LOAD_SCRIPT, *sonames], desc="load the CUDA libraries",
+                         env=child, timeout=120)
+    try:
+        doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        return {sonames[0]: f"the load check did not run: {(res.stderr or res.stdout).strip()[-300:] or res.returncode}"}
+    return {str(k): str(v) for k, v in doc.items()}
+
+
 @dataclass(frozen=True)
 class LibFinding:
     lib: ExpectedLib
@@ -155,7 +196,9 @@ class CheckLibraries(Step):
         return find_problems(self.env, self.libs)
 
     def check(self, ctx: Context) -> bool:
-        return all(f.problem is None for f in self.findings())
+        # Honest, so one child process: a library in place that does not load is not done.
+        found = self.findings()
+        return all(f.problem is None for f in found) and not load_failures(ctx, self.env, [f.lib.soname for f in found])
 
     def apply(self, ctx: Context) -> UndoRecord:
         bad = [f for f in self.findings() if f.problem]
@@ -169,12 +212,23 @@ class CheckLibraries(Step):
                 ref="library-missing",
             )
         found = self.findings()
+        failed = load_failures(ctx, self.env, [f.lib.soname for f in found])
+        if failed:
+            soname, why = next(iter(failed.items()))
+            raise StepFailed(
+                f"{soname} is in place but does not load: {why}" + (
+                    f" (and {len(failed) - 1} more: {', '.join(list(failed)[1:])})" if len(failed) > 1 else ""),
+                hint=f"a library it needs is missing or of another major; reinstall the pinned wheels "
+                f"(`tfgpu-install rollback` and run the install again), or run `tfgpu-install doctor --env {self.env.path}`",
+                ref="library-missing",
+            )
         search = tf_search_dirs(self.env)
         # Not a failure: the activation step's LD_LIBRARY_PATH and tfgpu-run cover these dirs.
         # Recorded so verify/doctor can say why TF needs activation in this env.
         outside = sorted({str(f.path.parent) for f in found if search is not None and f.path.parent not in search})
         return {
             "libraries": [str(f.path) for f in found],
+            "loaded": [f.lib.soname for f in found],
             "tf_runpath_known": search is not None,
             "outside_tf_runpath": outside,
         }

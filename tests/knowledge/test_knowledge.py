@@ -73,7 +73,11 @@ def test_release_facts_read_from_the_wheels(kn: Knowledge) -> None:
     assert r21.extra_requires["nvidia-cudnn-cu12"] == "<10.0,>=9.3.0.75"
     assert r21.sass[-1] == "9.0" and r21.ptx == ("9.0",)
     # system CUDA before 2.14, pip after
-    assert {r.cuda_from for r in kn.releases if _key(r.tensorflow) < (2, 14)} == {"system"}
+    # system CUDA before 2.5 (CUDA 10.x, and 11.0 whose libcusolver.so.10 no cu11 wheel has); 2.5-2.13: the
+    # installer's own nvidia-*-cu11 pins (no extra); the extra from 2.14 on
+    assert {r.cuda_from for r in kn.releases if _key(r.tensorflow) < (2, 5)} == {"system"}
+    assert {(r.cuda_from, r.pins_kind, r.extra) for r in kn.releases
+            if (2, 5) <= _key(r.tensorflow) < (2, 14)} == {("pip", "wheels", None)}
     assert {r.cuda_from for r in kn.releases if _key(r.tensorflow) >= (2, 14)} == {"pip"}
     for rel in kn.releases:
         # pins are the nvidia-* wheels; the extra's own list (TensorRT too) is kept verbatim

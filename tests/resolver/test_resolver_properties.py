@@ -55,7 +55,14 @@ def _violations(facts: Facts, kn: Knowledge, c: Choice, cpu_only: bool, minor_ok
     max_cuda = max((row.cuda for row in kn.drivers if _key(row.min_driver) <= _key(facts.driver.version or "0")),
                    key=_key, default=None)
     pinned = [".".join(v.split(".")[:2]) for n, v in r.pins.items() if n.startswith("nvidia-cuda-runtime-cu")]
-    needs = max([r.cuda or "99", *(pinned if r.cuda_from == "pip" else [])], key=_key)
+    # pins_kind "wheels" (TF < 2.14, nvidia-*-cu11 wheels): the driver must run the build's CUDA, and the
+    # newer 11.x wheels through minor-version compatibility, which the plan states.
+    wheels = r.pins_kind == "wheels"
+    needs = max([r.cuda or "99", *(pinned if r.cuda_from == "pip" and not wheels else [])], key=_key)
+    if wheels and pinned and not any(row.cuda_major == pinned[0].split(".")[0]
+                                     and _key(row.min_driver) <= _key(facts.driver.version or "0")
+                                     for row in kn.minor_compat):
+        bad.append("wheels need minor-version compatibility")
     compat = any(row.cuda_major == needs.split(".")[0] and _key(row.min_driver) <= _key(facts.driver.version or "0")
                  for row in kn.minor_compat)
     if max_cuda is None or _key(needs) > _key(max_cuda):

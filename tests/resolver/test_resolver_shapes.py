@@ -132,9 +132,11 @@ def test_shape(shape: Shape, knowledge) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_every_release_row_is_reasoned_about(knowledge) -> None:  # type: ignore[no-untyped-def]
-    """An old GPU on a new driver: every candidate newer than the choice is rejected for its GPU, per device."""
+    """An old GPU on a new driver: every candidate is rejected for its GPU, per device; R570 no longer
+    drives Kepler at all (R470 was its last branch), so nothing fits, and the plan says why."""
     facts = machine("570.133.07", gpus_named("Tesla K80"), pythons=("3.10.12",))
     res = resolve(facts, knowledge, load_policy("legacy", knowledge), today=TODAY)
-    assert res.choice is not None and res.choice.tensorflow.startswith("2.14.")  # the last line with sm_35
+    assert res.choice is None
+    assert any("newer than R470, the last branch that supports Kepler" in r for r in res.reasons)
     newer = [r for r in res.rejected if version_key(r.tensorflow) >= (2, 15)]
     assert newer and all(any("GPU 0 (Tesla K80, cc 3.7" in t for t in r.reasons) for r in newer)

@@ -305,7 +305,7 @@ def test_conda_missing(ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(EnvironmentProblem) as err:
         CreateEnv(TargetEnv.at(tmp_path / "c", backend="conda"), PYV, None).apply(ctx)
     assert err.value.ref == "conda-missing" and "miniforge" in (err.value.hint or "")
-    assert "py-rattler" in (err.value.hint or "") and not (tmp_path / "c").exists()
+    assert "tfgpu-install[conda]" in (err.value.hint or "") and not (tmp_path / "c").exists()
 
 
 def test_conda_without_conda_uses_rattler_on_the_planned_interpreter(ctx: Context, tmp_path: Path) -> None:

@@ -78,7 +78,62 @@ def _layout(tmp_path: Path) -> TargetEnv:
     build_shared_lib(sp / "cublas" / "lib" / "libcublas.so.12", "libcublas.so.12")
     build_shared_lib(sp / "cublas" / "lib" / "libcublasLt.so.12", "libcublasLt.so.12")
     build_shared_lib(sp / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9")
+    (env.path / "bin").mkdir(parents=True, exist_ok=True)
+    (env.path / "bin" / "python").symlink_to(sys.executable)  # the load check runs the env's Python
     return env
+
+
+def _lib_needing(path: Path, soname: str, needed: Path) -> None:
+    """A gcc-built library with a DT_NEEDED on `needed` (found by soname at load time)."""
+    import subprocess
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = path.with_suffix(".c")
+    src.write_text("extern int f(void); int g(void){return f();}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), str(src),
+                    f"-L{needed.parent}", f"-l:{needed.name}"], check=True)
+    src.unlink()
+
+
+CU11_PINS = {"nvidia-cublas-cu11": "11.11.3.6", "nvidia-cuda-cupti-cu11": "11.8.87", "nvidia-cuda-nvrtc-cu11": "11.8.89",
+             "nvidia-cuda-runtime-cu11": "11.8.89", "nvidia-cudnn-cu11": "8.9.6.50", "nvidia-cufft-cu11": "10.9.0.58",
+             "nvidia-curand-cu11": "10.3.0.86", "nvidia-cusolver-cu11": "11.4.1.48", "nvidia-cusparse-cu11": "11.7.5.86"}
+
+
+def test_expected_libraries_for_the_cu11_pins_are_what_tf_2_5_to_2_13_dlopen() -> None:
+    """The cu11 pins of matrix.yaml give every soname TF's dso loader asks for (matrix.yaml `sonames`)."""
+    from installer.knowledge.load import load_knowledge
+
+    rel = load_knowledge().release("2.12.1")
+    assert rel is not None and rel.pins_kind == "wheels"
+    names = [lib.soname for lib in expected_libraries(rel.cuda or "", rel.cudnn, rel.pins)]
+    assert set(rel.sonames) <= set(names), set(rel.sonames) - set(names)
+    assert names == ["libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11", "libcudnn.so.8", "libcupti.so.11.8",
+                     "libnvrtc.so.11.2", "libcufft.so.10", "libcurand.so.10", "libcusolver.so.11", "libcusparse.so.11"]
+
+
+def test_a_library_in_place_whose_dependency_is_missing_fails_the_load_check(ctx: Context, tmp_path: Path) -> None:
+    """In place with the right SONAME is not enough: a library whose own dependency cannot be found
+    fails at dlopen, as it would in TF; once the dependency is in a wheel's lib dir, it loads."""
+    import subprocess
+
+    env = _layout(tmp_path)
+    nv = env.site_packages() / "nvidia"
+    dep = tmp_path / "elsewhere" / "libcublasLt.so.11"
+    dep.parent.mkdir()
+    (tmp_path / "f.c").write_text("int f(void){return 1;}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcublasLt.so.11", "-o", str(dep), str(tmp_path / "f.c")],
+                   check=True)
+    _lib_needing(nv / "cusolver" / "lib" / "libcusolver.so.11", "libcusolver.so.11", dep)
+    step = CheckLibraries(env, "12.3", "9.1", {"nvidia-cusolver-cu12": "11.5.4.101"})
+    assert all(f.problem is None for f in step.findings())  # every file in place, right SONAME
+    assert not step.check(ctx)  # but not done: it does not load
+    with pytest.raises(StepFailed) as err:
+        step.apply(ctx)
+    assert "libcusolver.so.11 is in place but does not load" in str(err.value)
+    assert "libcublasLt.so.11" in str(err.value)  # the dlerror names the missing dependency
+    shutil.copy2(dep, nv / "cublas" / "lib" / dep.name)
+    assert step.apply(ctx)["loaded"][-1] == "libcusolver.so.11"
 
 
 def test_wrong_soname_truncated_and_missing(ctx: Context, tmp_path: Path) -> None:

@@ -231,7 +231,7 @@ def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = 
     import hashlib
     import html
 
-    from tests.support.wheelhouse import WheelSpec, build_wheelhouse, default_specs
+    from tests.support.wheelhouse import CU11_TF, WheelSpec, build_wheelhouse, default_specs
 
     specs = []
     for s in default_specs():
@@ -239,6 +239,8 @@ def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = 
             continue  # the real one comes from the registry
         if s.name == "tensorflow" and s.version == "2.99.0":
             s = WheelSpec(s.name, s.version, numpy_backed_tf(), s.requires, s.extras)
+        if s.name == "tensorflow" and s.version == CU11_TF:  # TF 2.11's shape: CUDA 11.2, cuDNN 8
+            s = WheelSpec(s.name, s.version, numpy_backed_tf(CU11_TF, "11.2", "8"), s.requires, s.extras)
         specs.append(s)
     tf_requires = next(s.requires for s in specs if s.name == "tensorflow")
     specs += [WheelSpec("tensorflow", v, numpy_backed_tf(v, cuda, cudnn), tf_requires) for v, cuda, cudnn in extra_tf]

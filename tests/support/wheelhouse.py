@@ -34,6 +34,7 @@ Catalogue (default_specs): all pure-Python except the nvidia-* libraries.
     nvidia-cudnn-cu12 9.1.0.70          nvidia/cudnn/lib/libcudnn.so.9 (requires nvidia-cublas-cu12)
     nvidia-cudnn-cu12 8.9.7.29          nvidia/cudnn/lib/libcudnn.so.8
     STABLE_PINS / STABLE_CONSTRAINTS / STABLE_REQUIREMENTS: a plan that fits this catalogue.
+    tensorflow 2.97.0 (CU11_TF) + the nvidia-*-cu11 wheels at CU11_PINS (cu11_specs): TF 2.5-2.13's shape
 """
 
 from __future__ import annotations
@@ -237,7 +238,51 @@ def default_specs() -> list[WheelSpec]:
             requires=("nvidia-cublas-cu12",),
             libs={"nvidia/cudnn/lib/libcudnn.so.8": "libcudnn.so.8"},
         ),
+        *cu11_specs(),
     ]
+
+
+# TF 2.5-2.13's CUDA user space: the nvidia-*-cu11 wheels at the versions matrix.yaml pins, each
+# with the sonames the real wheels ship (read from them with installer/fetch/elf.py). CU11_TF is a
+# fake TensorFlow built for CUDA 11.2 / cuDNN 8 with no and-cuda extra, as TF 2.11 is.
+CU11_TF = "2.97.0"
+CU11_PINS = {
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cuda-cupti-cu11": "11.8.87",
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cudnn-cu11": "8.9.6.50",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+}
+_CU11_LIBS = {  # wheel -> (nvidia/<dir>, sonames)
+    "nvidia-cublas-cu11": ("cublas", ("libcublas.so.11", "libcublasLt.so.11")),
+    "nvidia-cuda-cupti-cu11": ("cuda_cupti", ("libcupti.so.11.8",)),
+    "nvidia-cuda-nvrtc-cu11": ("cuda_nvrtc", ("libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8")),
+    "nvidia-cuda-runtime-cu11": ("cuda_runtime", ("libcudart.so.11.0",)),
+    "nvidia-cudnn-cu11": ("cudnn", ("libcudnn.so.8",)),
+    "nvidia-cufft-cu11": ("cufft", ("libcufft.so.10",)),
+    "nvidia-curand-cu11": ("curand", ("libcurand.so.10",)),
+    "nvidia-cusolver-cu11": ("cusolver", ("libcusolver.so.11",)),
+    "nvidia-cusparse-cu11": ("cusparse", ("libcusparse.so.11",)),
+}
+_CU11_REQUIRES = {"nvidia-cudnn-cu11": ("nvidia-cublas-cu11", "nvidia-cuda-nvrtc-cu11"),
+                  "nvidia-cusolver-cu11": ("nvidia-cublas-cu11",)}  # as the real wheels' METADATA says
+
+
+def cu11_specs() -> list[WheelSpec]:
+    tf_requires = ("numpy>=1.22", "protobuf>=3.20.3", "absl-py>=1.0.0")
+    specs = [WheelSpec("tensorflow", CU11_TF, _fake_tf(CU11_TF, "11.2", "8"), tf_requires)]
+    for name, version in sorted(CU11_PINS.items()):
+        sub, sonames = _CU11_LIBS[name]
+        specs.append(WheelSpec(
+            name, version, {"nvidia/__init__.py": b"", f"nvidia/{sub}/__init__.py": b""},
+            requires=_CU11_REQUIRES.get(name, ()),
+            libs={f"nvidia/{sub}/lib/{so}": so for so in sonames},
+        ))
+    return specs
 
 
 def _normalize(name: str) -> str:
