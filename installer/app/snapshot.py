@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,10 +20,10 @@ def _facts(ctx: Context) -> Any:
     return gather(ctx, assumptions(AssumeFlags(), ctx))
 
 
-def _env_path(ctx: Context, args: argparse.Namespace) -> Path:
+def _env_path(ctx: Context, given: Optional[str]) -> Path:
     from installer.app.envs import target_env
 
-    env = target_env(ctx, getattr(args, "env", None))
+    env = target_env(ctx, given)
     if not env.is_dir():
         raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
     return env
@@ -34,27 +34,36 @@ def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     return found[1].verification if found else None
 
 
-def export(args: argparse.Namespace, ctx: Context) -> Result:
+@dataclass(frozen=True)
+class ExportRequest:
+    env: Optional[str] = None  # None: the last env installed
+    output: Optional[str] = None  # -o FILE; the native format defaults to the store
+    format: str = "tfgpu"  # tfgpu | requirements | conda | pylock
+    no_hashes: bool = False
+    index_url: Optional[str] = None
+
+
+def export(ctx: Context, req: ExportRequest) -> Result:
     from installer.snapshot.build import build
 
-    env = _env_path(ctx, args)
+    env = _env_path(ctx, req.env)
     kind = "export"
-    fmt = args.format
+    fmt = req.format
     snap = build(
         ctx, env, kind, facts=_facts(ctx), verification=_last_verification(ctx, env),
         # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
-        hashes=not args.no_hashes and fmt != "pylock", index_url=args.index_url,
+        hashes=not req.no_hashes and fmt != "pylock", index_url=req.index_url,
     )
     if fmt == "tfgpu":
-        if args.output:
-            out = Path(args.output)
+        if req.output:
+            out = Path(req.output)
             snap_mod.write(out, snap)
         else:
             out = snap_mod.save(ctx.state_dir, snap)
     else:
-        if not args.output:
+        if not req.output:
             raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
-        out = Path(args.output)
+        out = Path(req.output)
         from installer.files import atomic_write
 
         if fmt == "requirements":
@@ -68,7 +77,7 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
         else:
             from installer.snapshot.pylock import compile_lock
 
-            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=args.index_url,
+            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=req.index_url,
                                 glibc=snap.host.glibc, arch=snap.host.arch)
             atomic_write(out, lock.text)
     data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
@@ -80,7 +89,7 @@ def export(args: argparse.Namespace, ctx: Context) -> Result:
     return Result(data, blocks)
 
 
-def list_(args: argparse.Namespace, ctx: Context) -> Result:
+def list_(ctx: Context) -> Result:
     from installer.snapshot.contract import choice_of
 
     store = snap_mod.scan(ctx.state_dir)
@@ -106,8 +115,9 @@ def _with_skipped(result: Result, store: snap_mod.Store) -> Result:
     return result
 
 
-def show(args: argparse.Namespace, ctx: Context) -> Result:
-    path, snap = snap_mod.find(ctx.state_dir, args.id)
+def show(ctx: Context, ref: str) -> Result:
+    """One snapshot, by id, unique id prefix or file."""
+    path, snap = snap_mod.find(ctx.state_dir, ref)
     from installer.snapshot.contract import choice_of
 
     d = snap.to_dict()
@@ -124,24 +134,24 @@ def show(args: argparse.Namespace, ctx: Context) -> Result:
     return Result({**d, "path": str(path)}, blocks)
 
 
-def diff(args: argparse.Namespace, ctx: Context) -> Result:
+def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
     from installer.snapshot.drift import compare, to_jsonable
 
-    _, a = snap_mod.find(ctx.state_dir, args.a)
-    _, b = snap_mod.find(ctx.state_dir, args.b)
+    _, a = snap_mod.find(ctx.state_dir, ref_a)
+    _, b = snap_mod.find(ctx.state_dir, ref_b)
     d = compare((a.packages, b.packages), (a.files, b.files), (a.activation, b.activation), (a.host, b.host))
     blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
     blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("identical", "ok"))
     return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks)
 
 
-def check(args: argparse.Namespace, ctx: Context) -> Result:
+def check(ctx: Context, env_given: Optional[str]) -> Result:
     """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
     from installer.snapshot.drift import compare, to_jsonable
     from installer.snapshot.envstate import capture
     from installer.snapshot.build import host_contract
 
-    env = _env_path(ctx, args)
+    env = _env_path(ctx, env_given)
     # The last known-good record; an env never installed by this tool can be watched from an export.
     store = snap_mod.scan(ctx.state_dir)
     found = snap_mod.latest_for_env(ctx.state_dir, env, store=store) or snap_mod.latest_for_env(

@@ -19,4 +19,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from installer.app.snapshot import check
 
-    return check(args, ctx)
+    return check(ctx, args.env)

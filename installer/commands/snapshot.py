@@ -59,14 +59,14 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         ))
     if args.snapshot_command == "bundle":
         return bundle(ctx, BundleRequest(file=args.file, output=args.output, index_url=args.index_url))
-    handler = {
-        "export": snapshot_cmds.export,
-        "list": snapshot_cmds.list_,
-        "show": snapshot_cmds.show,
-        "diff": snapshot_cmds.diff,
-    }.get(args.snapshot_command)
-    if handler is None:
-        raise UsageError("snapshot needs an action", "export, restore, list, show, diff or bundle")
-    return handler(args, ctx)
-
-
+    if args.snapshot_command == "export":
+        return snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
+            env=args.env, output=args.output, format=args.format, no_hashes=args.no_hashes, index_url=args.index_url,
+        ))
+    if args.snapshot_command == "list":
+        return snapshot_cmds.list_(ctx)
+    if args.snapshot_command == "show":
+        return snapshot_cmds.show(ctx, args.id)
+    if args.snapshot_command == "diff":
+        return snapshot_cmds.diff(ctx, args.a, args.b)
+    raise UsageError("snapshot needs an action", "export, restore, list, show, diff or bundle")
