@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                             ("snapshot", "export each host's known-good env and fetch it here"),
                             ("restore", "restore one snapshot on every host (host contract checked per host)")):
         s = sub.add_parser(name, help=help_text, description=help_text)
+        # The global flags also after the action (SUPPRESS: an absent one keeps the parent's value).
+        s.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
+        s.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="traceback on errors")
         s.add_argument("-i", "--inventory", required=True, metavar="INVENTORY", help="an Ansible inventory")
         s.add_argument("--limit", metavar="PATTERN", help="only these hosts (Ansible's --limit)")
         s.add_argument("--forks", type=int, metavar="N", help="hosts worked on at once (Ansible's --forks)")

@@ -72,7 +72,7 @@ def _tool_wheel(ctx: Context, root: Path) -> Path:
     found = sorted(out.glob("tfgpu_install-*.whl"))
     if found:
         return found[0]
-    done = ctx.runner.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+    done = ctx.runner.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                            str(root), "-w", str(out)], desc="build the tfgpu-install wheel", timeout=600,
                           mutating=True)
     found = sorted(out.glob("tfgpu_install-*.whl"))

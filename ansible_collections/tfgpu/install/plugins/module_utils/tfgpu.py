@@ -15,6 +15,11 @@ import json
 import os
 import time
 
+try:
+    from urllib.parse import urlparse
+except ImportError:  # Python 2 on an old node
+    from urlparse import urlparse  # type: ignore
+
 # The module starts when this is imported: `seconds` in every result counts from here.
 _STARTED = time.time()
 
@@ -79,6 +84,9 @@ def bootstrap(module):
         pip += ["--no-index", "--find-links", p["find_links"]]
     elif p.get("index_url"):
         pip += ["--index-url", p["index_url"]]
+        if p["index_url"].startswith("http://"):
+            # The play named this plain-http index (a private mirror): pip refuses it unless trusted.
+            pip += ["--trusted-host", urlparse(p["index_url"]).hostname or ""]
     rc, out, err = module.run_command(pip + [wheel], environ_update=env)
     if rc != 0:
         module.fail_json(msg="could not install %s into %s: %s" % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]),
