@@ -132,7 +132,8 @@ def host_facts(module, tool):
             facts["machine_id"] = f.read().strip() or None
     except (IOError, OSError):
         pass
-    if rc == 0 and isinstance(doc, dict):
+    # probe exits 3 (NO_GPU) on a host without a usable GPU and still prints what it found.
+    if isinstance(doc, dict) and "driver" in doc:
         facts["driver"] = (doc.get("driver") or {}).get("version")
         facts["gpus"] = [g.get("name") for g in doc.get("gpus") or [] if isinstance(g, dict)]
         facts["glibc"] = (doc.get("host") or {}).get("glibc")

@@ -11,23 +11,33 @@ description:
   - Bootstraps tfgpu-install from a wheel the controller shipped into its own venv (no internet needed
     beyond I(index_url) or I(find_links)), then runs C(tfgpu-install install -y --json).
   - C(changed) is true only when a step applied. Check mode runs C(install --dry-run) (the plan and each
-    step's state; the env is not touched; the tool venv is still bootstrapped so the plan can run).
+    step's state; the env is not touched; the tool venv is still bootstrapped so the plan can run) and
+    reports C(changed) when a step would run.
   - On failure, C(error), C(msg) and C(hint) are tfgpu-install's error reference, message and fix;
     C(exit_code) its documented exit code.
 options:
-  mode: {type: str, choices: [install, status], default: install, description: "status: read-only C(status --json)"}
-  profile: {type: str, default: stable, description: "a profile name or a policy file on the node"}
-  env: {type: path, description: the target env (default: the tool's own default path)}
-  allow_cpu: {type: bool, default: false, description: no usable GPU here is not an error (TF verified on the CPU)}
-  offline: {type: path, description: "a snapshot bundle directory on the node (restores use tfgpu_restore)"}
-  extra_args: {type: list, elements: str, default: [], description: more tfgpu-install flags (e.g. --assume-driver)}
-  wheel: {type: path, description: the tfgpu-install wheel on the node}
-  tool_venv: {type: path, default: ~/.local/share/tfgpu-install/tool}
-  python: {type: str, default: python3}
-  index_url: {type: str, description: package index for the tool's dependencies and the env's packages}
-  find_links: {type: path, description: a wheel directory for the tool's bootstrap instead of an index}
-  environment: {type: dict, default: {}, description: "environment for the tool (TFGPU_*, UV_*, PIP_*)"}
-  timeout: {type: int, default: 1800, description: seconds before a run is killed}
+  mode:
+    type: str
+    choices: [install, status]
+    default: install
+    description: "status: read-only C(status --json)"
+  profile:
+    type: str
+    default: stable
+    description: "a profile name or a policy file on the node"
+  env:
+    type: path
+    description: "the target env (default: the tool's own default path)"
+  allow_cpu:
+    type: bool
+    default: false
+    description: "no usable GPU here is not an error (TF verified on the CPU)"
+  extra_args:
+    type: list
+    elements: str
+    default: []
+    description: "more tfgpu-install flags (e.g. --assume-driver)"
+extends_documentation_fragment: [tfgpu.install.common]
 """
 
 RETURN = r"""
@@ -66,7 +76,6 @@ def main():
         profile=dict(type="str", default="stable"),
         env=dict(type="path", required=False),
         allow_cpu=dict(type="bool", default=False),
-        offline=dict(type="path", required=False),
         extra_args=dict(type="list", elements="str", default=[]),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
@@ -85,14 +94,17 @@ def main():
         fail(module, rc, doc, out, err, host=host, bootstrapped=bootstrapped)
     doc = doc or {}
     applied = steps_applied(doc)
+    # Check mode reports what a real run would do: changed when a step is pending.
+    pending = [s.get("id") for s in doc.get("steps") or [] if s.get("status") == "pending"]
     choice = (doc.get("resolution") or {}).get("choice") or {}
     # exit 0 after a real run means the verify step passed, now or in an earlier run (unchanged env).
     verify_states = [s.get("status") for s in doc.get("steps") or [] if s.get("id") == "verify.run"]
     verified = not doc.get("dry_run") and any(v in ("applied", "done", "unchanged") for v in verify_states)
     module.exit_json(
         seconds=elapsed(),
-        changed=bool(applied),
+        changed=bool(pending) if doc.get("dry_run") else bool(applied),
         applied=applied,
+        pending=pending,
         env=doc.get("env"),
         tensorflow={k: choice.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
         resolution=doc.get("resolution"),

@@ -10,21 +10,30 @@ short_description: Restore one known-good snapshot on this host (tfgpu-install s
 description:
   - The host is checked against the snapshot's contract first. A host that cannot meet it fails with
     C(error=incompatible-host), C(exit_code=12) and every reason in C(reasons); the other hosts go on.
-  - C(changed) is true only when a step applied. Check mode runs C(restore --dry-run).
-  - I(offline) is a C(snapshot bundle) directory on the node: the env's packages come from it alone.
+  - C(changed) is true only when a step applied. Check mode runs C(restore --dry-run) (changed when a
+    step would run).
+  - I(offline) is a C(snapshot bundle) directory on the node; the env's packages come from it alone.
 options:
-  snapshot: {type: path, required: true, description: the snapshot file on the node}
-  env: {type: path, description: the env to restore into (default: the snapshot's own path)}
-  offline: {type: path, description: a bundle directory on the node (restore --offline)}
-  allow_cpu: {type: bool, default: false}
-  extra_args: {type: list, elements: str, default: []}
-  wheel: {type: path}
-  tool_venv: {type: path, default: ~/.local/share/tfgpu-install/tool}
-  python: {type: str, default: python3}
-  index_url: {type: str}
-  find_links: {type: path}
-  environment: {type: dict, default: {}}
-  timeout: {type: int, default: 1800}
+  snapshot:
+    type: path
+    required: true
+    description: "the snapshot file on the node"
+  env:
+    type: path
+    description: "the env to restore into (default: the snapshot's own path)"
+  offline:
+    type: path
+    description: "a bundle directory on the node (restore --offline)"
+  allow_cpu:
+    type: bool
+    default: false
+    description: "no usable GPU here is not an error (TF verified on the CPU)"
+  extra_args:
+    type: list
+    elements: str
+    default: []
+    description: "more tfgpu-install flags (e.g. --assume-driver)"
+extends_documentation_fragment: [tfgpu.install.common]
 """
 
 RETURN = r"""
@@ -78,7 +87,8 @@ def main():
         fail(module, rc, doc, out, err, host=host, refused=refused, reasons=reasons, restored=False)
     doc = doc or {}
     applied = steps_applied(doc)
-    module.exit_json(seconds=elapsed(), changed=bool(applied), applied=applied, snapshot=doc.get("snapshot"), env=doc.get("env"),
+    pending = [s.get("id") for s in doc.get("steps") or [] if s.get("status") == "pending"]
+    module.exit_json(seconds=elapsed(), changed=bool(pending) if module.check_mode else bool(applied), applied=applied, snapshot=doc.get("snapshot"), env=doc.get("env"),
                      identical=doc.get("identical"), dry_run=bool(doc.get("dry_run")), steps=doc.get("steps"),
                      warnings=doc.get("warnings"), restored=not module.check_mode, host=host,
                      bootstrapped=bootstrapped)

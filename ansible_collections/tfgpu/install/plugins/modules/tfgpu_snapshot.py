@@ -12,16 +12,19 @@ description:
     (the C(tfgpu.install.node) role does, with C(tfgpu_mode=snapshot)).
   - C(changed) is true when I(dest) did not hold this snapshot before. Check mode writes nothing.
 options:
-  dest: {type: path, required: true, description: where the snapshot file goes on the node}
-  env: {type: path, description: the env to export (default: the last one installed)}
-  format: {type: str, default: tfgpu, choices: [tfgpu, requirements, conda, pylock]}
-  wheel: {type: path}
-  tool_venv: {type: path, default: ~/.local/share/tfgpu-install/tool}
-  python: {type: str, default: python3}
-  index_url: {type: str}
-  find_links: {type: path}
-  environment: {type: dict, default: {}}
-  timeout: {type: int, default: 1800}
+  dest:
+    type: path
+    required: true
+    description: "where the snapshot file goes on the node"
+  env:
+    type: path
+    description: "the env to export (default: the last one installed)"
+  format:
+    type: str
+    default: tfgpu
+    choices: [tfgpu, requirements, conda, pylock]
+    description: "the snapshot format (tfgpu: restorable; the others: for pip, conda, PEP 751)"
+extends_documentation_fragment: [tfgpu.install.common]
 """
 
 RETURN = r"""
