@@ -8,7 +8,9 @@ the tool's dependencies) on the bridge address and runs `tfgpu-install fleet` ag
   1. install (node3 is killed in the middle of packages.install; `ghost` is an unreachable address)
   2. install again: node3 resumes, the others do nothing
   3. install a third time: nothing changes anywhere (second_run_changed)
-  4. fleet snapshot, then restore node1's snapshot on all: node2 (glibc 2.17) is refused (exit 12)
+  4. install --same --check: the release every host can run (2.98.0), planned on every host
+  5. fleet snapshot, then restore node1's snapshot on all from one offline bundle the controller
+     builds and ships: node2 (glibc 2.17) is refused (exit 12)
 
 The fleet is mixed: per-host TFGPU_OVERRIDE_* make node2 an old host (driver 535, glibc 2.17), so it
 gets TF 2.98.0 where the others get 2.99.0. No GPU here: --allow-cpu (TF verified on the CPU).
@@ -372,7 +374,7 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         wheel = next(wheel_dir.glob("tfgpu_install-*.whl"))
         env = dict(os.environ, TFGPU_STATE_DIR=str(work / "controller" / "state"),
                    TFGPU_CACHE_DIR=str(work / "controller" / "cache"), TFGPU_DATA_DIR=str(work / "controller" / "data"),
-                   TFGPU_PROFILES_DIR=str(knowledge), ANSIBLE_HOME=str(work / "controller" / "ansible"),
+                   TFGPU_PROFILES_DIR=str(knowledge), PIP_CONFIG_FILE="/dev/null", ANSIBLE_HOME=str(work / "controller" / "ansible"),
                    ANSIBLE_LOCAL_TEMP=str(work / "controller" / "ansible" / "tmp"), PYTHONPATH=str(REPO),
                    PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
@@ -388,14 +390,17 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         if show:  # the human form: the live table (stderr), then the final table and summary
             for action in ("install", "status"):
                 done = subprocess.run([sys.executable, "-m", "installer", "fleet", action, "-i", str(inv), *common[:4]]
-                                      + (["--allow-cpu"] if action == "install" else []), env=env,
+                                      + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
                                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")
+        log("fleet install --same --check (one release every host can run)")
+        _, same = fleet(["install", "-i", str(inv), "--same", "--check", *common], env)
         log("fleet snapshot, then restore node1's snapshot on every host")
         _, snaps = fleet(["snapshot", "-i", str(inv), "--limit", "node1", "--wheel", str(wheel),
                           "--index-url", index_url, "-o", str(work / "snapshots")], env)
         snap_file = snaps["snapshots"]["node1"]
-        _, restored = fleet(["restore", "-i", str(inv), snap_file, *common], env)
+        # Offline: the controller bundles every wheel once (`snapshot bundle`), ships it, nodes use only it.
+        _, restored = fleet(["restore", "-i", str(inv), snap_file, "--offline", *common], env)
         first_h, resume_h, second_h, restore_h = (by_name(d) for d in (first, resume, second, restored))
         hosts = []
         for name in [f.name(i) for i in range(1, n + 1)] + ["ghost"]:
@@ -413,6 +418,10 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
             "hosts": hosts,
             "second_run_changed": sum(1 for h in second["hosts"] if h.get("changed")),
             "snapshot": snap_file,
+            "offline_bundle": restored.get("offline"),
+            "same": {"tensorflow": (same.get("same") or {}).get("tensorflow"),
+                     "explain": (same.get("same") or {}).get("explain"),
+                     "planned": {h["name"]: h.get("tensorflow") for h in same["hosts"] if h.get("ok")}},
         }
     finally:
         if server is not None:

@@ -102,7 +102,7 @@ def _result(report: FleetReport) -> Result:
     problems = [f"{h.name}: [{h.error}] {h.message}" + (f" -- fix: {h.hint}" if h.hint else "")
                 + ("".join(f"\n      - {r}" for r in h.reasons)) for h in report.hosts if not h.ok]
     if problems:
-        blocks.append(Bullets("hosts that failed", tuple(problems), "error"))
+        blocks.append(Bullets("hosts not ok", tuple(problems), "error"))
     ok = all(h.ok for h in report.hosts)
     blocks.append(Text(summary_line(report.hosts) + f"; ansible log: {report.log}", "ok" if ok else "error"))
     return Result(data, blocks, exit_code=int(ExitCode.OK if ok else ExitCode.STEP_FAILED))

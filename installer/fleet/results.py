@@ -32,7 +32,7 @@ def parse_recap(stdout: str) -> dict[str, dict[str, int]]:
 @dataclass(frozen=True)
 class HostResult:
     name: str
-    state: str  # ok | changed | failed | refused | unreachable | unknown
+    state: str  # ok | changed | would change (check mode) | failed | refused | unreachable | unknown
     ok: bool
     changed: bool
     machine_id: Optional[str] = None
@@ -83,6 +83,8 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
         state = "refused"
     elif failed:
         state = "failed"
+    elif doc.get("check_mode"):
+        state = "would change" if changed else "ok"
     else:
         state = "changed" if changed else "ok"
     choice = _choice(result)
@@ -101,7 +103,8 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
         cuda=choice.get("cuda"),
         cudnn=choice.get("cudnn"),
         python=choice.get("python"),
-        verified=result.get("verified") if mode in ("install", "status") else None,
+        # A plan (check mode) verified nothing.
+        verified=result.get("verified") if mode in ("install", "status") and not doc.get("check_mode") else None,
         seconds=result.get("seconds"),
         restored=restored,
         error=result.get("error") if failed else None,

@@ -141,7 +141,9 @@ def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[
 
     knowledge = load_knowledge(knowledge_dir(f.ctx), cache_dir=f.ctx.cache_dir)
     policy = load_policy(req.profile, knowledge)
-    profile, first, limited_by = req.profile, None, ()
+    profile = req.profile
+    first: Optional[dict[str, Optional[str]]] = None
+    limited_by: tuple[str, ...] = ()
     for round_no in range(len(f.hosts) + 1):
         planned = f.play("install", {**extra, "tfgpu_profile": profile}, lambda r: None, True, f"same-{round_no}")
         reachable = {r.name: r.tensorflow for r in planned if r.state != "unreachable"}

@@ -16,7 +16,8 @@ def _yes_no(value: Optional[bool]) -> str:
 
 
 def row(r: HostResult) -> tuple[str, ...]:
-    gpus = ", ".join(r.gpus) if r.gpus else "none"
+    # "none" only for a host that reported: an unreachable one's GPUs are unknown.
+    gpus = ", ".join(r.gpus) if r.gpus else ("none" if r.machine_id or r.driver else "-")
     seconds = "-" if r.seconds is None else f"{r.seconds:.1f}"
     return (r.name, gpus, r.driver or "-", r.tensorflow or "-", r.cuda or "-", r.cudnn or "-",
             r.state, _yes_no(r.verified), seconds)

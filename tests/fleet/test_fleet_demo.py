@@ -70,6 +70,7 @@ def test_killed_host_resumes_on_the_next_run(demo: dict) -> None:
 
 
 def test_restore_refuses_the_host_that_cannot_meet_the_contract(demo: dict) -> None:
+    assert demo["offline_bundle"] is True  # one bundle built on the controller, shipped, installed --offline
     by = {h["name"]: h for h in demo["hosts"]}
     assert by["node1"]["restored"] and by["node3"]["restored"]
     refused = by["node2"]
@@ -77,3 +78,11 @@ def test_restore_refuses_the_host_that_cannot_meet_the_contract(demo: dict) -> N
     assert (refused["restore"]["state"], refused["restore"]["error"], refused["restore"]["exit_code"]) == (
         "refused", "incompatible-host", 12)
     assert any("glibc 2.17" in r and "2.28" in r for r in refused["restore"]["reasons"])
+
+
+def test_same_plans_the_release_every_host_can_run(demo: dict) -> None:
+    same = demo["same"]
+    assert same["tensorflow"] == "2.98.0"
+    assert same["planned"] == {"node1": "2.98.0", "node2": "2.98.0", "node3": "2.98.0"}
+    assert "node1 alone would run TF 2.99.0" in same["explain"]
+    assert any(line.startswith("held back by node2") for line in same["explain"])

@@ -80,3 +80,11 @@ def test_live_table_prints_each_host_once(tmp_path: Path) -> None:
     assert lines[0] == "fleet install: hosts.ini"
     assert lines[1].split() == ["host", "GPUs", "driver", "TF", "CUDA", "cuDNN", "state", "verified", "seconds"]
     assert len(lines) == 3 and lines[2].split()[:4] == ["node1", "none", "550.54.14", "2.99.0"]
+
+
+def test_check_mode_rows_say_would_change_and_verify_nothing() -> None:
+    planned = {"host": "node1", "mode": "install", "check_mode": True,
+               "result": {"changed": True, "dry_run": True, "verified": False, "pending": ["env.create"],
+                          "tensorflow": {"tensorflow": "2.98.0"}, "host": {"machine_id": "ef" * 16}}}
+    r = host_result("node1", planned)
+    assert (r.state, r.ok, r.changed, r.verified, r.tensorflow) == ("would change", True, True, None, "2.98.0")

@@ -34,3 +34,17 @@ options:
     default: 1800
     description: "seconds before a tfgpu-install run is killed"
 """
+
+    # The options of the modules that provision an env (tfgpu_install, tfgpu_restore).
+    PROVISION = r"""
+options:
+  allow_cpu:
+    type: bool
+    default: false
+    description: "no usable GPU here is not an error (TF verified on the CPU)"
+  extra_args:
+    type: list
+    elements: str
+    default: []
+    description: "more tfgpu-install flags (e.g. --assume-driver)"
+"""

@@ -28,16 +28,7 @@ options:
   env:
     type: path
     description: "the target env (default: the tool's own default path)"
-  allow_cpu:
-    type: bool
-    default: false
-    description: "no usable GPU here is not an error (TF verified on the CPU)"
-  extra_args:
-    type: list
-    elements: str
-    default: []
-    description: "more tfgpu-install flags (e.g. --assume-driver)"
-extends_documentation_fragment: [tfgpu.install.common]
+extends_documentation_fragment: [tfgpu.install.common, tfgpu.install.common.provision]
 """
 
 RETURN = r"""
