@@ -323,9 +323,14 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-        # The mount namespaces die with their last process (sshd and its sessions).
+        # What ssh sessions left running in a namespace (a tool run ansible started) goes too; the
+        # mount namespaces die with their last process.
         for ns in self.namespaces:
-            sh("ip", "netns", "pids", ns, check=False)
+            for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
             sh("ip", "netns", "del", ns, check=False)
         for link in self.links:
             sh("ip", "link", "del", link, check=False)
@@ -374,7 +379,9 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         wheel = next(wheel_dir.glob("tfgpu_install-*.whl"))
         env = dict(os.environ, TFGPU_STATE_DIR=str(work / "controller" / "state"),
                    TFGPU_CACHE_DIR=str(work / "controller" / "cache"), TFGPU_DATA_DIR=str(work / "controller" / "data"),
-                   TFGPU_PROFILES_DIR=str(knowledge), PIP_CONFIG_FILE="/dev/null", ANSIBLE_HOME=str(work / "controller" / "ansible"),
+                   TFGPU_PROFILES_DIR=str(knowledge), PIP_CONFIG_FILE="/dev/null",
+                   PIP_TRUSTED_HOST=BRIDGE_IP,  # the bundle's pip: the demo's index is plain http on the bridge
+                   ANSIBLE_HOME=str(work / "controller" / "ansible"),
                    ANSIBLE_LOCAL_TEMP=str(work / "controller" / "ansible" / "tmp"), PYTHONPATH=str(REPO),
                    PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)

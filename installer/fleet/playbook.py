@@ -4,7 +4,9 @@ and a run that reports each host's result file as the role writes it (the live t
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,8 @@ from installer.runner import Completed, Runner
 
 # How often the live table looks for new per-host result files.
 POLL_S = 0.5
+# How long an interrupted ansible-playbook gets to stop its workers before SIGKILL.
+STOP_GRACE_S = 15.0
 COLLECTIONS_ENV = "TFGPU_ANSIBLE_COLLECTIONS"
 
 
@@ -82,6 +86,22 @@ def engine_version(runner: Runner, tool: str) -> str:
     return f"ansible-playbook {m.group(1)}" if m else "ansible-playbook (unknown version)"
 
 
+def stop_playbook(pidfile: Path, worker: threading.Thread, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGINT to ansible-playbook's process group (it stops its workers), SIGKILL if it lingers."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        worker.join(grace_s)
+        if not worker.is_alive():
+            return
+
+
 def run_playbook(
     runner: Runner, tool: str, playbook: Path, run: PlaybookRun, env: Mapping[str, str],
     hosts: Sequence[str], on_result: Callable[[HostResult], None],
@@ -90,7 +110,10 @@ def run_playbook(
     run.results_dir.mkdir(parents=True, exist_ok=True)
     for stale in run.results_dir.glob("*.json"):
         stale.unlink()
-    argv = playbook_argv(tool, playbook, run)
+    # The runner starts programs in their own session (a terminal's Ctrl-C does not reach them):
+    # the shell records ansible-playbook's pid, so an interrupt here can stop it and its ssh workers.
+    pidfile = run.results_dir.with_suffix(".pid")
+    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), *playbook_argv(tool, playbook, run)]
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -113,9 +136,13 @@ def run_playbook(
                 reported.add(name)
                 on_result(host_result(name, doc))
 
-    while worker.is_alive():
-        worker.join(POLL_S)
-        report_new()
+    try:
+        while worker.is_alive():
+            worker.join(POLL_S)
+            report_new()
+    except KeyboardInterrupt:
+        stop_playbook(pidfile, worker)
+        raise
     report_new()
     if "error" in box:
         raise box["error"]

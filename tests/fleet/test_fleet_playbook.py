@@ -62,3 +62,27 @@ def test_changed_only_when_a_step_applied() -> None:
     assert steps_applied(doc) == ["packages.install"]
     assert steps_applied({"steps": [{"id": "verify.run", "status": "done"}]}) == []
     assert steps_applied({"error": "usage"}) == []
+
+
+def test_an_interrupted_run_stops_the_playbook_process_group(tmp_path: Path) -> None:
+    """The runner starts programs in their own session (Ctrl-C at the terminal does not reach them):
+    stop_playbook, called on KeyboardInterrupt, ends the one run_playbook started, SIGINT then SIGKILL."""
+    import os
+    import threading
+
+    from installer.fleet.playbook import stop_playbook
+    from installer.runner import SubprocessRunner
+
+    pidfile = tmp_path / "results.pid"
+    # What run_playbook runs, with a play that only sleeps (and ignores SIGINT, as a stuck one might).
+    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), "sh", "-c", "trap '' INT; exec sleep 300"]
+    worker = threading.Thread(target=lambda: SubprocessRunner().run(argv), daemon=True)
+    worker.start()
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        worker.join(0.05)
+    pid = int(pidfile.read_text())
+    stop_playbook(pidfile, worker, grace_s=1.0)
+    assert not worker.is_alive()  # the runner's call returned: the process was reaped
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    stop_playbook(tmp_path / "missing.pid", worker)  # nothing started: nothing to stop
