@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from installer.context import Context
 from installer.errors import ExitCode, UsageError
-from installer.fleet.results import HostResult
-from installer.fleet.run import FleetReport, FleetRequest, fleet_install, fleet_restore, fleet_snapshot, fleet_status
-from installer.fleet.table import COLUMNS, LiveTable, rows, summary, summary_line
 from installer.report import Block, Bullets, Result, Text, table
+
+if TYPE_CHECKING:  # the fleet modules load in run(): building the parser stays light (start-up budget)
+    from installer.fleet.results import HostResult
+    from installer.fleet.run import FleetReport, FleetRequest
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,7 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             s.add_argument("-o", "--output", metavar="DIR", help="where the host snapshots land")
 
 
-def _request(args: argparse.Namespace) -> FleetRequest:
+def _request(args: argparse.Namespace) -> "FleetRequest":
+    from installer.fleet.run import FleetRequest
+
     snapshot = getattr(args, "snapshot", None)
     if getattr(args, "offline", False) and not snapshot:
         raise UsageError("--offline needs a snapshot", hint="fleet install --snapshot FILE --offline")
@@ -74,22 +77,26 @@ def _request(args: argparse.Namespace) -> FleetRequest:
     )
 
 
-_RUN = {"install": fleet_install, "status": fleet_status, "snapshot": fleet_snapshot, "restore": fleet_restore}
-
-
 def run(args: argparse.Namespace, ctx: Context) -> Result:
+    from installer.fleet.run import fleet_install, fleet_restore, fleet_snapshot, fleet_status
+    from installer.fleet.table import LiveTable
+
+    by_mode = {"install": fleet_install, "status": fleet_status, "snapshot": fleet_snapshot,
+               "restore": fleet_restore}
     req = _request(args)
     live = LiveTable(None if args.json else sys.stderr)
     live.start(f"fleet {req.mode}: {req.inventory}")
 
-    def on_result(r: HostResult) -> None:
+    def on_result(r: "HostResult") -> None:
         live.add(r)
 
-    report = _RUN[req.mode](ctx, req, on_result)
+    report = by_mode[req.mode](ctx, req, on_result)
     return _result(report)
 
 
-def _result(report: FleetReport) -> Result:
+def _result(report: "FleetReport") -> Result:
+    from installer.fleet.table import COLUMNS, rows, summary, summary_line
+
     counts = summary(report.hosts)
     data: dict[str, Any] = {
         "engine": report.engine, "mode": report.mode, "hosts": [h.to_json() for h in report.hosts],
