@@ -29,10 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 
@@ -132,77 +129,6 @@ def ensure_sshd() -> str:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         sh("apt-get", "install", "-y", "-qq", "openssh-server", timeout=600, env=env)
     return path
-
-
-# --- the package index, served on the bridge ------------------------------------------------
-
-
-def build_index(work: Path) -> Path:
-    """The install tests' wheelhouse (numpy-backed fake TF 2.99.0 and 2.98.0, nvidia stand-ins, real
-    numpy) plus the tool's own dependencies, as one PEP 503 index."""
-    import hashlib
-    import html
-
-    from tests.support.install_kit import numpy_backed_tf, real_numpy_wheel
-    from tests.support.wheelhouse import WheelSpec, build_wheel, default_specs
-
-    wheels_dir = work / "wheels"
-    built = []
-    for s in default_specs():
-        if s.name == "numpy":
-            continue
-        if s.name == "tensorflow":
-            cuda, cudnn = ("12.3", "9") if s.version == "2.99.0" else ("12.3", "8")
-            extras = s.extras or {"and-cuda": ("nvidia-cublas-cu12==12.3.4.1", "nvidia-cuda-runtime-cu12==12.3.101",
-                                               "nvidia-cudnn-cu12==8.9.7.29")}
-            s = WheelSpec(s.name, s.version, numpy_backed_tf(s.version, cuda, cudnn), s.requires, extras)
-        built.append(build_wheel(s, wheels_dir, lib_cache=work / "libs"))
-    built.append(real_numpy_wheel(wheels_dir))
-    # The tool's dependencies (the nodes bootstrap tfgpu-install from this index, nothing else).
-    deps = work / "deps"
-    sh(sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
-       str(REPO), "-w", str(deps), timeout=900)
-    wheels = built + [w for w in deps.glob("*.whl") if not w.name.startswith("tfgpu_install-")]
-    root = work / "index"
-    files = root / "files"
-    files.mkdir(parents=True, exist_ok=True)
-    projects: dict[str, list[Path]] = {}
-    for w in wheels:
-        shutil.copy2(w, files / w.name)
-        projects.setdefault(w.name.split("-")[0].replace("_", "-").replace(".", "-").lower(), []).append(w)
-    simple = root / "simple"
-    simple.mkdir(exist_ok=True)
-    (simple / "index.html").write_text(
-        "<!DOCTYPE html><html><body>\n" + "".join(f'<a href="{p}/">{p}</a>\n' for p in sorted(projects))
-        + "</body></html>\n")
-    for project, ws in projects.items():
-        (simple / project).mkdir(exist_ok=True)
-        anchors = "".join(f'<a href="../../files/{html.escape(w.name)}#sha256='
-                          f'{hashlib.sha256(w.read_bytes()).hexdigest()}">{html.escape(w.name)}</a>\n'
-                          for w in sorted(ws))
-        (simple / project / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{anchors}</body></html>\n")
-    return root
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        return None
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # uv and pip drop connections they no longer need (a wheel read only for its metadata): not news.
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            super().handle_error(request, client_address)
-
-
-def serve(root: Path) -> ThreadingHTTPServer:
-    server = _Server((BRIDGE_IP, 0), partial(_Quiet, directory=str(root)))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 # --- the hosts -------------------------------------------------------------------------------
@@ -359,6 +285,8 @@ def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
+    from tests.support.fleet_index import build_index, serve
+
     sshd = ensure_sshd()
     log("building the package index (fake TensorFlow, the tool and its dependencies)")
     index_root = build_index(work)
@@ -371,7 +299,7 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
     try:
         log(f"bringing up {n} hosts on {BRIDGE} ({SUBNET}.0/24)")
         f.up(sshd)
-        server = serve(index_root)
+        server = serve(index_root, BRIDGE_IP)
         index_url = f"http://{BRIDGE_IP}:{server.server_address[1]}/simple"
         wheel_dir = work / "dist"
         sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w",
