@@ -4,9 +4,6 @@ dependencies, as one PEP 503 index, served from a thread on a given address."""
 
 from __future__ import annotations
 
-import hashlib
-import html
-import shutil
 import subprocess
 import sys
 import threading
@@ -16,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.install_kit import numpy_backed_tf, real_numpy_wheel
-from tests.support.wheelhouse import WheelSpec, build_wheel, default_specs
+from tests.support.wheelhouse import WheelSpec, build_wheel, default_specs, write_simple_index
 
 REPO = Path(__file__).resolve().parents[2]
 # TF 2.98.0's extra in the demo (the default specs give only 2.99.0 one): cuDNN 8 for it.
@@ -41,25 +38,7 @@ def build_index(work: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", str(REPO), "-w",
                     str(deps)], check=True, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     wheels = built + [w for w in deps.glob("*.whl") if not w.name.startswith("tfgpu_install-")]
-    root = work / "index"
-    files = root / "files"
-    files.mkdir(parents=True, exist_ok=True)
-    projects: dict[str, list[Path]] = {}
-    for w in wheels:
-        shutil.copy2(w, files / w.name)
-        projects.setdefault(w.name.split("-")[0].replace("_", "-").replace(".", "-").lower(), []).append(w)
-    simple = root / "simple"
-    simple.mkdir(exist_ok=True)
-    (simple / "index.html").write_text(
-        "<!DOCTYPE html><html><body>\n" + "".join(f'<a href="{p}/">{p}</a>\n' for p in sorted(projects))
-        + "</body></html>\n")
-    for project, ws in projects.items():
-        (simple / project).mkdir(exist_ok=True)
-        anchors = "".join(f'<a href="../../files/{html.escape(w.name)}#sha256='
-                          f'{hashlib.sha256(w.read_bytes()).hexdigest()}">{html.escape(w.name)}</a>\n'
-                          for w in sorted(ws))
-        (simple / project / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{anchors}</body></html>\n")
-    return root
+    return write_simple_index(work / "index", wheels)
 
 
 class _Quiet(SimpleHTTPRequestHandler):
