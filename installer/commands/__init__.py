@@ -15,4 +15,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "diagnose a broken setup, or classify a pasted log"),
     "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
     "check": ("check", "drift between the live env and its last known-good snapshot"),
+    "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
 }

@@ -312,7 +312,12 @@ def build_wheelhouse(dest: Path, specs: Optional[Sequence[WheelSpec]] = None) ->
     """Build the wheels into dest/wheels and a static PEP 503 index into dest/index."""
     wheels_dir = dest / "wheels"
     wheels = [build_wheel(s, wheels_dir, lib_cache=dest / "libs") for s in (specs or default_specs())]
-    root = dest / "index"
+    root = write_simple_index(dest / "index", wheels)
+    return Wheelhouse(dir=wheels_dir, root=root, wheels=wheels)
+
+
+def write_simple_index(root: Path, wheels: Sequence[Path]) -> Path:
+    """A static PEP 503 index of these wheels: root/files/ and root/simple/<project>/."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     by_project: dict[str, list[Path]] = {}
@@ -332,7 +337,7 @@ def build_wheelhouse(dest: Path, specs: Optional[Sequence[WheelSpec]] = None) ->
             for w in sorted(ws)
         )
         (d / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{anchors}</body></html>\n")
-    return Wheelhouse(dir=wheels_dir, root=root, wheels=wheels)
+    return root
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+"""What the tfgpu modules share: bootstrapping tfgpu-install on the node from a wheel the controller
+shipped (into its own venv), running it with --json, and mapping its result to Ansible's contract.
+
+The node needs no internet: the tool's dependencies come from the package index (or a wheel
+directory) the play gives it. A re-run with the same wheel skips the bootstrap (its sha256 is
+recorded next to the venv)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import time
+
+try:
+    from urllib.parse import urlparse
+except ImportError:  # Python 2 on an old node
+    from urlparse import urlparse  # type: ignore
+
+# The module starts when this is imported: `seconds` in every result counts from here.
+_STARTED = time.time()
+
+# Module arguments every tfgpu module takes (merged into each module's argument_spec).
+COMMON_ARGS = dict(
+    wheel=dict(type="path", required=False),
+    tool_venv=dict(type="path", default="~/.local/share/tfgpu-install/tool"),
+    python=dict(type="str", default="python3"),
+    index_url=dict(type="str", required=False),
+    find_links=dict(type="path", required=False),
+    environment=dict(type="dict", default={}),
+    timeout=dict(type="int", default=1800),
+)
+
+# How much of a failed command's output goes back to the controller.
+_TAIL = 4000
+
+
+def elapsed():
+    return round(time.time() - _STARTED, 1)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _env(params):
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (params.get("environment") or {}).items()})
+    return env
+
+
+def bootstrap(module):
+    """The tool's path on this node; (path, bootstrapped?). Installs the shipped wheel into the
+    tool venv when it is missing or a different wheel was shipped."""
+    p = module.params
+    venv = os.path.expanduser(p["tool_venv"])
+    tool = os.path.join(venv, "bin", "tfgpu-install")
+    wheel = p.get("wheel")
+    if not wheel:
+        if os.path.exists(tool):
+            return tool, False
+        module.fail_json(msg="tfgpu-install is not on this node and no wheel was given",
+                         error="tool-missing", hint="pass wheel: (the role ships dist/tfgpu_install-*.whl)")
+    stamp = os.path.join(venv, ".tfgpu-wheel-sha256")
+    digest = _sha256(wheel)
+    if os.path.exists(tool) and os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read().strip() == digest:
+                return tool, False
+    env = _env(p)
+    rc, out, err = module.run_command([p["python"], "-m", "venv", venv], environ_update=env)
+    if rc != 0:
+        module.fail_json(msg="could not create the tool venv %s: %s" % (venv, (err or out)[-_TAIL:]),
+                         error="tool-bootstrap", hint="install python3-venv on the node, or set python:")
+    pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if p.get("find_links"):
+        pip += ["--no-index", "--find-links", p["find_links"]]
+    elif p.get("index_url"):
+        pip += ["--index-url", p["index_url"]]
+        if p["index_url"].startswith("http://"):
+            # The play named this plain-http index (a private mirror): pip refuses it unless trusted.
+            pip += ["--trusted-host", urlparse(p["index_url"]).hostname or ""]
+    rc, out, err = module.run_command(pip + [wheel], environ_update=env)
+    if rc != 0:
+        module.fail_json(msg="could not install %s into %s: %s" % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]),
+                         error="tool-bootstrap", hint="check index_url/find_links: the node installs the tool's "
+                         "dependencies from there")
+    with open(stamp + ".tmp", "w") as f:
+        f.write(digest + "\n")
+    os.replace(stamp + ".tmp", stamp)
+    return tool, True
+
+
+def run_tool(module, tool, args):
+    """(rc, the --json document or None, stdout, stderr)."""
+    p = module.params
+    env = _env(p)
+    argv = [tool] + list(args) + ["--json"]
+    # run_command has no timeout of its own: coreutils' timeout bounds a wedged run.
+    if p.get("timeout"):
+        argv = ["timeout", "--kill-after=10", str(p["timeout"])] + argv
+    rc, out, err = module.run_command(argv, environ_update=env)
+    doc = None
+    try:
+        doc = json.loads(out) if out.strip() else None
+    except ValueError:
+        doc = None
+    return rc, doc, out, err
+
+
+def fail(module, rc, doc, out, err, **extra):
+    """failed, with our error reference, message and hint (the --json error document)."""
+    doc = doc if isinstance(doc, dict) else {}
+    message = doc.get("message") or ("tfgpu-install exited %d: %s" % (rc, (err or out)[-_TAIL:]))
+    module.fail_json(msg=message, error=doc.get("error") or "tool-failed", hint=doc.get("hint"),
+                     exit_code=rc, stderr_tail=(err or "")[-_TAIL:], seconds=elapsed(), **extra)
+
+
+def host_facts(module, tool):
+    """driver, GPUs, glibc and machine id of this node (probe --json; read-only)."""
+    rc, doc, _, _ = run_tool(module, tool, ["probe"])
+    facts = {"machine_id": None, "driver": None, "gpus": [], "glibc": None}
+    try:
+        with open("/etc/machine-id") as f:
+            facts["machine_id"] = f.read().strip() or None
+    except (IOError, OSError):
+        pass
+    # probe exits 3 (NO_GPU) on a host without a usable GPU and still prints what it found.
+    if isinstance(doc, dict) and "driver" in doc:
+        facts["driver"] = (doc.get("driver") or {}).get("version")
+        facts["gpus"] = [g.get("name") for g in doc.get("gpus") or [] if isinstance(g, dict)]
+        facts["glibc"] = (doc.get("host") or {}).get("glibc")
+    return facts
+
+
+def steps_applied(doc):
+    """The ids of the steps that applied (or undid) something in this run: `changed` is true only
+    when there is one. Step states: applied | undone | done | unchanged | pending | failed."""
+    steps = doc.get("steps") if isinstance(doc, dict) else None
+    return [s.get("id") for s in steps or [] if isinstance(s, dict) and s.get("status") in ("applied", "undone")]

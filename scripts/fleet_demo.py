@@ -1,0 +1,413 @@
+"""scripts/fleet-demo --hosts N [--json] [--keep]: a real fleet on this one machine.
+
+Each host is a network namespace on a private bridge (10.254.77.0/24, nothing else) with its own
+mount namespace (own /root, /tmp and /etc/machine-id, bind-mounted) running its own sshd (key auth,
+a generated key). The controller serves the tests' package index (fake TensorFlow, small wheels,
+the tool's dependencies) on the bridge address and runs `tfgpu-install fleet` against the hosts:
+
+  1. install (node3 is killed in the middle of packages.install; `ghost` is an unreachable address)
+  2. install again: node3 resumes, the others do nothing
+  3. install a third time: nothing changes anywhere (second_run_changed)
+  4. install --same --check: the release every host can run (2.98.0), planned on every host
+  5. fleet snapshot, then restore node1's snapshot on all from one offline bundle the controller
+     builds and ships: node2 (glibc 2.17) is refused (exit 12)
+
+The fleet is mixed: per-host TFGPU_OVERRIDE_* make node2 an old host (driver 535, glibc 2.17), so it
+gets TF 2.98.0 where the others get 2.99.0. No GPU here: --allow-cpu (TF verified on the CPU).
+Everything is torn down in a finally block, on failure and on Ctrl-C/SIGTERM too.
+Needs root, `ip netns`, unshare, openssh-server (installed with apt-get if missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SUBNET = "10.254.77"
+BRIDGE = "tfgpufd0"
+BRIDGE_IP = f"{SUBNET}.1"
+GHOST_IP = f"{SUBNET}.250"  # on the bridge, nobody there: the unreachable host
+SSH_TIMEOUT_S = 5
+STEP_TIMEOUT_S = 600  # bound on each fleet command
+KILL_HOST, OLD_HOST = "node3", "node2"
+
+DEMO_MATRIX = """\
+format: 1
+releases:
+  - tensorflow: "2.99.0"
+    package: tensorflow
+    released: "2024-01-15"
+    pythons: ["3.9", "3.10", "3.11", "3.12", "3.13"]
+    cuda: "12.3"
+    cudnn: "9.1"
+    sass: ["6.0", "7.0", "8.0", "8.6", "8.9"]
+    ptx: ["9.0"]
+    manylinux: manylinux_2_28_x86_64
+    min_glibc: "2.28"
+    cuda_from: pip
+    extra: and-cuda
+    pins:
+      nvidia-cublas-cu12: "12.3.4.1"
+      nvidia-cuda-runtime-cu12: "12.3.101"
+      nvidia-cudnn-cu12: "9.1.0.70"
+    pins_kind: exact
+    constraints:
+      numpy: ">=1.23.5,<2.0"
+      protobuf: ">=3.20.3,<5"
+    source: "tests/support/wheelhouse.py (the fake TensorFlow the tests build; glibc 2.28 so old hosts differ)"
+  - tensorflow: "2.98.0"
+    package: tensorflow
+    released: "2023-11-01"
+    pythons: ["3.9", "3.10", "3.11", "3.12", "3.13"]
+    cuda: "12.3"
+    cudnn: "8.9"
+    sass: ["6.0", "7.0", "8.0", "8.6", "8.9"]
+    ptx: ["9.0"]
+    manylinux: manylinux_2_17_x86_64
+    min_glibc: "2.17"
+    cuda_from: pip
+    extra: and-cuda
+    pins:
+      nvidia-cublas-cu12: "12.3.4.1"
+      nvidia-cuda-runtime-cu12: "12.3.101"
+      nvidia-cudnn-cu12: "8.9.7.29"
+    pins_kind: exact
+    constraints:
+      numpy: ">=1.23.5,<2.0"
+      protobuf: ">=3.20.3,<5"
+    source: "tests/support/wheelhouse.py (the fake TensorFlow the tests build)"
+"""
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[fleet-demo] {msg}\n")
+    sys.stderr.flush()
+
+
+def sh(*argv: str, check: bool = True, timeout: float = 120, **kw: Any) -> "subprocess.CompletedProcess[str]":
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
+    return done
+
+
+# --- what can run here ----------------------------------------------------------------------
+
+
+def why_not() -> Optional[str]:
+    """None when this machine can bring hosts up; else why not (the test skips with it)."""
+    if os.geteuid() != 0:
+        return "needs root (network and mount namespaces)"
+    for tool in ("ip", "unshare", "mount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    probe = f"tfgpufd-probe-{os.getpid()}"
+    done = sh("ip", "netns", "add", probe, check=False)
+    if done.returncode != 0:
+        return f"cannot create network namespaces: {done.stderr.strip()}"
+    sh("ip", "netns", "del", probe, check=False)
+    return None
+
+
+def ensure_sshd() -> str:
+    path = "/usr/sbin/sshd"
+    if not os.path.exists(path):
+        log("openssh-server is missing: apt-get install -y openssh-server")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        sh("apt-get", "install", "-y", "-qq", "openssh-server", timeout=600, env=env)
+    return path
+
+
+# --- the hosts -------------------------------------------------------------------------------
+
+
+class Fleet:
+    """Namespaces, the bridge, sshd processes and mounts; teardown() undoes whatever was made."""
+
+    def __init__(self, work: Path, n: int) -> None:
+        self.work, self.n = work, n
+        self.tag = f"fd{os.getpid() % 100000}"
+        self.namespaces: list[str] = []
+        self.links: list[str] = []
+        self.sshd: list[subprocess.Popen[str]] = []
+        self.bridge = False
+        self.ssh_dir = work / "ssh"
+
+    def name(self, i: int) -> str:
+        return f"node{i}"
+
+    def ip(self, i: int) -> str:
+        return f"{SUBNET}.{10 + i}"
+
+    def up(self, sshd: str) -> None:
+        self.ssh_dir.mkdir(mode=0o700)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.ssh_dir / "id_ed25519"))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.ssh_dir / "host_ed25519"))
+        shutil.copy(self.ssh_dir / "id_ed25519.pub", self.ssh_dir / "authorized_keys")
+        host_key = (self.ssh_dir / "host_ed25519.pub").read_text().split()[:2]
+        known = "".join(f"{self.ip(i)} {' '.join(host_key)}\n" for i in range(1, self.n + 1))
+        (self.ssh_dir / "known_hosts").write_text(known)
+        if sh("ip", "link", "show", BRIDGE, check=False).returncode == 0:
+            raise RuntimeError(f"bridge {BRIDGE} exists already (another fleet-demo running?)")
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        self.bridge = True
+        sh("ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        for i in range(1, self.n + 1):
+            self._host(i, sshd)
+        for i in range(1, self.n + 1):
+            self._wait_ssh(i)
+
+    def _host(self, i: int, sshd: str) -> None:
+        ns, outer, inner = f"{self.tag}n{i}", f"{self.tag}h{i}", f"{self.tag}c{i}"
+        sh("ip", "netns", "add", ns)
+        self.namespaces.append(ns)
+        sh("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+        self.links.append(outer)
+        sh("ip", "link", "set", outer, "master", BRIDGE)
+        sh("ip", "link", "set", outer, "up")
+        sh("ip", "link", "set", inner, "netns", ns)
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ip(i)}/24", "dev", inner)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        d = self.work / "hosts" / self.name(i)
+        for sub in ("home", "tmp"):
+            (d / sub).mkdir(parents=True)
+        (d / "tmp").chmod(0o1777)
+        (d / "machine-id").write_text(f"{os.urandom(16).hex()}\n")
+        cfg = d / "sshd_config"
+        cfg.write_text("\n".join([
+            f"ListenAddress {self.ip(i)}:22", f"HostKey {self.ssh_dir / 'host_ed25519'}",
+            f"PidFile {d / 'sshd.pid'}", f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
+            "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "UsePAM no", "StrictModes no", "PrintMotd no", "LogLevel ERROR",
+            "Subsystem sftp /usr/lib/openssh/sftp-server", ""]))
+        # Own mount namespace: this host's home, temp dir and machine id; sshd's sessions live in it.
+        script = (f"mount --bind {d / 'home'} /root && mount --bind {d / 'tmp'} /tmp && "
+                  f"mount --bind {d / 'machine-id'} /etc/machine-id && mkdir -p /run/sshd && "
+                  f"exec {sshd} -D -e -f {cfg}")
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
+                                 "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=open(d / "sshd.log", "w"), text=True, start_new_session=True)
+        self.sshd.append(proc)
+
+    def _wait_ssh(self, i: int) -> None:
+        for _ in range(50):
+            with socket.socket() as s:
+                s.settimeout(1)
+                if s.connect_ex((self.ip(i), 22)) == 0:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"sshd on {self.name(i)} did not come up (see {self.work}/hosts/{self.name(i)}/sshd.log)")
+
+    def inventory(self, path: Path, index_url: str, knowledge: Path, kill: bool) -> Path:
+        """INI inventory: the hosts, their per-host environment (the mixed fleet), and `ghost`."""
+        common_ssh = (f"-o UserKnownHostsFile={self.ssh_dir / 'known_hosts'} -o StrictHostKeyChecking=yes "
+                      f"-o ConnectTimeout={SSH_TIMEOUT_S} -o BatchMode=yes -o ServerAliveInterval=5")
+        lines = ["[gpu]"]
+        for i in range(1, self.n + 1):
+            env: dict[str, str] = {
+                "TFGPU_PROFILES_DIR": str(knowledge), "UV_INDEX_URL": index_url, "PIP_INDEX_URL": index_url,
+                "PIP_CONFIG_FILE": "/dev/null", "UV_NO_CONFIG": "1",
+                "TFGPU_OVERRIDE_DRIVER": "550.54.14",
+            }
+            if self.name(i) == OLD_HOST:
+                env.update(TFGPU_OVERRIDE_DRIVER="535.104.05", TFGPU_OVERRIDE_GLIBC="2.17")
+            if kill and self.name(i) == KILL_HOST:
+                env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
+            lines.append(f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'")
+        lines.append(f"ghost ansible_host={GHOST_IP}")
+        lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
+                  f"ansible_ssh_common_args='{common_ssh}'", "ansible_python_interpreter=/usr/bin/python3",
+                  f"tfgpu_python={sys.executable if sys.executable.startswith('/usr/') else '/usr/bin/python3'}", ""]
+        path.write_text("\n".join(lines))
+        return path
+
+    def teardown(self) -> None:
+        for proc in self.sshd:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in self.sshd:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        # What ssh sessions left running in a namespace (a tool run ansible started) goes too; the
+        # mount namespaces die with their last process.
+        for ns in self.namespaces:
+            for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            sh("ip", "netns", "del", ns, check=False)
+        for link in self.links:
+            sh("ip", "link", "del", link, check=False)
+        if self.bridge:
+            sh("ip", "link", "del", BRIDGE, check=False)
+
+
+# --- the scenario ------------------------------------------------------------------------------
+
+
+def fleet(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "installer", "fleet", *args, "--json"], capture_output=True,
+                          text=True, env=env, timeout=STEP_TIMEOUT_S + 60, stdin=subprocess.DEVNULL)
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        raise RuntimeError(f"fleet {args[0]} printed no JSON (exit {done.returncode}): "
+                           f"{done.stderr.strip()[-1500:]} {done.stdout[-1500:]}")
+    if "hosts" not in doc:
+        raise RuntimeError(f"fleet {args[0]} failed (exit {done.returncode}): {json.dumps(doc)}")
+    return done.returncode, doc
+
+
+def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {h["name"]: h for h in doc["hosts"]}
+
+
+def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
+    from tests.support.fleet_index import build_index, serve
+
+    sshd = ensure_sshd()
+    log("building the package index (fake TensorFlow, the tool and its dependencies)")
+    index_root = build_index(work)
+    knowledge = work / "knowledge"
+    from tests.support.install_kit import write_knowledge
+
+    write_knowledge(knowledge, DEMO_MATRIX)
+    f = Fleet(work, n)
+    server = None
+    try:
+        log(f"bringing up {n} hosts on {BRIDGE} ({SUBNET}.0/24)")
+        f.up(sshd)
+        server = serve(index_root, BRIDGE_IP)
+        index_url = f"http://{BRIDGE_IP}:{server.server_address[1]}/simple"
+        wheel_dir = work / "dist"
+        sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w",
+           str(wheel_dir), timeout=600)
+        wheel = next(wheel_dir.glob("tfgpu_install-*.whl"))
+        env = dict(os.environ, TFGPU_STATE_DIR=str(work / "controller" / "state"),
+                   TFGPU_CACHE_DIR=str(work / "controller" / "cache"), TFGPU_DATA_DIR=str(work / "controller" / "data"),
+                   TFGPU_PROFILES_DIR=str(knowledge), PIP_CONFIG_FILE="/dev/null",
+                   PIP_TRUSTED_HOST=BRIDGE_IP,  # the bundle's pip: the demo's index is plain http on the bridge
+                   ANSIBLE_HOME=str(work / "controller" / "ansible"),
+                   ANSIBLE_LOCAL_TEMP=str(work / "controller" / "ansible" / "tmp"), PYTHONPATH=str(REPO),
+                   PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+        first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
+        inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False)
+        common = ["--wheel", str(wheel), "--index-url", index_url, "--allow-cpu", "--timeout", str(STEP_TIMEOUT_S)]
+
+        log(f"fleet install ({KILL_HOST} killed mid-install, ghost unreachable)")
+        _, first = fleet(["install", "-i", str(first_inv), *common], env)
+        log("fleet install again (resumes the killed host)")
+        _, resume = fleet(["install", "-i", str(inv), *common], env)
+        log("fleet install a third time (nothing may change)")
+        _, second = fleet(["install", "-i", str(inv), *common], env)
+        if show:  # the human form: the live table (stderr), then the final table and summary
+            for action in ("install", "status"):
+                done = subprocess.run([sys.executable, "-m", "installer", "fleet", action, "-i", str(inv), *common[:4]]
+                                      + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
+                                      capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
+                sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")
+        log("fleet install --same --check (one release every host can run)")
+        _, same = fleet(["install", "-i", str(inv), "--same", "--check", *common], env)
+        log("fleet snapshot, then restore node1's snapshot on every host")
+        _, snaps = fleet(["snapshot", "-i", str(inv), "--limit", "node1", "--wheel", str(wheel),
+                          "--index-url", index_url, "-o", str(work / "snapshots")], env)
+        snap_file = snaps["snapshots"]["node1"]
+        # Offline: the controller bundles every wheel once (`snapshot bundle`), ships it, nodes use only it.
+        _, restored = fleet(["restore", "-i", str(inv), snap_file, "--offline", *common], env)
+        first_h, resume_h, second_h, restore_h = (by_name(d) for d in (first, resume, second, restored))
+        hosts = []
+        for name in [f.name(i) for i in range(1, n + 1)] + ["ghost"]:
+            h = resume_h.get(name, {})
+            hosts.append({
+                "name": name, "machine_id": h.get("machine_id"), "ok": bool(h.get("ok")),
+                "changed": bool(first_h.get(name, {}).get("changed") or h.get("changed")),
+                "tensorflow": h.get("tensorflow"), "restored": bool(restore_h.get(name, {}).get("restored")),
+                "first_run": first_h.get(name, {}).get("state"), "resumed": bool(h.get("changed")),
+                "second_run": second_h.get(name, {}).get("state"),
+                "restore": {k: restore_h.get(name, {}).get(k) for k in ("state", "error", "exit_code", "reasons")},
+            })
+        return {
+            "engine": first["engine"],
+            "hosts": hosts,
+            "second_run_changed": sum(1 for h in second["hosts"] if h.get("changed")),
+            "snapshot": snap_file,
+            "offline_bundle": restored.get("offline"),
+            "same": {"tensorflow": (same.get("same") or {}).get("tensorflow"),
+                     "explain": (same.get("same") or {}).get("explain"),
+                     "planned": {h["name"]: h.get("tensorflow") for h in same["hosts"] if h.get("ok")}},
+        }
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        log("tearing down (sshd, namespaces, veths, bridge)")
+        f.teardown()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="fleet-demo", description=__doc__.split("\n")[0])
+    p.add_argument("--hosts", type=int, default=3, help="number of hosts (2-20)")
+    p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
+    p.add_argument("--check", action="store_true", help="only say whether this machine can run the demo")
+    a = p.parse_args(argv)
+    reason = why_not()
+    if a.check:
+        print(reason or "ok")
+        return 0 if reason is None else 3
+    if reason is not None:
+        log(f"cannot run here: {reason}")
+        return 3
+    if not 3 <= a.hosts <= 20:
+        log("--hosts must be 3..20 (the scenario needs an old host and a killed host)")
+        return 2
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # the finally blocks tear down
+
+    signal.signal(signal.SIGTERM, stop)
+    work = Path(tempfile.mkdtemp(prefix="tfgpu-fleet-demo-", dir="/var/tmp"))
+    try:
+        result = scenario(work, a.hosts, show=not a.json)
+    except KeyboardInterrupt:
+        log("interrupted: torn down")
+        return 130
+    except Exception as exc:  # reported with the kept work dir; teardown already ran
+        log(f"failed: {exc} (logs: {work})")
+        a.keep = True
+        return 1
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(json.dumps(result, indent=2))
+        log(f"done (work dir {'kept: ' + str(work) if a.keep else 'removed'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

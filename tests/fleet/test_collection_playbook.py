@@ -1,0 +1,97 @@
+"""The collection through plain `ansible-playbook -i hosts site.yml` (run from playbooks/, whose
+ansible.cfg finds the collection), against this machine over Ansible's local connection: the module's
+mapping of tfgpu-install --json to Ansible's contract (check mode = --dry-run, `changed` only when a
+step applied, `failed` with our error reference, message and hint). Real venvs, a real local index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.support.install_kit import computing_wheelhouse, write_knowledge
+
+pytest.importorskip("ansible", reason="ansible-core is not installed (pip install '.[fleet]')")
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "ansible_collections" / "tfgpu" / "install" / "playbooks"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    wh = computing_wheelhouse(tmp_path_factory.mktemp("fleet-wheelhouse"))
+    with wh.serve() as srv:  # type: ignore[attr-defined]
+        yield srv
+
+
+@pytest.fixture()
+def site(tmp_path: Path, index: Any) -> dict[str, Any]:
+    """An inventory for localhost, a tool venv whose tfgpu-install is this checkout, and the tool's
+    environment pointed at temp dirs, the test knowledge and the local index."""
+    tool_venv = tmp_path / "tool"
+    (tool_venv / "bin").mkdir(parents=True)
+    tool = tool_venv / "bin" / "tfgpu-install"
+    tool.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m installer "$@"\n')
+    tool.chmod(0o755)
+    env_vars = {
+        "HOME": str(tmp_path / "home"), "TFGPU_STATE_DIR": str(tmp_path / "state"),
+        "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "TFGPU_DATA_DIR": str(tmp_path / "data"),
+        "TFGPU_PROFILES_DIR": str(write_knowledge(tmp_path / "knowledge")),
+        "UV_INDEX_URL": index.url, "PIP_INDEX_URL": index.url,
+        "UV_CACHE_DIR": os.environ.get("TFGPU_TEST_UV_CACHE", str(tmp_path / "uv-cache")),
+    }
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    return {"hosts": hosts, "results": tmp_path / "results", "tmp": tmp_path,
+            "vars": {"tfgpu_tool_venv": str(tool_venv), "tfgpu_env_vars": env_vars, "tfgpu_allow_cpu": True,
+                     "tfgpu_env": str(tmp_path / "env"), "tfgpu_remote_dir": str(tmp_path / "remote"),
+                     "tfgpu_results_dir": str(tmp_path / "results"),
+                     # the real numpy wheel in the index is for this interpreter
+                     "tfgpu_extra_args": ["--python", sys.executable]}}
+
+
+def play(site: dict[str, Any], *args: str, **extra: Any) -> tuple["subprocess.CompletedProcess[str]", dict[str, Any]]:
+    variables = {**site["vars"], **extra}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_HOME=str(site["tmp"] / "ansible-home"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
+    done = subprocess.run(["ansible-playbook", "-i", str(site["hosts"]), "site.yml", "-e", json.dumps(variables),
+                           *args], cwd=PLAYBOOKS, env=env, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    result_file = site["results"] / "localhost.json"
+    doc = json.loads(result_file.read_text()) if result_file.exists() else {}
+    return done, doc.get("result", {})
+
+
+def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> None:
+    done, planned = play(site, "--check")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert planned["dry_run"] is True and planned["changed"] is True  # steps would run
+    assert "env.create" in planned["pending"] and planned["applied"] == []
+    assert not (site["tmp"] / "env").exists()  # check mode touched nothing
+
+    done, first = play(site)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert first["changed"] is True and first["verified"] is True
+    assert {"env.create", "packages.install", "verify.run"} <= set(first["applied"])
+    assert first["tensorflow"]["tensorflow"] == "2.99.0"
+    assert first["host"]["machine_id"]
+
+    done, second = play(site)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (second["changed"], second["applied"], second["verified"]) == (False, [], True)
+    assert "changed=0" in done.stdout.split("PLAY RECAP")[1]
+
+
+def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) -> None:
+    done, failed = play(site, tfgpu_profile="no-such-profile")
+    assert done.returncode == 2  # ansible-playbook: a host failed
+    assert failed["failed"] is True
+    assert (failed["error"], failed["exit_code"]) == ("bad-input", 5)
+    assert "no-such-profile" in failed["msg"] and "known profiles" in failed["hint"]
+    assert "[bad-input]" in done.stdout and "-- fix:" in done.stdout

@@ -1,0 +1,88 @@
+"""The pure parts of driving ansible-playbook: hosts from `ansible-inventory --list`, the argv, the
+environment, and the module helpers that map tfgpu-install's JSON to Ansible's contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import steps_applied
+from installer.errors import EnvironmentProblem
+from installer.fleet.inventory import hosts_in
+from installer.fleet.playbook import PlaybookRun, collections_root, playbook_argv, playbook_env, site_playbook
+
+REPO = Path(__file__).resolve().parents[2]
+
+# `ansible-inventory -i hosts.ini --list` of the demo's inventory (groups nest through children).
+INVENTORY = {
+    "_meta": {"hostvars": {}},
+    "all": {"children": ["ungrouped", "gpu", "old"]},
+    "gpu": {"hosts": ["node1", "node2", "node3", "ghost"]},
+    "old": {"hosts": ["node2"], "children": ["gpu"]},
+    "ungrouped": {},
+}
+
+
+def test_hosts_in_inventory_order_once_each() -> None:
+    assert hosts_in(INVENTORY) == ["node1", "node2", "node3", "ghost"]
+    assert hosts_in({"all": {"children": ["ungrouped"]}, "ungrouped": {}}) == []
+
+
+def test_playbook_argv_carries_mode_results_and_ansible_flags(tmp_path: Path) -> None:
+    run = PlaybookRun(tmp_path / "hosts", "install", tmp_path / "results", {"tfgpu_profile": "stable"},
+                      limit="node1:node2", forks=8, serial=2, check=True)
+    argv = playbook_argv("ansible-playbook", Path("site.yml"), run)
+    assert argv[:4] == ["ansible-playbook", "-i", str(tmp_path / "hosts"), "site.yml"]
+    extra = json.loads(argv[argv.index("-e") + 1])
+    assert extra == {"tfgpu_profile": "stable", "tfgpu_mode": "install", "tfgpu_results_dir": str(tmp_path / "results"),
+                     "tfgpu_serial": 2}
+    assert argv[argv.index("--limit") + 1] == "node1:node2" and argv[argv.index("--forks") + 1] == "8"
+    assert argv[-1] == "--check"
+
+
+def test_playbook_env_finds_the_collection_and_bounds_ssh() -> None:
+    root = collections_root({})
+    assert site_playbook(root).is_file()
+    env = playbook_env(root, {})
+    assert env["ANSIBLE_COLLECTIONS_PATH"] == str(REPO) and env["ANSIBLE_TIMEOUT"] == "20"
+    assert playbook_env(root, {"ANSIBLE_TIMEOUT": "5"})["ANSIBLE_TIMEOUT"] == "5"
+
+
+def test_a_missing_collection_says_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem) as err:
+        collections_root({"TFGPU_ANSIBLE_COLLECTIONS": str(tmp_path)})
+    assert str(tmp_path) in err.value.message and "TFGPU_ANSIBLE_COLLECTIONS" in (err.value.hint or "")
+
+
+def test_changed_only_when_a_step_applied() -> None:
+    doc = {"steps": [{"id": "env.create", "status": "unchanged"}, {"id": "packages.install", "status": "applied"},
+                     {"id": "verify.run", "status": "done"}]}
+    assert steps_applied(doc) == ["packages.install"]
+    assert steps_applied({"steps": [{"id": "verify.run", "status": "done"}]}) == []
+    assert steps_applied({"error": "usage"}) == []
+
+
+def test_an_interrupted_run_stops_the_playbook_process_group(tmp_path: Path) -> None:
+    """The runner starts programs in their own session (Ctrl-C at the terminal does not reach them):
+    stop_playbook, called on KeyboardInterrupt, ends the one run_playbook started, SIGINT then SIGKILL."""
+    import os
+    import threading
+
+    from installer.fleet.playbook import stop_playbook
+    from installer.runner import SubprocessRunner
+
+    pidfile = tmp_path / "results.pid"
+    # What run_playbook runs, with a play that only sleeps (and ignores SIGINT, as a stuck one might).
+    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), "sh", "-c", "trap '' INT; exec sleep 300"]
+    worker = threading.Thread(target=lambda: SubprocessRunner().run(argv), daemon=True)
+    worker.start()
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        worker.join(0.05)
+    pid = int(pidfile.read_text())
+    stop_playbook(pidfile, worker, grace_s=1.0)
+    assert not worker.is_alive()  # the runner's call returned: the process was reaped
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    stop_playbook(tmp_path / "missing.pid", worker)  # nothing started: nothing to stop
