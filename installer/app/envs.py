@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 from installer.context import Context
 from installer.errors import UsageError
 from installer.files import atomic_write
+from installer.envlayout import user_path
 
 if TYPE_CHECKING:
     from installer.resolver.model import Choice
@@ -33,7 +34,7 @@ def last_env(ctx: Context) -> Optional[Path]:
 
 def target_env(ctx: Context, given: Optional[str]) -> Path:
     if given:
-        return Path(os.path.abspath(os.path.expanduser(given)))
+        return user_path(given)
     last = last_env(ctx)
     if last is None:
         raise UsageError(

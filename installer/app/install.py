@@ -22,6 +22,7 @@ from installer.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageErro
 from installer.plan.options import InstallOptions, options_to_json
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.resolver.model import Resolution
+from installer.envlayout import user_path
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
 
         env = conda_named_env_path(ctx, r.conda_name)
     elif req.env:
-        env = Path(os.path.abspath(os.path.expanduser(req.env)))
+        env = user_path(req.env)
     else:
         env = default_env_path(ctx, choice)
     return InstallOptions(

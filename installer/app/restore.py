@@ -33,6 +33,7 @@ from installer.plan.options import InstallOptions
 from installer.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.snapshot.model import Snapshot
+from installer.envlayout import user_path
 
 _HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-f]{64,128}$")
 _HASH_MISMATCH = ("Hash mismatch", "DO NOT MATCH THE HASHES", "hash mismatch")
@@ -188,7 +189,7 @@ def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any)
     must not silently choose where this one writes. Returns (env, a line for the plan)."""
     from installer.app.envs import default_env_path
 
-    env = Path(os.path.abspath(os.path.expanduser(given))) if given else default_env_path(ctx, choice)
+    env = user_path(given) if given else default_env_path(ctx, choice)
     taken = str(snap.env.get("path") or "")
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""

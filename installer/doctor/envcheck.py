@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from installer.context import Context
+from installer.envlayout import site_packages_dirs
 
 # Any of these marks an activation block written by tfgpu-install (venv bin/activate, conda activate.d).
 ACTIVATION_MARKERS = ("tfgpu-install", "tfgpu_install", "TFGPU")
@@ -103,7 +104,7 @@ def read_env(ctx: Context, env: str) -> EnvFiles:
             continue
         if any(m in text for m in ACTIVATION_MARKERS):
             activation.append(str(f))
-    site = next(iter(sorted(root.glob("lib/python3*/site-packages"))), None)
+    site = next(iter(site_packages_dirs(root)), None)
     tf_version = None
     dists: dict[str, str] = {}
     lib_dirs: list[str] = []

@@ -8,59 +8,15 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+from installer.fetch.elf import read_soname
 
 # Libraries whose stale or broken copies break TensorFlow's GPU start.
 _WATCHED = re.compile(r"^lib(cudnn\w*|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cuda|nvidia-ml)\.so(\.[\d.]+)?$")
 _VERSION_IN_NAME = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
 _TOOLKIT_DIR = re.compile(r"^cuda(?:-(\d+(?:\.\d+)*))?$")
-DT_SONAME = 14
-SHT_DYNAMIC = 6
-
-
-def read_soname(path: Path) -> Optional[str]:
-    """DT_SONAME of an ELF shared object, or None (not ELF, stripped of sections, unreadable)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if len(data) < 64 or data[:4] != b"\x7fELF":
-        return None
-    is64 = data[4] == 2
-    end = "<" if data[5] == 1 else ">"
-    try:
-        if is64:
-            shoff, = struct.unpack_from(end + "Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-        else:
-            shoff, = struct.unpack_from(end + "I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
-        sections = []
-        for i in range(shnum):
-            base = shoff + i * shentsize
-            if is64:
-                _, stype, _, _, off, size, link, _, _, entsize = struct.unpack_from(end + "IIQQQQIIQQ", data, base)
-            else:
-                _, stype, _, _, off, size, link, _, _, entsize = struct.unpack_from(end + "IIIIIIIIII", data, base)
-            sections.append((stype, off, size, link, entsize))
-        for stype, off, size, link, entsize in sections:
-            if stype != SHT_DYNAMIC or link >= len(sections):
-                continue
-            stroff = sections[link][1]
-            step = entsize or (16 if is64 else 8)
-            for pos in range(off, off + size, step):
-                tag, val = struct.unpack_from(end + ("qQ" if is64 else "iI"), data, pos)
-                if tag == 0:
-                    break
-                if tag == DT_SONAME:
-                    stop = data.index(b"\0", stroff + val)
-                    return data[stroff + val : stop].decode("ascii", "replace")
-    except (struct.error, ValueError):
-        return None
-    return None
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,9 @@ def default_path(profiles: Optional[Path] = None) -> Path:
     else the packaged one (profiles/ is installed as installer.profiles)."""
     if profiles is not None and (Path(profiles) / "errors.yaml").is_file():
         return Path(profiles) / "errors.yaml"
-    import installer.profiles  # type: ignore[import-not-found]  # profiles/ mapped by setuptools
+    from installer.knowledge.load import profiles_dir
 
-    return Path(installer.profiles.__file__).resolve().parent / "errors.yaml"
+    return profiles_dir() / "errors.yaml"
 
 
 def load_rules(path: Optional[Path] = None, profiles: Optional[Path] = None) -> RuleSet:

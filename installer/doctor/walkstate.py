@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -11,6 +10,7 @@ from installer.facts import gpu as smi
 from installer.doctor.envcheck import EnvFiles, ImportProbe
 from installer.doctor.libpath import resolve_in_root
 from installer.doctor.rules import RuleSet
+from installer.knowledge.model import numbers_in
 
 OK, WARN, BROKEN, ABSENT, SKIP = "ok", "warn", "broken", "absent", "skip"
 SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
@@ -82,4 +82,5 @@ def real_path(w: Walk, path: str) -> str:
 
 
 def version_tuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+    """The first three numbers of a version or a name ("cuda-12.2" -> (12, 2))."""
+    return numbers_in(v)[:3]

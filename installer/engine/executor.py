@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from installer.context import Context
+from installer.envlayout import site_packages_dirs
 from installer.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from installer.files import atomic_write, sha256_file
 from installer.engine.journal import Entry, Journal, current_epoch, env_state_dir, open_entries
@@ -59,7 +60,7 @@ class ExecReport:
 
 
 def site_packages(env: Path) -> list[Path]:
-    return sorted(Path(env).glob("lib/python*/site-packages"))
+    return site_packages_dirs(env)
 
 
 def env_fingerprint(env: Path) -> str:

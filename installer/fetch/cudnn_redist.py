@@ -22,6 +22,8 @@ from installer.fetch.redist import RedistArchive as RedistArchive
 from installer.fetch.redist import component_entry, select
 from installer.fetch.redist import manifest_url as manifest_url
 from installer.fetch.redist import platform_key as platform_key
+from installer.envlayout import nvidia_lib_dirs
+from installer.knowledge.model import numbers_in
 
 REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"
 
@@ -42,11 +44,7 @@ def select_archive(text: str, platform: str, cuda_major: Optional[str], source: 
 def parse_index(html: str) -> list[str]:
     """Manifest labels ("9.8.0") linked from a redist directory listing."""
     found = set(re.findall(r'href="(?:[^"]*/)?redistrib_(\d+\.\d+\.\d+)\.json"', html))
-    return sorted(found, key=_vkey)
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
+    return sorted(found, key=numbers_in)
 
 
 def manifest_labels(wanted: str) -> list[str]:
@@ -60,15 +58,15 @@ def pick_label(wanted: str, available: Iterable[str]) -> Optional[str]:
     """From an index: the exact x.y.z, else the newest with the same major.minor, else
     the newest of the same major that is not older (cuDNN >= 8 is backward compatible
     within a major: a newer minor serves a build made with an older one)."""
-    avail = sorted(set(available), key=_vkey)
-    parts = _vkey(wanted)
+    avail = sorted(set(available), key=numbers_in)
+    parts = numbers_in(wanted)
     exact = ".".join(wanted.split(".")[:3])
     if exact in avail:
         return exact
-    same_minor = [a for a in avail if _vkey(a)[:2] == parts[:2]]
+    same_minor = [a for a in avail if numbers_in(a)[:2] == parts[:2]]
     if same_minor:
         return same_minor[-1]
-    newer = [a for a in avail if _vkey(a)[:1] == parts[:1] and _vkey(a)[:2] >= parts[:2]]
+    newer = [a for a in avail if numbers_in(a)[:1] == parts[:1] and numbers_in(a)[:2] >= parts[:2]]
     return newer[-1] if newer else None
 
 
@@ -136,7 +134,7 @@ def check_serves(found: Optional[str], built_with: Optional[str], tensorflow: st
             f"TensorFlow {tensorflow} needs cuDNN {built_with.split('.')[0]}.x; use NVIDIA's archive as published",
             ref="cudnn-version-unknown",
         )
-    f, b = _vkey(found), _vkey(built_with)
+    f, b = numbers_in(found), numbers_in(built_with)
     if f[:1] != b[:1] or f[:2] < b[:2]:
         raise UnsatisfiableError(
             f"cuDNN {found} from {where} cannot serve TensorFlow {tensorflow}, which was built "
@@ -231,10 +229,7 @@ def parse_ldconfig_p(text: str) -> list[Path]:
 
 
 def env_lib_dirs(env: Path) -> list[Path]:
-    dirs = [env / "lib", env / "lib64"]
-    for sp in sorted(env.glob("lib/python*/site-packages")):
-        dirs += sorted(sp.glob("nvidia/*/lib"))
-    return dirs
+    return [env / "lib", env / "lib64", *nvidia_lib_dirs(env)]
 
 
 def library_dirs(ctx: Context, env: Path, extra: Iterable[Path] = ()) -> list[tuple[Path, str]]:
@@ -317,5 +312,5 @@ def stale_copies(copies: Iterable[CudnnCopy], keep: Path, version: Optional[str]
 
 
 def _same_version(a: str, b: str) -> bool:
-    n = min(len(_vkey(a)), len(_vkey(b)), 3)
-    return _vkey(a)[:n] == _vkey(b)[:n] and n >= 3
+    n = min(len(numbers_in(a)), len(numbers_in(b)), 3)
+    return numbers_in(a)[:n] == numbers_in(b)[:n] and n >= 3

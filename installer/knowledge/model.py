@@ -20,6 +20,7 @@ knowledge/gpu_names.py matches GPU names). scripts/gather_knowledge.py re-derive
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -182,7 +183,7 @@ def max_cuda_for_driver(knowledge: Knowledge, driver_version: str) -> Optional[D
     fits = [r for r in knowledge.drivers if _driver_key(r.min_driver) <= have]
     if not fits:
         return None
-    return max(fits, key=lambda r: (_version_key(r.cuda), _driver_key(r.min_driver)))
+    return max(fits, key=lambda r: (release_key(r.cuda), _driver_key(r.min_driver)))
 
 
 def minor_compat_for_driver(knowledge: Knowledge, driver_version: str) -> Optional[MinorCompatRow]:
@@ -194,5 +195,27 @@ def minor_compat_for_driver(knowledge: Knowledge, driver_version: str) -> Option
     return max(fits, key=lambda r: int(r.cuda_major))
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+# --- versions: the one home for reading version strings -----------------------------------
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'535.104.05' -> (535, 104, 5); '9.0a' -> (9, 0); tolerant of junk (stops at it)."""
+    parts: list[int] = []
+    for piece in str(version).strip().split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.end() != len(piece):
+            break
+    return tuple(parts)
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """A release's place in order: "2.15.0.post1" -> (2, 15, 0, 1), after 2.15.0."""
     return tuple(int(x) for x in version.replace(".post", ".").split("."))
+
+
+def numbers_in(text: str) -> tuple[int, ...]:
+    """Every run of digits, in order: "cuda-12.2" -> (12, 2), "9.3.0.75" -> (9, 3, 0, 75)."""
+    return tuple(int(x) for x in re.findall(r"\d+", text))

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from installer.knowledge.model import ArchRow, Defect, DriverRow, GpuRow, MinorCompatRow, Policy, PtxasRow, Release
+from installer.knowledge.model import ArchRow, Defect, DriverRow, GpuRow, MinorCompatRow, Policy, PtxasRow, Release, release_key
 from installer.knowledge.yaml_reader import DATE, DRIVER, TF_VERSION, VERSION2, VERSION_ANY, Checker, LDict, read_yaml
 
 RELEASE_REQUIRED = (
@@ -48,9 +48,7 @@ def parse_matrix(path: Path, label: str) -> tuple[Release, ...]:
         seen[rel.tensorflow] = row.line
         releases.append(rel)
     # Newest first: the order policies walk by default.
-    from installer.knowledge.model import _version_key
-
-    releases.sort(key=lambda r: _version_key(r.tensorflow), reverse=True)
+    releases.sort(key=lambda r: release_key(r.tensorflow), reverse=True)
     return tuple(releases)
 
 

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Iterable, Optional, Sequence
 
 from installer.facts.model import Facts, Gpu, PythonInterp
-from installer.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
+from installer.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release, version_key
 from installer.verify.gpucheck.tfgpucheck_arch import coverage
 
 # TensorFlow's last release with GPU support on native Windows (later: WSL2 only).
@@ -27,19 +27,6 @@ _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
 # --- small pure helpers ---------------------------------------------------------------
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """'535.104.05' -> (535, 104, 5); '9.0a' -> (9, 0); tolerant of junk (stops at it)."""
-    parts: list[int] = []
-    for piece in str(version).strip().split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.end() != len(piece):
-            break
-    return tuple(parts)
 
 
 def _ge(a: str, b: str) -> bool:

@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from installer.knowledge.model import PtxasRow, Release
-from installer.resolver.checks import Machine, first_clause, major_minor, version_key
+from installer.resolver.checks import Machine, first_clause, major_minor
+from installer.knowledge.model import version_key
 from installer.resolver.hardware import ptxas_knows
 from installer.resolver.model import Choice
 

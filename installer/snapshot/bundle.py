@@ -27,7 +27,8 @@ from typing import Any, Optional
 from installer.context import Context
 from installer.errors import BadInputError, DownloadError, UsageError
 from installer.files import atomic_write, sha256_file
-from installer.snapshot.model import Snapshot, canonical_name, dumps, now_iso
+from installer.snapshot.model import Snapshot, dumps, now_iso
+from installer.envlayout import canonical_name
 
 MANIFEST = "manifest.json"
 SNAPSHOT = "snapshot.yaml"

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Optional
 
 from installer.files import sha256_file
-from installer.snapshot.model import FileRecord, Package, canonical_name
+from installer.snapshot.model import FileRecord, Package
+from installer.envlayout import canonical_name
+from installer.envlayout import site_packages_dirs
 
 _BLOCK_RE = re.compile(r"^.*>>> tfgpu-install.*$\n.*?^.*<<< tfgpu-install.*$", re.M | re.S)
 # Files that carry our activation: marked blocks inside them, or whole files we wrote.
@@ -34,7 +36,7 @@ class EnvState:
 
 
 def site_packages(env: Path) -> Optional[Path]:
-    found = sorted(Path(env).glob("lib/python3*/site-packages"))
+    found = site_packages_dirs(env)
     return found[-1] if found else None
 
 

@@ -22,6 +22,7 @@ from typing import Any, Optional
 from installer.errors import BadInputError
 from installer.files import atomic_write
 from installer.snapshot import reader, schema
+from installer.envlayout import canonical_name
 
 FORMAT = 2
 KINDS = ("known-good", "rollback-point", "export")
@@ -90,13 +91,6 @@ class Snapshot:
         order = ["format", "id", "kind", "created", "tool", "env", "host", "resolution", "packages",
                  "files", "activation", "verification", "notes"]
         return {k: d[k] for k in order}
-
-
-def canonical_name(name: str) -> str:
-    """PEP 503 normalised project name."""
-    import re
-
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def new_id(kind: str, now: Optional[float] = None) -> str:

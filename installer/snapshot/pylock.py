@@ -15,7 +15,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from installer.context import Context
 from installer.errors import DownloadError, TfgpuError
-from installer.snapshot.model import Package, canonical_name
+from installer.snapshot.model import Package
+from installer.envlayout import canonical_name
 from installer.steps.env import find_uv
 
 

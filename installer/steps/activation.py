@@ -24,14 +24,10 @@ from installer.context import Context
 from installer.errors import BadInputError, StepFailed, TfgpuError
 from installer.files import MARK, MarkerError, atomic_write, edit_target, find_block, put_block, remove_file, replace_block
 from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.envlayout import nvidia_lib_dirs
 
 LAUNCHER = "tfgpu-run"
 CONDA_SCRIPT = "tfgpu-install.sh"
-
-
-def nvidia_lib_dirs(env: Path) -> list[Path]:
-    """The env's nvidia/*/lib directories (PyPI CUDA/cuDNN wheels), sorted for stable output."""
-    return sorted(p for p in Path(env).glob("lib/python*/site-packages/nvidia/*/lib") if p.is_dir())
 
 
 def nvidia_bin_dirs(env: Path) -> list[Path]:

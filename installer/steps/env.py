@@ -24,6 +24,7 @@ from installer.context import Context
 from installer.errors import EnvironmentProblem, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.envlayout import site_packages_dirs
 
 BACKENDS = ("venv", "conda")
 CONDA_TOOLS = ("mamba", "conda", "micromamba")
@@ -50,7 +51,7 @@ class TargetEnv:
     def site_packages(self) -> Path:
         """lib/pythonX.Y/site-packages (the first one when, oddly, there are several).
         Before the env exists: the path it will have, guessed from the interpreter link name."""
-        found = sorted(self.path.glob("lib/python*/site-packages"))
+        found = site_packages_dirs(self.path)
         if found:
             return found[0]
         ver = env_python_version(self) or "3"

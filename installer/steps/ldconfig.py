@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from installer.context import Context
 from installer.errors import EnvironmentProblem, StepFailed
 from installer.files import atomic_write, remove_file
-from installer.steps.activation import nvidia_lib_dirs
+from installer.envlayout import nvidia_lib_dirs
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 _SONAME = re.compile(r"^lib[\w.+-]+\.so(\.\d+)+$")

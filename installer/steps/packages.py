@@ -26,6 +26,7 @@ from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
 from installer.steps.install_progress import InstallProgress
 from installer.steps.env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
+from installer.envlayout import site_packages_dirs
 
 _NETWORK_SIGNS = (
     "Failed to fetch",
@@ -373,7 +374,7 @@ def _drop_half_installed(env: TargetEnv) -> None:
     rewritten by the install that follows."""
     import shutil
 
-    for site in sorted(env.path.glob("lib/python*/site-packages")):
+    for site in site_packages_dirs(env.path):
         for dist in sorted(site.glob("*.dist-info")):
             if dist.is_dir() and not ((dist / "METADATA").is_file() and (dist / "RECORD").is_file()):
                 shutil.rmtree(dist, ignore_errors=True)

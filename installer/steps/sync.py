@@ -24,27 +24,22 @@ from installer.errors import StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
 from installer.steps.env import TargetEnv
-
-
-def _canon(name: str) -> str:
-    from packaging.utils import canonicalize_name
-
-    return str(canonicalize_name(name))
+from installer.envlayout import canonical_name
 
 
 def extras(env: TargetEnv, keep: Iterable[str]) -> dict[str, Any]:
     """canonical name -> importlib Distribution of every installed distribution not in `keep`."""
     from importlib.metadata import distributions
 
-    wanted = {_canon(n) for n in keep}
+    wanted = {canonical_name(n) for n in keep}
     sp = env.site_packages()
     out: dict[str, Any] = {}
     if not sp.is_dir():
         return out
     for dist in distributions(path=[str(sp)]):
         name = dist.metadata["Name"] if dist.metadata else None
-        if name and _canon(name) not in wanted:
-            out.setdefault(_canon(name), dist)
+        if name and canonical_name(name) not in wanted:
+            out.setdefault(canonical_name(name), dist)
     return out
 
 
@@ -74,7 +69,7 @@ class SyncPackages(Step):
 
     def __init__(self, env: TargetEnv, keep: Iterable[str]) -> None:
         self.env = env
-        self.keep = sorted({_canon(n) for n in keep})
+        self.keep = sorted({canonical_name(n) for n in keep})
 
     def describe(self) -> str:
         return f"remove distributions the snapshot does not list from {self.env.path}"

@@ -24,6 +24,7 @@ from installer.context import Context
 from installer.errors import BadInputError, EnvironmentProblem
 from installer.report import Block, Bullets, Text, table
 from installer.runner import TIMED_OUT, Completed
+from installer.envlayout import dist_info_dirs, nvidia_lib_dirs
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
 LAYER_NAMES = ("hardware", "driver", "cuda-runtime", "cudnn", "cublas", "tensorflow", "benchmark")
@@ -200,7 +201,7 @@ def placed_lib_dirs(env: Path) -> list[str]:
 def activation_env(ctx: Context, env: Path, plan: CheckPlan) -> dict[str, str]:
     """The variables the env's activation sets: its nvidia/*/lib dirs and placed cuDNN first."""
     dirs = list(plan.lib_dirs) + placed_lib_dirs(env)
-    dirs += [str(p) for p in sorted(Path(env).glob("lib/python3*/site-packages/nvidia/*/lib"))]
+    dirs += [str(p) for p in nvidia_lib_dirs(env)]
     inherited = ctx.environ.get("LD_LIBRARY_PATH", "")
     out = dict(ctx.environ)
     out["LD_LIBRARY_PATH"] = os.pathsep.join([d for d in dirs] + ([inherited] if inherited else []))
@@ -301,7 +302,7 @@ def read_record(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
 def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
     """Without a recorded plan: what the env's own wheels say was placed (dist-info names)."""
     found: dict[str, str] = {}
-    for dist in Path(env).glob("lib/python3*/site-packages/*.dist-info"):
+    for dist in dist_info_dirs(env):
         name, _, version = dist.name[: -len(".dist-info")].partition("-")
         found[name.lower().replace("_", "-")] = version
     # nvidia-cuda-runtime-cu11/-cu12; CUDA 13's wheel dropped the suffix (nvidia-cuda-runtime 13.x).

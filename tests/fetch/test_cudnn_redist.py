@@ -103,13 +103,13 @@ def test_soname_links_from_real_elf(tmp_path: Path) -> None:
     assert read_soname(lib / "libcudnn.so.9.1.0") == "libcudnn.so.9"
     links, problems = wanted_links(lib)
     assert problems == []
-    assert {(l.name, l.target) for l in links} == {
+    assert {(link.name, link.target) for link in links} == {
         ("libcudnn.so.9", "libcudnn.so.9.1.0"), ("libcudnn.so", "libcudnn.so.9"),
         ("libcudnn_ops.so.9", "libcudnn_ops.so.9.1.0"), ("libcudnn_ops.so", "libcudnn_ops.so.9"),
     }
     assert any("libcudnn.so.9 is missing" in p for p in link_problems(lib))
-    for l in links:
-        os.symlink(l.target, lib / l.name)
+    for link in links:
+        os.symlink(link.target, lib / link.name)
     assert link_problems(lib) == []
     os.remove(lib / "libcudnn.so.9")
     os.symlink("libcudnn_ops.so.9.1.0", lib / "libcudnn.so.9")
