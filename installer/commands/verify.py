@@ -9,14 +9,10 @@ is then a cuBLAS SGEMM burn) and exits 3 when there is no NVIDIA GPU.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
-from typing import Optional
 
-from installer.context import Context
-from installer.errors import ExitCode, UsageError
-from installer.report import Result, Text
 from installer.commands.common import add_env_flag
+from installer.context import Context
+from installer.report import Result
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,78 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "site-packages dir (repeatable)")
 
 
-def default_env(ctx: Context) -> Path:
-    """The env most recently installed or verified (newest journal or record under the state dir)."""
-    candidates = []
-    for d in (ctx.state_dir / "envs").glob("*"):
-        for name in ("verify.json", "journal.jsonl"):
-            f = d / name
-            if f.is_file():
-                candidates.append((f.stat().st_mtime, f))
-    for _, f in sorted(candidates, reverse=True):
-        env = _env_named_in(f)
-        if env:
-            return Path(env)
-    raise UsageError("no environment given and none installed yet",
-                     hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
-
-
-def _env_named_in(f: Path) -> Optional[str]:
-    try:
-        if f.name == "verify.json":
-            return str(json.loads(f.read_text()).get("env") or "") or None
-        for line in f.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("event") == "run" and entry.get("env"):
-                return str(entry["env"])
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None
-
-
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from installer.verify.host import CheckPlan, plan_from_env, read_record, report_blocks, run_verification, verify_fingerprint, write_record
+    from installer.app.verify import VerifyRequest, verify
 
-    if args.burn < 0:
-        raise UsageError("--burn takes a number of seconds >= 0")
-    if args.host_only:
-        return host_result(args, ctx, no_env=False)
-    if args.env:
-        env = Path(args.env).expanduser().resolve()
-    else:
-        try:
-            env = default_env(ctx)
-        except UsageError:  # nothing installed yet: say what this machine has, then how to install
-            return host_result(args, ctx, no_env=True)
-    record = read_record(ctx, env) if (env / "bin" / "python").exists() else None
-    plan = CheckPlan.from_json(record["plan"]) if record and record.get("plan") else plan_from_env(env)
-    if args.cpu_ok and not plan.cpu_only:
-        from dataclasses import replace
-
-        plan = replace(plan, cpu_only=True)
-    report = run_verification(ctx, env, plan, benchmark=args.benchmark, burn=args.burn, timeout=args.timeout)
-    path = write_record(ctx, env, report, verify_fingerprint(ctx, env, plan), plan)
-    data = dict(report.to_json(), plan=plan.to_json(), record=str(path))
-    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
-    return Result(data=data, blocks=report_blocks(report), exit_code=int(code))
-
-
-def host_result(args: argparse.Namespace, ctx: Context, no_env: bool) -> Result:
-    from installer.verify.host import report_blocks
-    from installer.verify.hostcheck import HOW_TO_INSTALL, NO_GPU, found_no_gpu, run_host_check
-
-    report = run_host_check(ctx, [Path(s).expanduser() for s in args.search], burn=args.burn, timeout=args.timeout)
-    data = dict(report.to_json(), env=None)
-    blocks = report_blocks(report)
-    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
-    if found_no_gpu(report):
-        lay0 = report.layer(0)
-        data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
-        code = ExitCode.NO_GPU
-    if no_env:
-        data["next"] = HOW_TO_INSTALL
-        blocks.append(Text(HOW_TO_INSTALL, "warn"))
-    return Result(data=data, blocks=blocks, exit_code=int(code))
+    return verify(ctx, VerifyRequest(
+        env=args.env, benchmark=args.benchmark, burn=args.burn, cpu_ok=args.cpu_ok, timeout=args.timeout,
+        host_only=args.host_only, search=tuple(args.search),
+    ))
