@@ -138,8 +138,10 @@ def watch(ctx: Context, env: Path) -> dict[str, Any]:
         "env": env_fingerprint(env),
         "verification": _verification(state / "verify.json"),
         "stats": {str(p): _stat(p) for p in looked_at},
-        # directories a step created change with what is inside them: files are what a user edits
-        "touched": {p: _stat(Path(p)) for p in _touched(journal) if not os.path.isdir(p)},
+        # Directories a step created change with what is inside them: files are what a user
+        # edits. The tool's own records for the env are read above (`verify` rewrites its record).
+        "touched": {p: _stat(Path(p)) for p in _touched(journal)
+                    if not os.path.isdir(p) and not p.startswith(str(state) + os.sep)},
         "driver": _read(ctx.sys_path("/proc/driver/nvidia/version")),
         "devices": _nvidia_devices(ctx),
         "knowledge": str(knowledge),

@@ -55,6 +55,11 @@ def test_noop_fast_path_answers_as_the_full_path_and_steps_aside_on_change(
     again, full_ran = _traced(args, env)  # the full no-op left a stamp too
     assert not full_ran and again == full
 
+    # `verify` rewrites the verification record with the same verdict: still a no-op.
+    assert run_cli(["verify", "--env", str(env_dir), "--cpu-ok"], env).returncode == 0
+    after_verify, full_ran = _traced(args, env)
+    assert not full_ran and after_verify == full
+
     # Changed flags: another invocation, the full path.
     _, full_ran = _traced(args + ["--wait"], env)
     assert full_ran
