@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from types import ModuleType
@@ -13,12 +12,20 @@ from installer.commands import COMMANDS
 from installer.errors import ExitCode, TfgpuError, UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from installer.runner import Runner
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message, hint=f"see `{self.prog} --help`")
+def _parser_class() -> "type[argparse.ArgumentParser]":
+    """argparse is imported only when a parser is built: the no-op fast path needs none."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+    return _Parser
 
 
 def _module(name: str) -> ModuleType:
@@ -29,16 +36,17 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole parser, or (`only`: the command being run) just that command's subparser:
     each subparser imports its command module and costs argparse set-up, and a run needs one.
     `--help` and a bare `tfgpu-install` still build them all."""
-    common = _Parser(add_help=False)
+    parser_class = _parser_class()
+    common = parser_class(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document")
     common.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    parser = _Parser(
+    parser = parser_class(
         prog="tfgpu-install",
         description="A working, verified TensorFlow GPU environment from one command.",
         parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     for name, (_, help_text) in COMMANDS.items():
         if only is not None and name != only:
             continue
