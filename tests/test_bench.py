@@ -67,6 +67,10 @@ def test_targets_are_evaluated_within_the_run() -> None:
     assert by["no-op re-run"]["value"] == pytest.approx(0.3 / 0.02) and by["no-op re-run"]["met"] is False
     assert by["probe + plan"]["value"] == pytest.approx(20.0) and by["probe + plan"]["met"] is False
     assert by["probe + plan (real probe)"]["met"] is None  # not measured in these results
+    # python's start timed next to the no-op, when there, is the no-op's reference
+    res = _results()
+    res["measures"]["noop"]["bare"] = bench.summarize([0.1])
+    assert {t["target"]: t for t in bench.evaluate(res)}["no-op re-run"]["value"] == pytest.approx(3.0)
     assert by["second env on disk"]["value"] == pytest.approx(0.5 / 100) and by["second env on disk"]["met"] is True
     assert by["restore from snapshot"]["met"] is None  # reported, no target
     empty = bench.evaluate({"measures": {}})
