@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from types import ModuleType
@@ -13,12 +12,20 @@ from installer.commands import COMMANDS
 from installer.errors import ExitCode, TfgpuError, UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from installer.runner import Runner
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message, hint=f"see `{self.prog} --help`")
+def _parser_class() -> "type[argparse.ArgumentParser]":
+    """argparse is imported only when a parser is built: the no-op fast path needs none."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+    return _Parser
 
 
 def _module(name: str) -> ModuleType:
@@ -29,16 +36,17 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole parser, or (`only`: the command being run) just that command's subparser:
     each subparser imports its command module and costs argparse set-up, and a run needs one.
     `--help` and a bare `tfgpu-install` still build them all."""
-    common = _Parser(add_help=False)
+    parser_class = _parser_class()
+    common = parser_class(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document")
     common.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    parser = _Parser(
+    parser = parser_class(
         prog="tfgpu-install",
         description="A working, verified TensorFlow GPU environment from one command.",
         parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     for name, (_, help_text) in COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -84,6 +92,10 @@ def main(
         full = _with_default_command(args_list)
         lead = [a for a in full if a not in ("--json", "--debug")][:1]
         chosen = lead[0] if lead and lead[0] in COMMANDS else None  # None: --help/--version/nothing
+        if chosen == "install" and runner is None and not {"-h", "--help"} & set(full):
+            fast = _noop_fast_path(full, environ, as_json, debug)
+            if fast is not None:
+                return fast
         parser = build_parser(only=chosen)
         if not args_list:
             parser.print_help()
@@ -96,6 +108,11 @@ def main(
         ctx = build_context(environ, runner=runner, debug=args.debug)
         result = _module(args.command).run(args, ctx)
         render(result, as_json=args.json)
+        if args.command == "install" and runner is None and result.exit_code == 0 and not result.data.get("dry_run"):
+            from installer.app.install import noop_message
+            from installer.app.noop import remember
+
+            remember(full, ctx, result.data, noop_message(result.data["env"]))
         return int(result.exit_code)
     except TfgpuError as err:
         if debug:
@@ -126,6 +143,22 @@ def main(
         return int(stop.code)
     except Exception as exc:  # a bug: one readable line unless --debug
         return _internal_error(exc, as_json, debug)
+
+
+def _noop_fast_path(full: list[str], environ: Optional[Mapping[str, str]], as_json: bool, debug: bool) -> Optional[int]:
+    """`install` again on a complete env, nothing it depends on changed: the last run's answer,
+    without the parser, the probe or the steps (installer/app/noop.py says what is checked)."""
+    from installer.app.noop import answer
+    from installer.context import build_context
+
+    found = answer(full, build_context(environ, debug=debug))
+    if found is None:
+        return None
+    from installer.console import render
+    from installer.report import Result, Text
+
+    render(Result(data=found["data"], blocks=[Text(found["message"], "ok")]), as_json=as_json)
+    return int(ExitCode.OK)
 
 
 def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:

@@ -63,8 +63,14 @@ def test_targets_are_evaluated_within_the_run() -> None:
     assert by["cold provision"]["value"] == pytest.approx(2.2 / 2.0) and by["cold provision"]["met"] is True
     # warm: the verification's own cost comes off before comparing with uv
     assert by["warm provision minus verification"]["value"] == pytest.approx((1.5 - 1.0) / 0.5)
-    assert by["no-op re-run"]["value"] == pytest.approx(0.3) and by["no-op re-run"]["met"] is True
+    # the no-op and the plan against Python's own start (`python -c pass`)
+    assert by["no-op re-run"]["value"] == pytest.approx(0.3 / 0.02) and by["no-op re-run"]["met"] is False
     assert by["probe + plan"]["value"] == pytest.approx(20.0) and by["probe + plan"]["met"] is False
+    assert by["probe + plan (real probe)"]["met"] is None  # not measured in these results
+    # python's start timed next to the no-op, when there, is the no-op's reference
+    res = _results()
+    res["measures"]["noop"]["bare"] = bench.summarize([0.1])
+    assert {t["target"]: t for t in bench.evaluate(res)}["no-op re-run"]["value"] == pytest.approx(3.0)
     assert by["second env on disk"]["value"] == pytest.approx(0.5 / 100) and by["second env on disk"]["met"] is True
     assert by["restore from snapshot"]["met"] is None  # reported, no target
     empty = bench.evaluate({"measures": {}})
@@ -78,6 +84,9 @@ def test_markdown_table_and_json_are_written_atomically(tmp_path: Path) -> None:
     assert "| 1.10× | 0.20× |" in md
     assert "| probe + plan | ours / python -c pass | 20.00× | ≤ 5.00× | **no** |" in md
     assert "512.0 KiB" in md and "100.0 MiB" in md and "| second env on disk | second / first | 0.500% | < 1% | yes |" in md
+    doc = bench.with_targets(res)
+    assert [t["met"] for t in doc["targets"]] == [t["met"] for t in bench.evaluate(res)]
+    assert {t["target"]: t["met"] for t in doc["targets"]}["cold provision"] is True
     js, mdp = bench.write_results(tmp_path / "out", res, stem="r")
     assert json.loads(js.read_text()) == json.loads(json.dumps(res))
     assert mdp.read_text() == md
@@ -102,10 +111,13 @@ def test_disk_usage_counts_a_hardlinked_file_once(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 def test_quick_plan_only_runs_for_real(tmp_path: Path) -> None:
-    """The real harness against the real CLI: the tests' wheelhouse and knowledge, probe + plan only."""
+    """The real harness against the real CLI: the tests' wheelhouse and knowledge, probe + plan only,
+    with pytest made unimportable (the bench runs from the tool's install, not the test extras)."""
+    no_pytest = ("import runpy, sys; sys.modules['pytest'] = sys.modules['_pytest'] = None; "
+                 "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
     out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench.py"), "--quick", "--reps", "1", "--only", "plan",
-         "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")],
+        [sys.executable, "-c", no_pytest, str(REPO / "scripts" / "bench.py"), "--quick", "--reps", "1",
+         "--only", "plan", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -114,6 +126,9 @@ def test_quick_plan_only_runs_for_real(tmp_path: Path) -> None:
     plan = doc["measures"]["plan"]
     assert plan["ours"]["n"] == plan["bare"]["n"] == plan["ours.probed"]["n"] >= 3
     assert "| probe + plan (--assume) vs `python -c pass` |" in out.stdout
+    targets = {t["target"]: t for t in doc["targets"]}  # the markdown's targets table, in the JSON
+    assert targets["probe + plan"]["met"] in (True, False) and targets["probe + plan"]["limit"] == 5.0
+    assert targets["cold provision"]["met"] is None  # not measured in this run
 
 
 def test_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

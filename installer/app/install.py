@@ -215,7 +215,7 @@ def _result(
         blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
                            f"`{options.env}/bin/tfgpu-run`", "ok"))
     else:
-        blocks = [Text(f"{options.env} is already installed and verified: nothing to do", "ok")]
+        blocks = [Text(noop_message(options.env), "ok")]
     data: dict[str, Any] = {
         "env": str(options.env),
         "dry_run": dry_run,
@@ -226,6 +226,11 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def noop_message(env: Path) -> str:
+    """The whole answer on a complete env (also what the no-op fast path, app/noop.py, prints)."""
+    return f"{env} is already installed and verified: nothing to do"
 
 
 def verification_findings(ctx: Context, env: Path) -> list[Block]:

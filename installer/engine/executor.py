@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import re
-import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field, replace
@@ -20,11 +19,12 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from installer.context import Context
-from installer.envlayout import site_packages_dirs
 from installer.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from installer.files import atomic_write, sha256_file
 from installer.engine.journal import Entry, Journal, current_epoch, env_state_dir, open_entries
 from installer.engine.env_lock import EnvLock
+# In its own small module: install's no-op fast path computes it without the step machinery.
+from installer.engine.fingerprint import env_fingerprint
 from installer.steps.base import Step, checkpoint
 
 # Backups of touched files are kept by content; bigger files are only hashed (a step that
@@ -54,36 +54,6 @@ class ExecReport:
 
     def to_json(self) -> list[dict[str, str]]:
         return [s.to_json() for s in self.steps]
-
-
-# --- the env fingerprint: "has anything that verify looked at changed?" ---------------------
-
-
-def site_packages(env: Path) -> list[Path]:
-    return site_packages_dirs(env)
-
-
-def env_fingerprint(env: Path) -> str:
-    """sha256 over the installed distributions, the activation files and the CUDA/cuDNN
-    library files' (path, size, mtime). Cheap: directory listings and a few small files."""
-    env = Path(env)
-    h = hashlib.sha256()
-    for sp in site_packages(env):
-        for d in sorted(p.name for p in sp.glob("*.dist-info")):
-            h.update(f"dist:{d}\n".encode())
-        for lib in sorted(sp.glob("nvidia/*/lib/*")):
-            try:
-                st = lib.stat()
-            except OSError:
-                continue
-            h.update(f"lib:{lib.relative_to(env)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    small = ["pyvenv.cfg", "bin/activate", "bin/activate.fish", "bin/activate.csh", "bin/tfgpu-run"]
-    small += [str(p.relative_to(env)) for p in sorted(env.glob("etc/conda/*activate.d/*"))]
-    for rel in small:
-        p = env / rel
-        if p.is_file():
-            h.update(f"file:{rel}:{sha256_file(p)}\n".encode())
-    return h.hexdigest()
 
 
 # --- recording and restoring what a step touches ------------------------------------------

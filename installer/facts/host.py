@@ -6,7 +6,6 @@ Files are read through ctx.sys_path so a test can plant a whole root.
 from __future__ import annotations
 
 import os
-import platform
 import re
 from typing import Mapping, Optional
 
@@ -101,7 +100,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
         problems.append(Problem("host.os", "no /etc/os-release: distribution unknown"))
     os_name = osr.get("PRETTY_NAME") or (" ".join(filter(None, [osr.get("NAME"), osr.get("VERSION_ID")])) or None)
 
-    kernel = (_read(ctx, "/proc/sys/kernel/osrelease") or "").strip() or platform.release() or None
+    kernel = (_read(ctx, "/proc/sys/kernel/osrelease") or "").strip() or os.uname().release or None
     proc_version = _read(ctx, "/proc/version") or ""
     wsl = "microsoft" in proc_version.lower() or ctx.sys_path("/usr/lib/wsl/lib").is_dir()
 
@@ -136,7 +135,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
     tegra, tegra_source = gather_tegra(ctx)
     host = Host(
         os=os_name,
-        arch=platform.machine() or "unknown",
+        arch=os.uname().machine or "unknown",
         glibc=glibc,
         wsl=wsl,
         container=container,

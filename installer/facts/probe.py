@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 from installer.context import Context
 from installer.errors import BadInputError, UsageError
+from installer.facts.background import Background
 from installer.facts.gpu import UNRECOGNIZED, parse_nvidia_smi
 from installer.facts.gpudetect import GpuDetection, detect_gpus, reading_to_detection
 from installer.facts.model import AssumeFlags, Driver, Facts, Gpu, Host, Problem, PythonInterp
@@ -296,6 +297,8 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
     problems += p
     host = _host_overrides(host, assume)
     tools = gather_tools(ctx)
+    cuda_job = Background(lambda: gather_cuda(ctx))
+    python_job = None if assume.python else Background(lambda: gather_pythons(ctx, tools))
 
     if assume.nvidia_smi_text is not None:
         origin = f"{SMI_FILE} ({assume.nvidia_smi_origin})" if assume.nvidia_smi_origin else SMI_FILE
@@ -329,9 +332,10 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
             PythonInterp(path=f"(assumed Python {assume.python})", version=assume.python, source=assume.source("python")),
         )
     else:
-        pythons, p = gather_pythons(ctx, tools)
+        assert python_job is not None
+        pythons, p = python_job.result()
         problems += p
-    cuda_installs, p = gather_cuda(ctx)
+    cuda_installs, p = cuda_job.result()
     problems += p
     cvd = ctx.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and cvd.strip() in ("", "-1", "NoDevFiles", "none"):

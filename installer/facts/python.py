@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
 from installer.context import Context
 from installer.errors import RunnerError
+from installer.facts.background import Background
 from installer.facts.model import Problem, PythonInterp, Tools
 
 VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
@@ -106,21 +108,24 @@ def gather_pythons(ctx: Context, tools: Tools) -> tuple[tuple[PythonInterp, ...]
     found: list[PythonInterp] = []
     seen: set[str] = set()
 
-    def add(path: str, source: str) -> None:
-        real = os.path.realpath(path)
-        if real in seen:
-            return
-        seen.add(real)
-        version = version_from_path(path) or _run_version(ctx, path)
-        if version is None:
-            problems.append(Problem("pythons", f"{path}: could not read its version"))
-            return
-        found.append(PythonInterp(path=path, version=version, source=source))
+    def add_all(candidates: list[tuple[str, str]]) -> None:
+        """Each new interpreter's version, the ones its path does not name asked all at once."""
+        fresh = []
+        for path, source in candidates:
+            real = os.path.realpath(path)
+            if real not in seen:
+                seen.add(real)
+                fresh.append((path, source))
+        asked = {path: Background(partial(_run_version, ctx, path))
+                 for path, _ in fresh if version_from_path(path) is None}
+        for path, source in fresh:
+            version = version_from_path(path) or asked[path].result()
+            if version is None:
+                problems.append(Problem("pythons", f"{path}: could not read its version"))
+                continue
+            found.append(PythonInterp(path=path, version=version, source=source))
 
-    for p in _path_candidates(ctx):
-        add(p, "PATH")
-    for p in _pyenv_candidates(ctx):
-        add(p, "pyenv")
+    add_all([(p, "PATH") for p in _path_candidates(ctx)] + [(p, "pyenv") for p in _pyenv_candidates(ctx)])
     conda = tools.conda or tools.mamba or tools.micromamba
     if conda:
         argv = [conda, "env", "list", "--json"]
@@ -130,10 +135,8 @@ def gather_pythons(ctx: Context, tools: Tools) -> tuple[tuple[PythonInterp, ...]
         except RunnerError as exc:
             envs = ()
             problems.append(Problem("pythons", f"`{' '.join(argv)}` failed: {exc}"))
-        for prefix in envs:
-            py = Path(prefix) / "bin" / "python"
-            if py.exists():
-                add(str(py), f"conda:{Path(prefix).name}")
+        add_all([(str(Path(prefix) / "bin" / "python"), f"conda:{Path(prefix).name}")
+                 for prefix in envs if (Path(prefix) / "bin" / "python").exists()])
     # Newest first within each origin (PATH first: that is what a bare `python3` runs).
     order = {"PATH": 0, "pyenv": 1}
     found.sort(key=lambda p: (order.get(p.source, 2), tuple(-int(x) for x in p.version.split(".") if x.isdigit())))

@@ -263,7 +263,7 @@ def record_path(ctx: Context, env: Path) -> Path:
 def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     """The env's fingerprint (packages, activation, library files) plus the driver and the plan:
     a driver upgrade or a new plan means the old verification no longer vouches for the env."""
-    from installer.engine.executor import env_fingerprint
+    from installer.engine.fingerprint import env_fingerprint
 
     driver = ""
     try:

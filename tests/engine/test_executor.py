@@ -10,7 +10,8 @@ import pytest
 
 from installer.context import Context
 from installer.errors import EnvironmentProblem, LockedError, StepFailed
-from installer.engine.executor import Executor, env_fingerprint
+from installer.engine.executor import Executor
+from installer.engine.fingerprint import env_fingerprint
 from installer.files import tree_digest
 from installer.engine.journal import Journal
 from installer.runner import ReplayRunner

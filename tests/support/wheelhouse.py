@@ -54,9 +54,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
-import pytest
+if TYPE_CHECKING:
+    import pytest
+
+try:
+    from pytest import fixture
+except ImportError:  # scripts/bench.py --quick builds its index from here without the test extras
+
+    def fixture(*_args: Any, **_kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[no-redef]
+        return lambda fn: fn
 
 TF_VERSION = "2.99.0"
 STABLE_PINS = {
@@ -403,14 +411,14 @@ class IndexServer:
 _SESSION: dict[str, object] = {}
 
 
-@pytest.fixture(scope="session")
+@fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
     if "wheelhouse" not in _SESSION:
         _SESSION["wheelhouse"] = build_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
     return _SESSION["wheelhouse"]  # type: ignore[return-value]
 
 
-@pytest.fixture(scope="session")
+@fixture(scope="session")
 def package_index(wheelhouse: Wheelhouse) -> Iterator[IndexServer]:
     server = _SESSION.get("server")
     if server is None:
