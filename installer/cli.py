@@ -102,8 +102,8 @@ def main(
             return int(ExitCode.USAGE)
         args = parser.parse_args(full)
         _keep_global_flags(args, full)
-        from installer.context import build_context
         from installer.console import render
+        from installer.context import build_context
 
         ctx = build_context(environ, runner=runner, debug=args.debug)
         result = _module(args.command).run(args, ctx)

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from installer.context import Context
+from installer.envlayout import user_path
 from installer.errors import UsageError
 from installer.files import atomic_write
-from installer.envlayout import user_path
 
 if TYPE_CHECKING:
     from installer.resolver.model import Choice

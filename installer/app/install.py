@@ -15,14 +15,14 @@ from typing import Any, Optional
 
 from installer.app.envs import default_env_path
 from installer.app.provision import ProvisionRequest, provision
-from installer.app.resolution import ResolveRequest, Resolved, require_choice, resolve_machine
+from installer.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
 from installer.context import Context
 from installer.engine.executor import ExecReport
+from installer.envlayout import user_path
 from installer.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageError
 from installer.plan.options import InstallOptions, options_to_json
 from installer.report import Block, Bullets, Heading, Result, Text, table
 from installer.resolver.model import Resolution
-from installer.envlayout import user_path
 
 
 @dataclass(frozen=True)

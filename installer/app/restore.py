@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
-from installer.snapshot import model as snap_mod
 from installer.context import Context
 from installer.engine.executor import ExecReport
-from installer.facts.model import AssumeFlags
+from installer.envlayout import user_path
 from installer.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
+from installer.facts.model import AssumeFlags
 from installer.plan.options import InstallOptions
 from installer.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
 from installer.report import Block, Bullets, Heading, Result, Text, table
+from installer.snapshot import model as snap_mod
 from installer.snapshot.model import Snapshot
-from installer.envlayout import user_path
 
 _HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-f]{64,128}$")
 _HASH_MISMATCH = ("Hash mismatch", "DO NOT MATCH THE HASHES", "hash mismatch")

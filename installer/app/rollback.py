@@ -44,7 +44,6 @@ def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
 
 def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
     from installer.engine.journal import current_epoch
-
     from installer.snapshot.model import find
 
     path, snap = find(ctx.state_dir, ref)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from installer.snapshot import model as snap_mod
 from installer.context import Context
 from installer.errors import BadInputError, ExitCode, UsageError
 from installer.report import Bullets, Heading, Result, Text, table
+from installer.snapshot import model as snap_mod
 
 
 def _facts(ctx: Context) -> Any:
@@ -147,9 +147,9 @@ def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
 
 def check(ctx: Context, env_given: Optional[str]) -> Result:
     """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
+    from installer.snapshot.build import host_contract
     from installer.snapshot.drift import compare, to_jsonable
     from installer.snapshot.envstate import capture
-    from installer.snapshot.build import host_contract
 
     env = _env_path(ctx, env_given)
     # The last known-good record; an env never installed by this tool can be watched from an export.

@@ -32,9 +32,9 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
 def status(ctx: Context, env_given: Optional[str]) -> Result:
     """The env's steps (done, pending, interrupted) and its last verification; read-only."""
     from installer.app.envs import target_env
+    from installer.app.rollback import journal_steps
     from installer.engine.executor import Executor
     from installer.engine.journal import Journal, step_states
-    from installer.app.rollback import journal_steps
 
     env = target_env(ctx, env_given)
     journal = Journal.for_env(ctx, env)

@@ -60,7 +60,15 @@ class VerifyRequest:
 
 
 def verify(ctx: Context, req: VerifyRequest) -> Result:
-    from installer.verify.host import CheckPlan, plan_from_env, read_record, report_blocks, run_verification, verify_fingerprint, write_record
+    from installer.verify.host import (
+        CheckPlan,
+        plan_from_env,
+        read_record,
+        report_blocks,
+        run_verification,
+        verify_fingerprint,
+        write_record,
+    )
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
+from installer.commands.common import add_env_flag
 from installer.context import Context
 from installer.report import Result
-from installer.commands.common import add_env_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

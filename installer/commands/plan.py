@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from installer.app.envs import default_env_path
+from installer.commands.common import add_assume_flags, add_profile_flag, assume_flags
 from installer.context import Context
 from installer.errors import ExitCode
 from installer.report import Block, Bullets, Heading, Result, Text, table
-from installer.app.envs import default_env_path
-from installer.commands.common import add_assume_flags, add_profile_flag, assume_flags
 
 if TYPE_CHECKING:
     from installer.facts.model import Facts
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
 def _steps(ctx: Context, resolution: "Resolution", allow_cpu: bool) -> list[dict[str, str]]:
     if resolution.choice is None:
         return []
-    from installer.plan.options import InstallOptions
     from installer.plan.install import build_steps
+    from installer.plan.options import InstallOptions
 
     options = InstallOptions(
         env=default_env_path(ctx, resolution.choice),

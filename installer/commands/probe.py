@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from installer.commands.common import add_assume_flags, assume_flags
 from installer.context import Context
 from installer.errors import ExitCode
 from installer.facts.model import Facts
 from installer.report import Block, Bullets, Heading, Result, Text, table
-from installer.commands.common import add_assume_flags, assume_flags
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from installer.commands.common import add_assume_flags, add_env_flag, assume_flags, non_empty
 from installer.context import Context
 from installer.errors import UsageError
 from installer.report import Result
-from installer.commands.common import add_assume_flags, add_env_flag, assume_flags, non_empty
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,10 +12,18 @@ from typing import Callable, Optional, Sequence
 
 from installer.context import Context
 from installer.doctor.cpu_check import check_cpu_features
-from installer.doctor.envcheck import probe_import, read_env
-from installer.doctor.system_layers import gather_host, check_driver, check_gpu_memory, check_libraries, check_toolkits, check_visible_devices, check_wsl_linux_driver
-from installer.doctor.rules import RuleSet
 from installer.doctor.env_layers import check_compute_capability, check_env, check_import, check_ptxas
+from installer.doctor.envcheck import probe_import, read_env
+from installer.doctor.rules import RuleSet
+from installer.doctor.system_layers import (
+    check_driver,
+    check_gpu_memory,
+    check_libraries,
+    check_toolkits,
+    check_visible_devices,
+    check_wsl_linux_driver,
+    gather_host,
+)
 from installer.doctor.walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
 
 __all__ = ["walk", "ChainReport", "Check", "OK", "WARN", "BROKEN", "ABSENT", "SKIP"]

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from installer.facts import gpu as smi
 from installer.doctor.classify import classify
 from installer.doctor.walkstate import BROKEN, OK, SKIP, WARN, Check, Walk, split_path, version_tuple
+from installer.facts import gpu as smi
 
 # ------------------------------------------------------------------ env, import, devices, CC
 

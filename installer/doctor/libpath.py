@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+
 from installer.fetch.elf import read_soname
 
 # Libraries whose stale or broken copies break TensorFlow's GPU start.

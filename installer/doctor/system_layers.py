@@ -10,9 +10,21 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from installer.facts import gpu as smi
 from installer.doctor.libpath import LibFile, parse_toolkit_version_file, scan_dir, toolkit_of
-from installer.doctor.walkstate import ABSENT, BROKEN, OK, SYSTEM_LIB_DIRS, WARN, WSL_LIB, Check, Walk, real_path, split_path, version_tuple
+from installer.doctor.walkstate import (
+    ABSENT,
+    BROKEN,
+    OK,
+    SYSTEM_LIB_DIRS,
+    WARN,
+    WSL_LIB,
+    Check,
+    Walk,
+    real_path,
+    split_path,
+    version_tuple,
+)
+from installer.facts import gpu as smi
 
 # ------------------------------------------------------------------ driver
 

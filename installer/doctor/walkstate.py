@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from installer.context import Context
-from installer.facts import gpu as smi
 from installer.doctor.envcheck import EnvFiles, ImportProbe
 from installer.doctor.libpath import resolve_in_root
 from installer.doctor.rules import RuleSet
+from installer.facts import gpu as smi
 from installer.knowledge.model import numbers_in
 
 OK, WARN, BROKEN, ABSENT, SKIP = "ok", "warn", "broken", "absent", "skip"

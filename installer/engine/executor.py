@@ -10,8 +10,8 @@ though the step never got to return its undo record.
 from __future__ import annotations
 
 import errno
-import re
 import os
+import re
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,12 +19,13 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from installer.context import Context
-from installer.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
-from installer.files import atomic_write, sha256_file
-from installer.engine.journal import Entry, Journal, current_epoch, env_state_dir, open_entries
 from installer.engine.env_lock import EnvLock
+
 # In its own small module: install's no-op fast path computes it without the step machinery.
 from installer.engine.fingerprint import env_fingerprint
+from installer.engine.journal import Entry, Journal, current_epoch, env_state_dir, open_entries
+from installer.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
+from installer.files import atomic_write, sha256_file
 from installer.steps.base import Step, checkpoint
 
 # Backups of touched files are kept by content; bigger files are only hashed (a step that

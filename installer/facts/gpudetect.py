@@ -11,10 +11,10 @@ from typing import Optional
 
 from installer.context import Context
 from installer.errors import RunnerError
-from installer.runner import TIMED_OUT
 from installer.facts import gpu as smi
 from installer.facts.model import Driver, Gpu, Host, Problem, SourceTried, Tools
 from installer.facts.nvml import NvmlReading, query_nvml
+from installer.runner import TIMED_OUT
 
 SMI_TIMEOUT_S = 15.0
 PROC_VERSION = "/proc/driver/nvidia/version"

@@ -12,8 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from installer.runner import Runner
 from installer.facts.gpu import cuda_from_int, is_version
+from installer.runner import Runner
 
 TIMEOUT_S = 10.0
 

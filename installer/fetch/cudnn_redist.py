@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from installer.context import Context
+from installer.envlayout import nvidia_lib_dirs
 from installer.errors import BadInputError, UnsatisfiableError
 from installer.fetch.redist import PLATFORMS as PLATFORMS  # re-exported: cuDNN steps and tests import them here
 from installer.fetch.redist import RedistArchive as RedistArchive
 from installer.fetch.redist import component_entry, select
 from installer.fetch.redist import manifest_url as manifest_url
 from installer.fetch.redist import platform_key as platform_key
-from installer.envlayout import nvidia_lib_dirs
 from installer.knowledge.model import numbers_in
 
 REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"

@@ -14,7 +14,12 @@ from installer.errors import EnvironmentProblem, UnsatisfiableError
 from installer.files import atomic_write
 from installer.fleet.inventory import list_hosts
 from installer.fleet.playbook import (
-    PlaybookRun, collections_root, engine_version, playbook_env, run_playbook, site_playbook,
+    PlaybookRun,
+    collections_root,
+    engine_version,
+    playbook_env,
+    run_playbook,
+    site_playbook,
 )
 from installer.fleet.results import HostResult, collect, parse_recap
 from installer.fleet.same import ceiling_policy_yaml, explain, next_round

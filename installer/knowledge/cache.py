@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union, get_args, get_origin, get_type_hints
 
 from installer.knowledge.model import (
-    ArchRow, Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, PtxasRow, Release,
+    ArchRow,
+    Defect,
+    DriverRow,
+    GpuRow,
+    Knowledge,
+    MinorCompatRow,
+    Policy,
+    PtxasRow,
+    Release,
 )
 
 FORMAT = "knowledge-json-v1"

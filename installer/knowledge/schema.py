@@ -10,7 +10,17 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from installer.knowledge.model import ArchRow, Defect, DriverRow, GpuRow, MinorCompatRow, Policy, PtxasRow, Release, release_key
+from installer.knowledge.model import (
+    ArchRow,
+    Defect,
+    DriverRow,
+    GpuRow,
+    MinorCompatRow,
+    Policy,
+    PtxasRow,
+    Release,
+    release_key,
+)
 from installer.knowledge.yaml_reader import DATE, DRIVER, TF_VERSION, VERSION2, VERSION_ANY, Checker, LDict, read_yaml
 
 RELEASE_REQUIRED = (

@@ -22,10 +22,10 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     from installer.steps.env import CreateEnv, TargetEnv
     from installer.steps.ldconfig import SystemLdconfig
     from installer.steps.libraries import CheckLibraries
-    from installer.steps.system_libraries import CheckSystemLibraries
     from installer.steps.packages import InstallPackages
     from installer.steps.record import RecordSnapshot
     from installer.steps.shell_rc import WriteShellRc
+    from installer.steps.system_libraries import CheckSystemLibraries
     from installer.steps.verify import VerifyEnv
     from installer.verify.host import CheckPlan
 

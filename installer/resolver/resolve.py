@@ -24,9 +24,27 @@ from datetime import date
 from typing import Optional, Sequence
 
 from installer.facts.model import Facts
-from installer.knowledge.model import Knowledge, Policy, Release
-from installer.resolver.checks import WINDOWS_NATIVE_GPU_LAST, Finding, Machine, Pick, candidates, defect_applies, evaluate, failures, first_clause, gpu_coverage, has_usable_gpu, machine_view, max_cuda_from_table, min_driver_for, required_cuda, span, summary, visible_gpus
-from installer.knowledge.model import version_key
+from installer.knowledge.model import Knowledge, Policy, Release, version_key
+from installer.resolver.checks import (
+    WINDOWS_NATIVE_GPU_LAST,
+    Finding,
+    Machine,
+    Pick,
+    candidates,
+    defect_applies,
+    evaluate,
+    failures,
+    first_clause,
+    gpu_coverage,
+    has_usable_gpu,
+    machine_view,
+    max_cuda_from_table,
+    min_driver_for,
+    required_cuda,
+    span,
+    summary,
+    visible_gpus,
+)
 from installer.resolver.model import Choice, Rejection, Resolution
 from installer.resolver.userspace import arm_remedies, ptxas_upgrade, wheel_notes
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from installer.knowledge.model import PtxasRow, Release
+from installer.knowledge.model import PtxasRow, Release, version_key
 from installer.resolver.checks import Machine, first_clause, major_minor
-from installer.knowledge.model import version_key
 from installer.resolver.hardware import ptxas_knows
 from installer.resolver.model import Choice
 

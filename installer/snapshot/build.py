@@ -9,8 +9,8 @@ from typing import Any, Optional
 
 from installer import __version__
 from installer.context import Context
-from installer.snapshot.envstate import EnvState, capture
 from installer.facts.model import Facts
+from installer.snapshot.envstate import EnvState, capture
 from installer.snapshot.model import HostContract, Snapshot, new_id, now_iso
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from installer.context import Context
+from installer.envlayout import canonical_name
 from installer.errors import BadInputError, DownloadError, UsageError
 from installer.files import atomic_write, sha256_file
 from installer.snapshot.model import Snapshot, dumps, now_iso
-from installer.envlayout import canonical_name
 
 MANIFEST = "manifest.json"
 SNAPSHOT = "snapshot.yaml"

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from installer.envlayout import canonical_name, site_packages_dirs
 from installer.files import sha256_file
 from installer.snapshot.model import FileRecord, Package
-from installer.envlayout import canonical_name
-from installer.envlayout import site_packages_dirs
 
 _BLOCK_RE = re.compile(r"^.*>>> tfgpu-install.*$\n.*?^.*<<< tfgpu-install.*$", re.M | re.S)
 # Files that carry our activation: marked blocks inside them, or whole files we wrote.

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from installer.envlayout import canonical_name
 from installer.errors import BadInputError
 from installer.files import atomic_write
 from installer.snapshot import reader, schema
-from installer.envlayout import canonical_name
 
 FORMAT = 2
 KINDS = ("known-good", "rollback-point", "export")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from installer.context import Context
+from installer.envlayout import canonical_name
 from installer.errors import DownloadError, TfgpuError
 from installer.snapshot.model import Package
-from installer.envlayout import canonical_name
 from installer.steps.env import find_uv
 
 

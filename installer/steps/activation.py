@@ -21,10 +21,19 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from installer.context import Context
-from installer.errors import BadInputError, StepFailed, TfgpuError
-from installer.files import MARK, MarkerError, atomic_write, edit_target, find_block, put_block, remove_file, replace_block
-from installer.steps.base import Step, UndoRecord, checkpoint
 from installer.envlayout import nvidia_lib_dirs
+from installer.errors import BadInputError, StepFailed, TfgpuError
+from installer.files import (
+    MARK,
+    MarkerError,
+    atomic_write,
+    edit_target,
+    find_block,
+    put_block,
+    remove_file,
+    replace_block,
+)
+from installer.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
 CONDA_SCRIPT = "tfgpu-install.sh"

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from installer.context import Context
+from installer.envlayout import site_packages_dirs
 from installer.errors import EnvironmentProblem, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
-from installer.envlayout import site_packages_dirs
 
 BACKENDS = ("venv", "conda")
 CONDA_TOOLS = ("mamba", "conda", "micromamba")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from installer.context import Context
+from installer.envlayout import nvidia_lib_dirs
 from installer.errors import EnvironmentProblem, StepFailed
 from installer.files import atomic_write, remove_file
-from installer.envlayout import nvidia_lib_dirs
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 _SONAME = re.compile(r"^lib[\w.+-]+\.so(\.\d+)+$")

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from installer.context import Context
-from installer.fetch.elf import read_elf, read_soname
 from installer.errors import StepFailed
+from installer.fetch.elf import read_elf, read_soname
 from installer.steps.base import Step, UndoRecord
 from installer.steps.env import TargetEnv
 

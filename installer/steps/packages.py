@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from installer.context import Context
+from installer.envlayout import site_packages_dirs
 from installer.errors import DownloadError, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
-from installer.steps.install_progress import InstallProgress
 from installer.steps.env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
-from installer.envlayout import site_packages_dirs
+from installer.steps.install_progress import InstallProgress
 
 _NETWORK_SIGNS = (
     "Failed to fetch",

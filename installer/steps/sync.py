@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from installer.context import Context
+from installer.envlayout import canonical_name
 from installer.errors import StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
 from installer.steps.env import TargetEnv
-from installer.envlayout import canonical_name
 
 
 def extras(env: TargetEnv, keep: Iterable[str]) -> dict[str, Any]:

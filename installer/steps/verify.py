@@ -14,8 +14,15 @@ from typing import Optional
 
 from installer.context import Context
 from installer.errors import VerifyFailed
-from installer.verify.host import CheckPlan, read_record, record_path, run_verification, verify_fingerprint, write_record
 from installer.steps.base import Step, UndoRecord, checkpoint
+from installer.verify.host import (
+    CheckPlan,
+    read_record,
+    record_path,
+    run_verification,
+    verify_fingerprint,
+    write_record,
+)
 
 
 class VerifyEnv(Step):

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from installer.context import Context
+from installer.envlayout import dist_info_dirs, nvidia_lib_dirs
 from installer.errors import BadInputError, EnvironmentProblem
 from installer.report import Block, Bullets, Text, table
 from installer.runner import TIMED_OUT, Completed
-from installer.envlayout import dist_info_dirs, nvidia_lib_dirs
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
 LAYER_NAMES = ("hardware", "driver", "cuda-runtime", "cudnn", "cublas", "tensorflow", "benchmark")

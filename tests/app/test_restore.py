@@ -12,12 +12,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installer.snapshot import model as S
 from installer.errors import ExitCode
-from tests.support.wheelhouse import WheelSpec, build_wheel
+from installer.snapshot import model as S
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
-    Provisioned, assert_restores_exactly, cli, freeze, lib_hashes, needs_gcc, served_index, source_env,
+    Provisioned,
+    assert_restores_exactly,
+    cli,
+    freeze,
+    lib_hashes,
+    needs_gcc,
+    served_index,
+    source_env,
 )
+from tests.support.wheelhouse import WheelSpec, build_wheel
 
 pytestmark = needs_gcc
 

@@ -10,12 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
-from installer.snapshot import model as S
-from installer.snapshot.contract import check_host, choice_of
 from installer.errors import ExitCode
 from installer.facts.model import Driver, Facts, Gpu, Host, PythonInterp
+from installer.snapshot import model as S
+from installer.snapshot.contract import check_host, choice_of
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
-    Provisioned, cli, freeze, needs_gcc, served_index, source_env,
+    Provisioned,
+    cli,
+    freeze,
+    needs_gcc,
+    served_index,
+    source_env,
 )
 from tests.support.snapshot_doc import make
 

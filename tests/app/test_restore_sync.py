@@ -57,8 +57,8 @@ def test_sync_removes_extras_and_undo_restores_them(ctx: Context, env: TargetEnv
 def test_interrupted_sync_is_undone_through_the_journal(ctx: Context, env: TargetEnv) -> None:
     """Through the executor, as a restore runs it: its pre-state handling must not take away
     the plan the step's undo needs."""
-    from installer.errors import TfgpuError
     from installer.engine.executor import Executor
+    from installer.errors import TfgpuError
 
     before = {k: v for k, v in tree_digest(env.path).items() if "__pycache__" not in k}
     step = SyncPackages(env, ["keep-me"])

@@ -9,17 +9,22 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 import venv
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 import yaml
 
 from installer.errors import ExitCode
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
-    Provisioned, cli, freeze, needs_gcc, served_index, source_env,
+    Provisioned,
+    cli,
+    freeze,
+    needs_gcc,
+    served_index,
+    source_env,
 )
 from tests.support.wheelhouse import WheelSpec, build_wheel
 

@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-from tests.conftest import load_cases
 from installer.cli import main
 from installer.errors import ExitCode
 from installer.resolver.resolve import version_key
+from tests.conftest import load_cases
 
 CASES = {c["id"]: c for c in load_cases("nvidia-smi")}
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.probe_machine import load_dir, nvml_json, plant, replay
 
 from installer.cli import main
 from installer.errors import ExitCode
 from installer.runner import ReplayRunner
-from support.probe_machine import load_dir, nvml_json, plant, replay
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 REPO = Path(__file__).resolve().parents[2]

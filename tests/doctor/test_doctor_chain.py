@@ -9,10 +9,18 @@ import pytest
 
 from installer.doctor.chain import ABSENT, BROKEN, OK, WARN, walk
 from installer.doctor.rules import load_rules
-from tests.support.doctor_layouts import (
-    build_so, fake_tf_env, have_gcc, make_ctx, plant, plant_driver_ok, plant_toolkit, recorded_smi, replay,
-)
 from installer.runner import Completed
+from tests.support.doctor_layouts import (
+    build_so,
+    fake_tf_env,
+    have_gcc,
+    make_ctx,
+    plant,
+    plant_driver_ok,
+    plant_toolkit,
+    recorded_smi,
+    replay,
+)
 from tests.support.stublibs import plant_pci
 from tests.support.tfenv import tf_env  # noqa: F401  (fixture)
 

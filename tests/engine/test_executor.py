@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from installer.context import Context
-from installer.errors import EnvironmentProblem, LockedError, StepFailed
 from installer.engine.executor import Executor
 from installer.engine.fingerprint import env_fingerprint
-from installer.files import tree_digest
 from installer.engine.journal import Journal
+from installer.errors import EnvironmentProblem, LockedError, StepFailed
+from installer.files import tree_digest
 from installer.runner import ReplayRunner
 from installer.steps.base import Step, UndoRecord
 from tests.support.engine import CountingCheck, WriteFile, demo_steps

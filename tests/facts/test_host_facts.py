@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.probe_machine import plant
+
 from installer.context import build_context
 from installer.facts.host import container_from, gather_host, parse_confstr_glibc, parse_ldd_version, parse_os_release
 from installer.runner import ReplayRunner
-from support.probe_machine import plant
 
 UBUNTU = '''PRETTY_NAME="Ubuntu 22.04.4 LTS"
 NAME="Ubuntu"

@@ -9,12 +9,13 @@ import os
 import threading
 from pathlib import Path
 
+from support.probe_machine import MINI_KNOWLEDGE, nvml_argv, nvml_json, plant, replay
+
 from installer.context import build_context
 from installer.facts.model import Tools
 from installer.facts.probe import gather
 from installer.facts.python import VERSION_SCRIPT, gather_pythons
 from installer.runner import Completed, ReplayRunner
-from support.probe_machine import MINI_KNOWLEDGE, nvml_argv, nvml_json, plant, replay
 
 # Long enough for a loaded machine; only a sequential probe ever waits it out.
 _MEET_S = 60.0

@@ -6,15 +6,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.probe_machine import (
+    LSPCI,
+    MINI_KNOWLEDGE,
+    QUERY,
+    QUERY_OLD,
+    SMI,
+    load_dir,
+    nvml_json,
+    plant,
+    replay,
+)
 
 from installer.context import Context, build_context
 from installer.errors import BadInputError, UsageError
 from installer.facts.model import AssumeFlags
 from installer.facts.probe import Assumptions, assumptions, gather
 from installer.runner import ReplayRunner
-from support.probe_machine import (
-    LSPCI, MINI_KNOWLEDGE, QUERY, QUERY_OLD, SMI, load_dir, nvml_json, plant, replay,
-)
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"

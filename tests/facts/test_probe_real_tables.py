@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from support.probe_machine import load_dir, plant
 
 from installer.context import build_context
 from installer.facts.probe import Assumptions, gather
 from installer.runner import ReplayRunner
-from support.probe_machine import load_dir, plant
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 HDR, TABLE = "nvidia-smi file", "table:drivers.yaml"

@@ -9,14 +9,21 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.probe_machine import plant
 
 from installer.context import build_context
+from installer.facts.cuda import (
+    gather_cuda,
+    parse_ldconfig_p,
+    parse_nvcc_version,
+    parse_version_json,
+    parse_version_txt,
+    soname_version,
+)
 from installer.facts.host import parse_ldd_version, parse_os_release
-from installer.facts.cuda import gather_cuda, parse_ldconfig_p, parse_nvcc_version, parse_version_json, parse_version_txt, soname_version
 from installer.facts.model import Tools
 from installer.facts.python import gather_pythons, parse_conda_env_list, parse_python_version, version_from_path
 from installer.runner import ReplayRunner, SubprocessRunner
-from support.probe_machine import plant
 
 # A real `ldconfig -p` excerpt from a machine with a system CUDA 11.8 toolkit and cuDNN 8 from NVIDIA's repo.
 LDCONFIG = """1421 libs found in cache `/etc/ld.so.cache'

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.fetch.archive import ArchiveError, UnsafeArchive, extract, extract_into
 from installer.errors import ExitCode
+from installer.fetch.archive import ArchiveError, UnsafeArchive, extract, extract_into
 from installer.files import tree_digest
 from tests.support.cudnn_archive import archive_name, build_archive, tar_bytes
 

@@ -7,9 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from installer.fetch.cudnn_redist import REDIST_URL, check_serves, find_copies, link_problems, manifest_labels, parse_index, parse_ldconfig_p, parse_version_header, pick_label, select_archive, stale_copies, tree_version, version_from_name, wanted_links
-from installer.fetch.elf import read_soname
 from installer.errors import BadInputError, ExitCode, UnsatisfiableError
+from installer.fetch.cudnn_redist import (
+    REDIST_URL,
+    check_serves,
+    find_copies,
+    link_problems,
+    manifest_labels,
+    parse_index,
+    parse_ldconfig_p,
+    parse_version_header,
+    pick_label,
+    select_archive,
+    stale_copies,
+    tree_version,
+    version_from_name,
+    wanted_links,
+)
+from installer.fetch.elf import read_soname
 from tests.support.cudnn_archive import build_archive, install_libs, manifest, version_header
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cudnn"

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from installer.context import Context
-from installer.fetch.download import cached_path, check_url, fetch, fetch_text, make_session, proxies_for
 from installer.errors import DownloadError, ExitCode, UsageError
+from installer.fetch.download import cached_path, check_url, fetch, fetch_text, make_session, proxies_for
 from tests.support.httpserver import Fault, LoopbackServer, refused_port
 
 DATA = os.urandom(300_000)

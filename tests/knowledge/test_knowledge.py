@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from installer.errors import BadInputError
-from installer.knowledge.model import Knowledge, max_cuda_for_driver, minor_compat_for_driver
-from installer.knowledge.load import _load_cached, load_knowledge, load_policy, profiles_dir
 from installer.knowledge.gpu_names import gpu_by_name
+from installer.knowledge.load import _load_cached, load_knowledge, load_policy, profiles_dir
+from installer.knowledge.model import Knowledge, max_cuda_for_driver, minor_compat_for_driver
 from tests.conftest import load_cases
 
 

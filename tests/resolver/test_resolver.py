@@ -6,10 +6,19 @@ from dataclasses import replace
 from datetime import date
 
 import pytest
+from support.shapes import gpu, gpus_named, machine, mini_knowledge, mini_releases, policy, release
 
 from installer.knowledge.model import Defect
-from installer.resolver.resolve import candidates, gpu_coverage, has_usable_gpu, max_cuda_from_table, min_driver_for, required_cuda, resolve, version_key
-from support.shapes import gpu, gpus_named, machine, mini_knowledge, mini_releases, policy, release
+from installer.resolver.resolve import (
+    candidates,
+    gpu_coverage,
+    has_usable_gpu,
+    max_cuda_from_table,
+    min_driver_for,
+    required_cuda,
+    resolve,
+    version_key,
+)
 
 KN = mini_knowledge()
 LATEST = policy("latest")

@@ -3,11 +3,12 @@ minor-version compatibility first, driver ceilings per architecture, Blackwell's
 
 from __future__ import annotations
 
+from support.shapes import gpu, machine, policy
+
 from installer.knowledge.load import load_knowledge
 from installer.knowledge.model import Knowledge
 from installer.resolver.hardware import dropped_by_driver, ptxas_for, ptxas_knows
 from installer.resolver.resolve import resolve
-from support.shapes import gpu, machine, policy
 
 STABLE = policy("stable", require_patch_release=True, min_age_days=90)
 _KN: list[Knowledge] = []

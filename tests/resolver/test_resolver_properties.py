@@ -7,13 +7,13 @@ from typing import Optional
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.shapes import gpu, machine, mini_knowledge, policy
 
 from installer.facts.model import Facts
-from installer.knowledge.model import Knowledge, Release
 from installer.knowledge.load import load_knowledge
-from installer.resolver.resolve import resolve
+from installer.knowledge.model import Knowledge, Release
 from installer.resolver.model import Choice
-from support.shapes import gpu, machine, mini_knowledge, policy
+from installer.resolver.resolve import resolve
 
 KN = mini_knowledge()
 

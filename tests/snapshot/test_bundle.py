@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from installer.errors import ExitCode
 from installer.snapshot import model as S
 from installer.snapshot.bundle import platform_tags
-from installer.errors import ExitCode
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
-    Provisioned, cli, freeze, lib_hashes, needs_gcc, served_index, source_env,
+    Provisioned,
+    cli,
+    freeze,
+    lib_hashes,
+    needs_gcc,
+    served_index,
+    source_env,
 )
 from tests.support.snapshot_doc import make
 

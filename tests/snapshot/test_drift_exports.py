@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from installer.snapshot import drift
-from installer.snapshot import exports
+from installer.snapshot import drift, exports
 from installer.snapshot import model as S
 from installer.snapshot.pylock import parse_pylock, wheel_hashes
-
 from tests.support.snapshot_doc import make
 
 

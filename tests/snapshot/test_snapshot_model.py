@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.snapshot import model as S
 from installer.errors import BadInputError, ExitCode
+from installer.snapshot import model as S
 from tests.support.snapshot_doc import make
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.support.conda_channel import CUDA101_LIBS, CUDA11_LIBS, cuda_channel
+from tests.support.conda_channel import CUDA11_LIBS, CUDA101_LIBS, cuda_channel
 from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, run_cli, write_knowledge
 
 pytest.importorskip("rattler")

@@ -13,8 +13,8 @@ from typing import Optional
 import pytest
 
 from installer.context import Context
-from installer.errors import BadInputError, DownloadError, ExitCode, StepFailed, UnsatisfiableError, UsageError
 from installer.engine.executor import Executor
+from installer.errors import BadInputError, DownloadError, ExitCode, StepFailed, UnsatisfiableError, UsageError
 from installer.files import tree_digest
 from installer.plan.options import InstallOptions
 from installer.resolver.model import Choice, Resolution

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from installer.context import Context, build_context
-from installer.errors import EnvironmentProblem, ExitCode, StepFailed
 from installer.engine.executor import Executor
+from installer.errors import EnvironmentProblem, ExitCode, StepFailed
 from installer.files import tree_digest
 from installer.steps.env import CreateEnv, TargetEnv, conda_named_env_path, env_python_version, find_uv
 from tests.support.fake_conda import read_log, write_fake_conda

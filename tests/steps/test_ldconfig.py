@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from installer.context import Context, build_context
-from installer.errors import EnvironmentProblem
 from installer.engine.executor import Executor
+from installer.errors import EnvironmentProblem
 from installer.files import tree_digest
 from installer.runner import ReplayRunner
 from installer.steps.ldconfig import SystemLdconfig

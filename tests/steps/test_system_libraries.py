@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.shapes import gpu, machine, policy
 
 from installer.context import Context
 from installer.errors import ExitCode, UnsatisfiableError
@@ -18,7 +19,6 @@ from installer.plan.install import build_steps
 from installer.plan.options import InstallOptions
 from installer.resolver.resolve import resolve
 from installer.steps.system_libraries import CheckSystemLibraries
-from support.shapes import gpu, machine, policy
 from tests.support.wheelhouse import build_shared_lib
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from installer.context import Context, build_context
-from installer.errors import ExitCode, VerifyFailed
 from installer.engine.executor import Executor
+from installer.errors import ExitCode, VerifyFailed
 from installer.steps.verify import VerifyEnv
 from installer.verify.host import CheckPlan, read_record, record_path
 from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401

@@ -167,8 +167,8 @@ def _main(argv: list[str]) -> int:
     import os
 
     from installer.context import build_context
-    from installer.errors import TfgpuError
     from installer.engine.executor import Executor
+    from installer.errors import TfgpuError
 
     root = Path(argv[0])
     ctx = build_context(dict(os.environ))

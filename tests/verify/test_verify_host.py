@@ -13,7 +13,17 @@ from installer.errors import EnvironmentProblem
 from installer.report import Bullets, Table, Text
 from installer.resolver.model import Choice
 from installer.runner import TIMED_OUT, Completed
-from installer.verify.host import CheckPlan, LayerResult, VerifyReport, parse_check_output, plan_from_env, read_record, report_blocks, run_verification, write_record
+from installer.verify.host import (
+    CheckPlan,
+    LayerResult,
+    VerifyReport,
+    parse_check_output,
+    plan_from_env,
+    read_record,
+    report_blocks,
+    run_verification,
+    write_record,
+)
 from tests.support.stublibs import StubLibs, plant_pci
 from tests.support.tfenv import make_venv
 

@@ -131,7 +131,14 @@ class FetchCudnn(Step):
 
     def _download(self, ctx: Context) -> dict[str, Any]:
         from installer.fetch import download
-        from installer.fetch.cudnn_redist import check_serves, manifest_labels, manifest_url, parse_index, pick_label, select_archive
+        from installer.fetch.cudnn_redist import (
+            check_serves,
+            manifest_labels,
+            manifest_url,
+            parse_index,
+            pick_label,
+            select_archive,
+        )
 
         want = self.want
         if not want.version:

@@ -36,9 +36,9 @@ def wheel_version(env: Path) -> Optional[str]:
 
 
 def wheel_problems(env: Path, built_with: Optional[str], tensorflow: str) -> list[str]:
+    from installer.errors import TfgpuError
     from installer.fetch.cudnn_redist import LIB_RE, check_serves
     from installer.fetch.elf import read_soname
-    from installer.errors import TfgpuError
 
     lib = wheel_lib(env)
     if lib is None:

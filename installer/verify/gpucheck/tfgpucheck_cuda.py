@@ -18,11 +18,35 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
 else:
     from tfgpucheck_codes import CU_RESULT, CUDA_ERROR, HINTS, code_name, err, outcome
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
-    from installer.verify.gpucheck.tfgpucheck_libs import (CUDART, CUDNN, CUDNN9_OPTIONAL, CUDNN9_SUBLIBS, cuda_int, cudnn_int,
-                                 load_library, loaded_path, major, search_dirs, sonames, version_matches)
+    from installer.verify.gpucheck.tfgpucheck_libs import (
+        CUDART,
+        CUDNN,
+        CUDNN9_OPTIONAL,
+        CUDNN9_SUBLIBS,
+        cuda_int,
+        cudnn_int,
+        load_library,
+        loaded_path,
+        major,
+        search_dirs,
+        sonames,
+        version_matches,
+    )
 else:
-    from tfgpucheck_libs import (CUDART, CUDNN, CUDNN9_OPTIONAL, CUDNN9_SUBLIBS, cuda_int, cudnn_int,
-                                 load_library, loaded_path, major, search_dirs, sonames, version_matches)
+    from tfgpucheck_libs import (
+        CUDART,
+        CUDNN,
+        CUDNN9_OPTIONAL,
+        CUDNN9_SUBLIBS,
+        cuda_int,
+        cudnn_int,
+        load_library,
+        loaded_path,
+        major,
+        search_dirs,
+        sonames,
+        version_matches,
+    )
 
 __all__ = ["outcome", "layer_hardware", "layer_driver", "layer_runtime", "layer_cudnn"]
 

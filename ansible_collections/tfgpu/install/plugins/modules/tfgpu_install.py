@@ -42,8 +42,15 @@ host: {description: machine_id, driver, gpus, glibc of this host, type: dict}
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
-    COMMON_ARGS, bootstrap, elapsed, fail, host_facts, run_tool, steps_applied,
+    COMMON_ARGS,
+    bootstrap,
+    elapsed,
+    fail,
+    host_facts,
+    run_tool,
+    steps_applied,
 )
 
 

@@ -35,8 +35,15 @@ reasons: {description: why the host was refused (exit 12), type: list}
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
-    COMMON_ARGS, bootstrap, elapsed, fail, host_facts, run_tool, steps_applied,
+    COMMON_ARGS,
+    bootstrap,
+    elapsed,
+    fail,
+    host_facts,
+    run_tool,
+    steps_applied,
 )
 
 INCOMPATIBLE_HOST = 12

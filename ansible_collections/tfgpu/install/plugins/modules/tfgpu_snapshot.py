@@ -36,8 +36,14 @@ import hashlib
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
-    COMMON_ARGS, bootstrap, elapsed, fail, host_facts, run_tool,
+    COMMON_ARGS,
+    bootstrap,
+    elapsed,
+    fail,
+    host_facts,
+    run_tool,
 )
 
 
