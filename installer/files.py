@@ -13,8 +13,9 @@ import hashlib
 import os
 import re
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 MARK = "tfgpu-install"
 
@@ -33,14 +34,17 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None) -> None:
-    """Write `data` to `path` atomically. Keeps the existing file's mode unless `mode` is given."""
+    """Write `data` to `path` atomically. Keeps the existing file's owner and group, and its
+    mode unless `mode` is given (PermissionError when the owner cannot be kept: a replaced
+    file must not silently change hands)."""
     path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
+    try:
+        old: Optional[os.stat_result] = path.stat()
+    except FileNotFoundError:
+        old = None
     if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
+        mode = old.st_mode & 0o7777 if old is not None else 0o644
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
@@ -48,6 +52,9 @@ def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
+            made = os.fstat(fh.fileno())
+            if old is not None and (made.st_uid, made.st_gid) != (old.st_uid, old.st_gid):
+                os.fchown(fh.fileno(), old.st_uid, old.st_gid)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -57,6 +64,12 @@ def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def edit_target(path: Path) -> Path:
+    """The file an edit of `path` changes: a symlink's target (a dotfiles repo's file), so the
+    link stays a link; `path` itself otherwise."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
 def remove_file(path: Path) -> bool:
@@ -70,6 +83,87 @@ def remove_file(path: Path) -> bool:
 
 
 # --- marked blocks -------------------------------------------------------------------------
+#
+# A block is the lines from `# >>> tfgpu-install TAG >>>` to `# <<< tfgpu-install TAG <<<`
+# (TAG names the block: an env id in a user's rc, "deactivate" inside bin/activate; empty in
+# the blocks earlier versions wrote). Files are edited as bytes, so a latin-1 rc keeps every
+# byte; a block is written with the line ending of the file (CRLF stays CRLF). A begin marker
+# ending in " +nl" means we added the line break before it (the file did not end in one), so
+# removing the block takes that break away too. Any marker out of place (a begin without its
+# end, an end without its begin, blocks inside blocks) is a MarkerError: nothing is edited.
+
+_MARKER = re.compile(
+    rb"^(?P<indent>[ \t]*)(?P<comment>[^\s]+) (?P<arrow>>>>|<<<) " + MARK.encode()
+    + rb"(?: (?P<tag>[^\s<>]+))? (?P=arrow)(?P<nl> \+nl)?[ \t]*(?P<eol>\r?\n)?\Z"
+)
+
+
+class MarkerError(ValueError):
+    """The file's tfgpu-install markers do not pair up; `line` is 1-based."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class BlockSpan:
+    tag: str
+    start: int  # first byte of the block: its own leading line break when `plus_nl`
+    begin: int  # first byte of the begin marker's line
+    end: int  # one past the end marker's line ending
+    line: int  # 1-based line of the begin marker
+    newline: bytes  # the begin marker's line ending: the block's own
+    plus_nl: bool  # the line break before the block is ours (inside start..begin)
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, line with its "\\n") for each line; a final line may lack one."""
+    pos = 0
+    while pos < len(data):
+        cut = data.find(b"\n", pos)
+        cut = len(data) if cut < 0 else cut + 1
+        yield pos, data[pos:cut]
+        pos = cut
+
+
+def scan_blocks(data: bytes) -> list[BlockSpan]:
+    """Every marked block in `data`, in order; MarkerError when the markers do not pair up."""
+    spans: list[BlockSpan] = []
+    opened: Optional[BlockSpan] = None  # its `end` is not known yet
+    for number, (pos, line) in enumerate(_lines(data), start=1):
+        m = _MARKER.match(line)
+        if m is None:
+            continue
+        tag = (m.group("tag") or b"").decode("ascii", "replace")
+        name = f"`{MARK} {tag}`".replace(" `", "`")
+        if m.group("arrow") == b">>>":
+            if opened is not None:
+                raise MarkerError(f"begin marker of {name} inside the block opened on line {opened.line}", number)
+            newline = m.group("eol") or b"\n"
+            start = pos
+            if m.group("nl") is not None and data[:pos].endswith(b"\n"):
+                start -= len(newline) if data[:pos].endswith(newline) else 1
+            opened = BlockSpan(tag, start, pos, -1, number, newline, start < pos)
+        else:
+            if opened is None or opened.tag != tag:
+                raise MarkerError(f"end marker of {name} without its begin marker", number)
+            spans.append(replace(opened, end=pos + len(line)))
+            opened = None
+    if opened is not None:
+        name = f"`{MARK} {opened.tag}`".replace(" `", "`")
+        raise MarkerError(f"begin marker of {name} without its end marker", opened.line)
+    return spans
+
+
+def find_block(data: bytes, tag: str = "") -> Optional[BlockSpan]:
+    return next((s for s in scan_blocks(data) if s.tag == tag), None)
+
+
+def newline_of(data: bytes) -> bytes:
+    """The file's own line ending: that of its first line (LF for a file with none)."""
+    cut = data.find(b"\n")
+    return b"\r\n" if cut > 0 and data[cut - 1:cut] == b"\r" else b"\n"
 
 
 def markers(block: str = "", comment: str = "#") -> tuple[str, str]:
@@ -77,74 +171,90 @@ def markers(block: str = "", comment: str = "#") -> tuple[str, str]:
     return f"{comment} >>> {tag} >>>", f"{comment} <<< {tag} <<<"
 
 
-def _block_re(block: str, comment: str) -> "re.Pattern[str]":
-    begin, end = markers(block, comment)
-    # The whole lines, including leading indentation and the final newline, so removal
-    # gives back the original bytes exactly.
-    # A begin marker ending in " +nl" means we added the line break before it (the file
-    # did not end in one), so removal takes that break away too.
-    return re.compile(
-        rf"(?:\n(?=[ \t]*{re.escape(begin)} \+nl\n))?"
-        rf"^[ \t]*{re.escape(begin)}(?: \+nl)?\n.*?^[ \t]*{re.escape(end)}[ \t]*(?:\n|\Z)",
-        re.M | re.S,
-    )
-
-
-def render_block(body: str, block: str = "", comment: str = "#", indent: str = "") -> str:
+def render_block_bytes(body: str, block: str = "", comment: str = "#", indent: str = "",
+                       newline: bytes = b"\n") -> bytes:
     begin, end = markers(block, comment)
     lines = [indent + begin]
     lines += [(indent + ln) if ln else "" for ln in body.rstrip("\n").split("\n")]
     lines.append(indent + end)
-    return "\n".join(lines) + "\n"
+    return newline.join(ln.encode("utf-8", "surrogateescape") for ln in lines) + newline
+
+
+def _plus_nl(block: bytes, newline: bytes) -> bytes:
+    """`block` in its " +nl" form: our line break first, then a begin marker saying so."""
+    first, _, rest = block.partition(newline)
+    return newline + first + b" +nl" + newline + rest
+
+
+def block_bytes(data: bytes, span: BlockSpan) -> bytes:
+    """The block as it would be written fresh: without the " +nl" bookkeeping."""
+    first, nl, rest = data[span.begin:span.end].partition(b"\n")
+    m = _MARKER.match(first + nl)
+    if m is not None and m.group("nl") is not None:
+        first = first[:m.start("nl")] + first[m.end("nl"):]
+    return first + nl + rest
+
+
+def replace_block(data: bytes, span: BlockSpan, new: bytes) -> bytes:
+    """`data` with the block at `span` replaced by `new` (b"": removed). `new` takes the old
+    block's " +nl" form; a removed " +nl" block hands its line break to the block of ours right
+    after it, or leaves it in place when a user's line follows (it then needs its own line)."""
+    head, tail = data[:span.start], data[span.end:]
+    if not span.plus_nl:
+        return head + new + tail
+    if new:
+        return head + _plus_nl(new, span.newline) + tail
+    following = next(iter(scan_blocks(tail)), None)
+    if following is None and not tail:
+        return head
+    if following is not None and following.start == 0 and not following.plus_nl:
+        return head + _plus_nl(block_bytes(tail, following), following.newline) + tail[following.end:]
+    return head + span.newline + tail
+
+
+def put_block(data: bytes, body: str, block: str = "", comment: str = "#",
+              after: Optional[str] = None, indent: str = "") -> tuple[bytes, Optional[bytes]]:
+    """(`data` with block `block` holding `body`, the block that was there before or None).
+    Replaced in place when present, else inserted after the first line matching regex
+    `after`, else appended (behind a line break of ours when the file lacks a final one)."""
+    old = find_block(data, block)
+    newline = old.newline if old is not None else newline_of(data)
+    new = render_block_bytes(body, block, comment, indent, newline)
+    if old is not None:
+        return replace_block(data, old, new), block_bytes(data, old)
+    if after is not None:
+        m = re.search(after.encode(), data, re.M)
+        if m is not None:
+            eol = data.find(b"\n", m.end())
+            if eol >= 0:
+                return data[:eol + 1] + new + data[eol + 1:], None
+    if data and not data.endswith(b"\n"):
+        return data + _plus_nl(new, newline), None
+    return data + new, None
+
+
+def _surrogate(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def read_block(text: str, block: str = "", comment: str = "#") -> Optional[str]:
     """The full marked block (markers included) as it stands in `text`, or None."""
-    m = _block_re(block, comment).search(text)
-    if not m:
-        return None
-    # Normalised: the "+nl" bookkeeping is not part of the content.
-    return m.group(0).lstrip("\n").replace(" +nl\n", "\n", 1)
+    data = _surrogate(text)
+    span = find_block(data, block)
+    return None if span is None else block_bytes(data, span).decode("utf-8", "surrogateescape")
 
 
-def _keep_nl(old: str, new: str) -> str:
-    """A replacement for block `old` that keeps its "+nl" form (see _block_re)."""
-    if not old.startswith("\n"):
-        return new
-    first, rest = new.split("\n", 1)
-    return "\n" + first + " +nl\n" + rest
-
-
-def set_block(
-    text: str,
-    body: str,
-    block: str = "",
-    comment: str = "#",
-    after: Optional[str] = None,
-    indent: str = "",
-) -> str:
-    """`text` with our block holding `body`: replaced in place when present, otherwise
-    inserted after the first line matching regex `after` (or appended at the end)."""
-    new = render_block(body, block, comment, indent)
-    pattern = _block_re(block, comment)
-    if pattern.search(text):
-        return pattern.sub(lambda m: _keep_nl(m.group(0), new), text, count=1)
-    if after is not None:
-        m = re.search(after, text, re.M)
-        if m is not None:
-            eol = text.find("\n", m.end())
-            cut = len(text) if eol < 0 else eol + 1
-            head = text[:cut] if eol >= 0 else text + "\n"
-            return head + new + text[cut:]
-    if text and not text.endswith("\n"):
-        # Appending needs a line break; the " +nl" mark lets remove_block take it back.
-        return text + _keep_nl("\n", new)
-    return text + new
+def set_block(text: str, body: str, block: str = "", comment: str = "#",
+              after: Optional[str] = None, indent: str = "") -> str:
+    """`text` with our block holding `body` (see put_block)."""
+    return put_block(_surrogate(text), body, block, comment, after, indent)[0].decode("utf-8", "surrogateescape")
 
 
 def remove_block(text: str, block: str = "", comment: str = "#") -> str:
     """`text` without our block (and nothing else changed)."""
-    return _block_re(block, comment).sub("", text, count=1)
+    data = _surrogate(text)
+    span = find_block(data, block)
+    return text if span is None else replace_block(data, span, b"").decode("utf-8", "surrogateescape")
 
 
 # --- hashes --------------------------------------------------------------------------------

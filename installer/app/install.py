@@ -51,6 +51,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
     options = _options(req, ctx, resolved)
+    _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
     done = provision(ctx, ProvisionRequest(
@@ -84,6 +85,15 @@ def _check_request(req: InstallRequest, ctx: Context) -> None:
             "activation and the tfgpu-run launcher cover normal use",
             ref="needs-root",
         )
+
+
+def _check_shell_rc(options: InstallOptions) -> None:
+    """An rc that cannot be edited safely (a directory, unreadable, unbalanced markers) is
+    refused before any step changes anything (exit 6 / 5)."""
+    if options.shell_rc is not None:
+        from installer.steps.activation import validate_shell_rc
+
+        validate_shell_rc(options.shell_rc, options.env)
 
 
 def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:

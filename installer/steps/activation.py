@@ -14,14 +14,29 @@ Nothing outside our marks is touched; undo removes exactly what was added.
 from __future__ import annotations
 
 import base64
+import hashlib
+import os
 import re
 import shlex
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from installer.context import Context
-from installer.errors import StepFailed
-from installer.files import atomic_write, read_block, remove_block, remove_file, set_block
+from installer.errors import BadInputError, EnvironmentProblem, StepFailed, TfgpuError
+from installer.files import (
+    MARK,
+    BlockSpan,
+    MarkerError,
+    atomic_write,
+    block_bytes,
+    edit_target,
+    find_block,
+    put_block,
+    remove_file,
+    render_block_bytes,
+    replace_block,
+    scan_blocks,
+)
 from installer.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
@@ -191,25 +206,28 @@ class WriteActivation(Step):
     def bins(self) -> list[Path]:
         return nvidia_bin_dirs(self.env)
 
-    def _wanted(self) -> dict[Path, tuple[str, str]]:
-        """path -> ("whole", text) for files we own, ("block", new text) for files we edit."""
+    def _wanted(self) -> dict[Path, tuple[str, bytes, dict[str, Optional[bytes]]]]:
+        """path -> ("whole", bytes, {}) for files we own; ("block", new bytes, {block name: the
+        block that was there before, or None}) for files we edit (only inside our marks)."""
         libs, bins = self.libs(), self.bins()
-        out: dict[Path, tuple[str, str]] = {}
+        out: dict[Path, tuple[str, bytes, dict[str, Optional[bytes]]]] = {}
         if self.backend == "conda":
             act, deact = conda_scripts(libs, bins)
-            out[self.env / "etc/conda/activate.d" / CONDA_SCRIPT] = ("whole", act)
-            out[self.env / "etc/conda/deactivate.d" / CONDA_SCRIPT] = ("whole", deact)
+            out[self.env / "etc/conda/activate.d" / CONDA_SCRIPT] = ("whole", act.encode(), {})
+            out[self.env / "etc/conda/deactivate.d" / CONDA_SCRIPT] = ("whole", deact.encode(), {})
         else:
             for name, render, deact_body, deact_at in _VENV_SCRIPTS:
                 path = self.env / "bin" / name
                 if not path.is_file():
                     continue
-                text = set_block(path.read_text(), render(libs, bins))
+                data, before = _parsed(path, lambda: put_block(path.read_bytes(), render(libs, bins)))
+                previous = {"": before}
                 # Only inside an existing `deactivate`: appended, it would run at activation.
-                if deact_body and deact_at and re.search(deact_at, text, re.M):
-                    text = set_block(text, deact_body, block="deactivate", after=deact_at, indent="    ")
-                out[path] = ("block", text)
-        out[self.env / "bin" / LAUNCHER] = ("whole", launcher(self.env, self.backend, libs, bins))
+                if deact_body and deact_at and re.search(deact_at.encode(), data, re.M):
+                    data, previous["deactivate"] = put_block(data, deact_body, block="deactivate",
+                                                             after=deact_at, indent="    ")
+                out[path] = ("block", data, previous)
+        out[self.env / "bin" / LAUNCHER] = ("whole", launcher(self.env, self.backend, libs, bins).encode(), {})
         return out
 
     def touches(self, ctx: Context) -> list[str]:
@@ -223,10 +241,11 @@ class WriteActivation(Step):
     def check(self, ctx: Context) -> bool:
         if self.backend != "conda" and not (self.env / "bin" / "activate").is_file():
             return False
-        for path, (_, text) in self._wanted().items():
-            if not path.is_file() or path.read_text() != text:
-                return False
-        return True
+        try:
+            wanted = self._wanted()
+        except TfgpuError:
+            return False  # markers out of order: apply says why
+        return all(path.is_file() and path.read_bytes() == data for path, (_, data, _) in wanted.items())
 
     def apply(self, ctx: Context) -> UndoRecord:
         if self.backend != "conda" and not (self.env / "bin" / "activate").is_file():
@@ -234,30 +253,26 @@ class WriteActivation(Step):
                 f"{self.env} has no bin/activate: it is not a virtual environment",
                 hint="run the install again (it recreates the env), or pass a venv with --env",
             )
-        record: dict[str, dict[str, Optional[str]]] = {"edited": {}, "written": {}}
-        for i, (path, (kind, text)) in enumerate(self._wanted().items()):
+        record: dict[str, dict[str, Any]] = {"edited": {}, "written": {}}
+        for i, (path, (kind, data, previous)) in enumerate(self._wanted().items()):
             if kind == "block":
-                record["edited"][str(path)] = None
-                atomic_write(path, text)
+                record["edited"][str(path)] = {name: _b64(old) for name, old in previous.items()}
+                atomic_write(edit_target(path), data)
             else:
-                old = path.read_bytes() if path.is_file() else None
-                record["written"][str(path)] = base64.b64encode(old).decode() if old is not None else None
-                atomic_write(path, text, mode=0o755 if path.name == LAUNCHER else 0o644)
+                record["written"][str(path)] = _b64(path.read_bytes() if path.is_file() else None)
+                atomic_write(path, data, mode=0o755 if path.name == LAUNCHER else 0o644)
             if i == 0:
                 checkpoint(ctx, self.id, "middle")
         return record
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         if record.get("partial"):
-            # Killed mid-apply: the executor restored what existed; strip blocks from the rest.
-            record = {"edited": {p: None for p in self.touches(ctx)}, "written": {}}
-        for p in record.get("edited", {}):
-            path = Path(p)
+            return  # killed mid-apply: the executor already put back every path touches() named
+        for p, previous in record.get("edited", {}).items():
+            # None: a record of an earlier version, which kept no previous blocks.
+            path = edit_target(Path(p))
             if path.is_file() and path.name != LAUNCHER and not path.name.endswith(".sh"):
-                text = path.read_text()
-                new = remove_block(remove_block(text, "deactivate"))
-                if new != text:
-                    atomic_write(path, new)
+                restore_blocks(path, previous or {"deactivate": None, "": None})
         for p, old in record.get("written", {}).items():
             if old is None:
                 remove_file(Path(p))
@@ -265,8 +280,31 @@ class WriteActivation(Step):
                 atomic_write(Path(p), base64.b64decode(old))
 
 
+def _b64(data: Optional[bytes]) -> Optional[str]:
+    return base64.b64encode(data).decode() if data is not None else None
+
+
+def restore_blocks(path: Path, previous: dict[str, Optional[str]]) -> None:
+    """Put back in `path` the blocks that were there before (base64), removing ours where
+    there was none; a block no longer there (the user removed it) is left out."""
+    data = path.read_bytes()
+    new = data
+    for name, old in previous.items():
+        span = _parsed(path, lambda: find_block(new, name))
+        if span is not None:
+            new = replace_block(new, span, base64.b64decode(old) if old else b"")
+    if new != data:
+        atomic_write(path, new)
+
+
 class WriteShellRc(Step):
-    """A marked block in the user's shell rc that activates the env in every new shell."""
+    """A marked block in the user's shell rc that activates the env in every new shell.
+
+    The rc is the user's: the block's markers carry this env's id, so envs sharing one rc never
+    touch each other's blocks; a symlinked rc stays a link (its target is edited); owner, mode,
+    line endings and every byte outside the block are kept; undo puts back the block that was
+    there before (or removes ours), so install + rollback gives the file back byte for byte.
+    """
 
     id = "shell-rc.write"
 
@@ -291,26 +329,120 @@ class WriteShellRc(Step):
         act = shlex.quote(str(self.env / "bin" / "activate"))
         return head + f"[ -f {act} ] && . {act}\n"
 
+    def tag(self) -> str:
+        return env_block_id(self.env)
+
     def touches(self, ctx: Context) -> list[str]:
-        return [str(self.rc)]
+        # The link and the file it points at: the executor backs up the target's bytes.
+        target = edit_target(self.rc)
+        return [str(self.rc)] + ([str(target)] if target != self.rc else [])
+
+    def _ours(self, data: bytes) -> Optional[BlockSpan]:
+        """This env's block; else a block an earlier version wrote for this env (no id in its
+        markers, exactly the text it wrote for this env: adopted, so undo puts it back)."""
+        spans = scan_blocks(data)
+        mine = next((s for s in spans if s.tag == self.tag()), None)
+        if mine is not None:
+            return mine
+        return next((s for s in spans if s.tag == "" and block_bytes(data, s)
+                     == render_block_bytes(self.body(), "", newline=s.newline)), None)
 
     def check(self, ctx: Context) -> bool:
-        text = self.rc.read_text() if self.rc.is_file() else ""
-        return read_block(text) == read_block(set_block("", self.body()))
+        try:
+            data = read_rc(self.rc)
+            span = self._ours(data or b"")
+        except (TfgpuError, MarkerError):
+            return False  # apply says why
+        return (span is not None and span.tag == self.tag()
+                and block_bytes(data or b"", span) == render_block_bytes(self.body(), self.tag(),
+                                                                          newline=span.newline))
 
     def apply(self, ctx: Context) -> UndoRecord:
-        existed = self.rc.is_file()
-        text = self.rc.read_text() if existed else ""
+        target = edit_target(self.rc)
+        old = read_rc(self.rc)
+        data = old or b""
+        span = _parsed(self.rc, lambda: self._ours(data))
+        previous: Optional[bytes] = None
+        if span is not None:  # ours, or adopted from an earlier version: replaced in place
+            previous = block_bytes(data, span)
+            written = replace_block(data, span, render_block_bytes(self.body(), self.tag(), newline=span.newline))
+        else:
+            written, _ = put_block(data, self.body(), self.tag())
         checkpoint(ctx, self.id, "middle")
-        atomic_write(self.rc, set_block(text, self.body()))
-        return {"existed": existed}
+        atomic_write(target, written)
+        return {"format": 2, "target": str(target), "existed": old is not None, "tag": self.tag(),
+                "previous": _b64(previous)}
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        if not self.rc.is_file():
+        if record.get("partial"):
+            return  # killed mid-apply: the executor already put back every path touches() named
+        target = Path(record.get("target") or edit_target(self.rc))
+        if not target.is_file():
             return
-        text = self.rc.read_text()
-        new = remove_block(text)
-        if not new and record.get("existed") is False:
-            remove_file(self.rc)
-        elif new != text:
-            atomic_write(self.rc, new)
+        if record.get("format") == 2:
+            restore_blocks(target, {str(record.get("tag")): record.get("previous")})
+        else:  # a record of an earlier version: its block had no id, it kept no previous block
+            restore_blocks(target, {"": None})
+        if record.get("existed") is False and target.stat().st_size == 0:
+            remove_file(target)
+
+
+# --- the user's rc file: which file, readable, markers in order --------------------------
+
+
+def env_block_id(env: Path) -> str:
+    """The tag of an env's block in a shared rc: its basename and a hash of its absolute path."""
+    absolute = os.path.abspath(str(env))
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(absolute)) or "env"
+    return f"{base}-{hashlib.sha256(absolute.encode()).hexdigest()[:12]}"
+
+
+def read_rc(rc: Path) -> Optional[bytes]:
+    """The rc's bytes (None: no such file yet); EnvironmentProblem when it cannot be edited."""
+    target = edit_target(rc)
+    via = f" (the target of the link {rc})" if target != rc else ""
+    problem = None
+    if os.path.islink(rc) and not os.path.lexists(target):
+        problem = f"{rc} is a symlink to {os.readlink(rc)}, which does not exist"
+    elif target.is_dir():
+        problem = f"{target}{via} is a directory, not a shell rc file"
+    elif target.exists() and not target.is_file():
+        problem = f"{target}{via} is not a regular file"
+    elif not target.parent.is_dir():
+        problem = f"{target.parent} (where {rc} would go) is not a directory"
+    elif target.exists() and os.geteuid() not in (0, target.stat().st_uid):
+        # Rewriting it would make it ours: its owner must stay its owner.
+        problem = f"{target}{via} belongs to uid {target.stat().st_uid}, not to you"
+    if problem is not None:
+        raise EnvironmentProblem(problem, hint="pass a regular file to --shell-rc (e.g. ~/.bashrc)",
+                                 ref="shell-rc-unusable")
+    try:
+        return target.read_bytes() if target.exists() else None
+    except PermissionError as exc:
+        raise EnvironmentProblem(f"cannot read {target}{via}: {exc.strerror}",
+                                 hint="fix its permissions, or pass another file to --shell-rc",
+                                 ref="shell-rc-unusable") from exc
+
+
+_T = TypeVar("_T")
+
+
+def _parsed(path: Path, read: Callable[[], _T]) -> _T:
+    """`read()`, with a MarkerError turned into the error users see (exit 5, nothing changed)."""
+    try:
+        return read()
+    except MarkerError as err:
+        raise BadInputError(
+            f"{path}, {err}: its tfgpu-install markers are unbalanced (edited by hand?), so which "
+            "lines are ours is unclear; nothing was changed",
+            hint=f"fix or delete the marker lines (`# >>> {MARK} ... >>>` / `# <<< {MARK} ... <<<`) "
+            "in that file, then run the command again",
+            ref="rc-markers-unbalanced",
+        ) from err
+
+
+def validate_shell_rc(rc: Path, env: Path) -> None:
+    """Refuse, before any step runs, an rc that install could not edit safely."""
+    data = read_rc(rc)
+    if data is not None:
+        _parsed(edit_target(rc), lambda: WriteShellRc(rc, env)._ours(data))

@@ -3,7 +3,9 @@ activation (as under sudo/cron), undo gives back the original bytes."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from installer.context import Context
 from installer.engine.executor import Executor
+from installer.errors import BadInputError
 from installer.files import tree_digest
 from installer.steps.activation import LAUNCHER, WriteActivation, WriteShellRc
 
@@ -183,3 +186,59 @@ def test_csh_activation(ctx: Context, tmp_path: Path) -> None:
     kept = subprocess.run(["tcsh", "-f", "-c", script], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LD_LIBRARY_PATH": "/opt/keep"})
     assert kept.stdout.splitlines()[0] == f"{lib}:/opt/keep"
+
+
+# --- the activate scripts share the rc's block code, and its guarantees ----------------------
+
+
+def test_reinstall_rollback_restores_the_previous_block(ctx: Context, tmp_path: Path) -> None:
+    """Two runs, the second rewriting the block: undoing it gives back the first run's block."""
+    env = _venv_with_libs(tmp_path)
+    act = env / "bin" / "activate"
+    pristine = tree_digest(env)
+    ex = Executor(ctx, env)
+    ex.run([WriteActivation(env)])
+    first = act.read_bytes()
+    (next(env.glob("lib/python*/site-packages")) / "nvidia" / "cublas" / "lib").mkdir(parents=True)
+    ex.run([WriteActivation(env)])
+    assert act.read_bytes() != first
+    entries = [e for e in ex.journal.entries() if e.event == "done"]
+    ex.rollback([WriteActivation(env)], to_seq=entries[0].seq)
+    assert act.read_bytes() == first
+    ex.rollback([WriteActivation(env)])
+    (next(env.glob("lib/python*/site-packages")) / "nvidia" / "cublas" / "lib").rmdir()
+    (next(env.glob("lib/python*/site-packages")) / "nvidia" / "cublas").rmdir()
+    assert tree_digest(env) == pristine
+
+
+def test_activate_scripts_keep_bytes_link_owner_and_mode(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    act = env / "bin" / "activate"
+    # A latin-1 comment, a symlinked activate.csh, a 0600 activate.fish owned by nobody.
+    act.write_bytes(act.read_bytes() + b"# caf\xe9 \xff\n")
+    real_csh = tmp_path / "shared-activate.csh"
+    real_csh.write_bytes((env / "bin" / "activate.csh").read_bytes())
+    (env / "bin" / "activate.csh").unlink()
+    (env / "bin" / "activate.csh").symlink_to(real_csh)
+    fish = env / "bin" / "activate.fish"
+    fish.chmod(0o600)
+    if os.geteuid() == 0:
+        os.chown(fish, 65534, 65534)
+    before = tree_digest(env), real_csh.read_bytes(), fish.stat().st_uid
+    Executor(ctx, env).run([WriteActivation(env)])
+    assert b"# caf\xe9 \xff\n# >>> tfgpu-install >>>\n" in act.read_bytes()
+    assert (env / "bin" / "activate.csh").is_symlink() and b"tfgpu-install" in real_csh.read_bytes()
+    assert fish.stat().st_uid == before[2] and stat.S_IMODE(fish.stat().st_mode) == 0o600
+    Executor(ctx, env).rollback([WriteActivation(env)])
+    assert (tree_digest(env), real_csh.read_bytes(), fish.stat().st_uid) == before
+
+
+def test_unbalanced_marker_in_activate_is_refused_unchanged(ctx: Context, tmp_path: Path) -> None:
+    env = _venv_with_libs(tmp_path)
+    act = env / "bin" / "activate"
+    act.write_bytes(act.read_bytes() + b"# >>> tfgpu-install >>>\nexport MINE=1\n")
+    before = tree_digest(env)
+    assert not WriteActivation(env).check(ctx)
+    with pytest.raises(BadInputError, match="without its end marker"):
+        Executor(ctx, env).run([WriteActivation(env)])
+    assert tree_digest(env) == before
