@@ -91,7 +91,7 @@ def _check_shell_rc(options: InstallOptions) -> None:
     """An rc that cannot be edited safely (a directory, unreadable, unbalanced markers) is
     refused before any step changes anything (exit 6 / 5)."""
     if options.shell_rc is not None:
-        from installer.steps.activation import validate_shell_rc
+        from installer.steps.shell_rc import validate_shell_rc
 
         validate_shell_rc(options.shell_rc, options.env)
 

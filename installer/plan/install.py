@@ -16,13 +16,14 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     Pure: it builds step objects and runs nothing. Rollback rebuilds the same list from the
     journaled plan (plan/journaled.py) to find each step's undo."""
     from installer.errors import UnsatisfiableError
-    from installer.steps.activation import WriteActivation, WriteShellRc
+    from installer.steps.activation import WriteActivation
     from installer.steps.cudnn.place import cudnn_steps, placed_lib_dir
     from installer.steps.env import CreateEnv, TargetEnv
     from installer.steps.ldconfig import SystemLdconfig
     from installer.steps.libraries import CheckLibraries
     from installer.steps.packages import InstallPackages
     from installer.steps.record import RecordSnapshot
+    from installer.steps.shell_rc import WriteShellRc
     from installer.steps.verify import VerifyEnv
     from installer.verify.host import CheckPlan
 

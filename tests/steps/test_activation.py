@@ -16,7 +16,8 @@ from installer.context import Context
 from installer.engine.executor import Executor
 from installer.errors import BadInputError
 from installer.files import tree_digest
-from installer.steps.activation import LAUNCHER, WriteActivation, WriteShellRc
+from installer.steps.activation import LAUNCHER, WriteActivation
+from installer.steps.shell_rc import WriteShellRc
 
 FAKE_CUDNN = "int cudnnGetVersion(void) { return 8907; }\n"
 

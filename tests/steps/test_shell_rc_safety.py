@@ -24,7 +24,7 @@ from installer.context import Context, build_context
 from installer.engine.executor import Executor
 from installer.errors import BadInputError, EnvironmentProblem, ExitCode
 from installer.files import MarkerError, render_block_bytes, scan_blocks
-from installer.steps.activation import WriteShellRc, env_block_id, validate_shell_rc
+from installer.steps.shell_rc import WriteShellRc, env_block_id, validate_shell_rc
 from tests.conftest import make_tmp_env
 
 NOBODY = 65534
@@ -131,7 +131,7 @@ def test_killed_mid_edit_of_a_symlinked_rc_rolls_back_the_target(tmp_path: Path,
     code = subprocess.run(
         [sys.executable, "-c",
          "import sys; from pathlib import Path; from installer.context import build_context;"
-         "from installer.engine.executor import Executor; from installer.steps.activation import WriteShellRc;"
+         "from installer.engine.executor import Executor; from installer.steps.shell_rc import WriteShellRc;"
          f"rc, env = Path({str(rc)!r}), Path({str(env)!r});"
          "Executor(build_context(dict(__import__('os').environ)), env).run([WriteShellRc(rc, env)])"],
         env={**make_tmp_env(tmp_path), "TFGPU_TEST_KILL_AT": "shell-rc.write:after",
@@ -239,8 +239,11 @@ def test_latin1_rc_is_edited_as_bytes(ctx: Context, rc: Path, env: Path) -> None
 def test_rc_that_is_a_directory_or_not_a_file_is_refused(ctx: Context, tmp_path: Path, env: Path) -> None:
     d = tmp_path / "home" / "rc-dir"
     d.mkdir(parents=True)
+    (tmp_path / "home" / "shared").write_bytes(b"x=1\n")
+    os.link(tmp_path / "home" / "shared", tmp_path / "home" / "linked")
     for bad, words in [(d, "is a directory"), (tmp_path / "home" / "fifo", "not a regular file"),
-                       (tmp_path / "home" / "dangling", "does not exist")]:
+                       (tmp_path / "home" / "dangling", "does not exist"),
+                       (tmp_path / "home" / "linked", "has 2 hard links")]:
         if bad.name == "fifo":
             os.mkfifo(bad)
         elif bad.name == "dangling":
@@ -251,6 +254,7 @@ def test_rc_that_is_a_directory_or_not_a_file_is_refused(ctx: Context, tmp_path:
         with pytest.raises(EnvironmentProblem):
             _install(ctx, bad, env)
     assert d.is_dir() and list(d.iterdir()) == [] and not (tmp_path / "home" / "nowhere").exists()
+    assert (tmp_path / "home" / "linked").read_bytes() == b"x=1\n" and os.stat(tmp_path / "home" / "linked").st_nlink == 2
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
@@ -263,7 +267,7 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)
         rc.chmod(0)
-        script = ("import os, sys; from pathlib import Path; from installer.steps.activation import validate_shell_rc;"
+        script = ("import os, sys; from pathlib import Path; from installer.steps.shell_rc import validate_shell_rc;"
                   "from installer.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
                   f"try:\n    validate_shell_rc(Path({str(rc)!r}), Path({str(env)!r}))\n"
                   "except TfgpuError as e:\n    print(int(e.code), e.message); sys.exit(0)\nsys.exit(3)")
