@@ -14,6 +14,7 @@ Nothing outside our marks is touched; undo puts back the blocks that were there 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shlex
 from pathlib import Path
@@ -221,7 +222,9 @@ class WriteActivation(Step):
             if self.backend == "conda"
             else [f"bin/{n}" for n, *_ in _VENV_SCRIPTS]
         )
-        return [str(self.env / n) for n in names + [f"bin/{LAUNCHER}"]]
+        paths = [self.env / n for n in names + [f"bin/{LAUNCHER}"]]
+        # A linked file is written at its target: the executor backs up the target's bytes too.
+        return [str(p) for p in paths] + [str(edit_target(p)) for p in paths if p.is_symlink()]
 
     def check(self, ctx: Context) -> bool:
         if self.backend != "conda" and not (self.env / "bin" / "activate").is_file():
@@ -245,7 +248,10 @@ class WriteActivation(Step):
                 atomic_write(edit_target(path), data)
             else:
                 record["written"][str(path)] = b64(path.read_bytes() if path.is_file() else None)
-                atomic_write(path, data, mode=0o755 if path.name == LAUNCHER else 0o644)
+                # A file that was there keeps its mode (undo gives back its bytes, not its mode).
+                fresh = not path.is_file() or (path.name == LAUNCHER and not os.access(path, os.X_OK))
+                mode = (0o755 if path.name == LAUNCHER else 0o644) if fresh else None
+                atomic_write(edit_target(path), data, mode=mode)
             if i == 0:
                 checkpoint(ctx, self.id, "middle")
         return record
@@ -262,7 +268,7 @@ class WriteActivation(Step):
             if old is None:
                 remove_file(Path(p))
             else:
-                atomic_write(Path(p), base64.b64decode(old))
+                atomic_write(edit_target(Path(p)), base64.b64decode(old))
 
 
 def b64(data: Optional[bytes]) -> Optional[str]:

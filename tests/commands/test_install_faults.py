@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from installer.files import tree_digest
+from installer.steps.shell_rc import env_block_id
 from tests.support.install_kit import cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
@@ -55,6 +56,7 @@ def _normalized(base: Path) -> dict[str, str]:
     binary ld cache left out (its listing is compared instead)."""
     out: dict[str, str] = {}
     marker = str(base).encode()
+    env_id = env_block_id(base / "data" / "tf-env").encode()  # the rc block's id hashes the env's path
     for name in ("home", "root", "data"):
         root = base / name
         for p in sorted(root.rglob("*")):
@@ -64,7 +66,7 @@ def _normalized(base: Path) -> dict[str, str]:
             if p.is_symlink():
                 out[rel] = "link:" + str(p.readlink()).replace(str(base), "<BASE>")
             elif p.is_file():
-                data = p.read_bytes().replace(marker, b"<BASE>")
+                data = p.read_bytes().replace(marker, b"<BASE>").replace(env_id, b"<ENV-ID>")
                 if p.name == "RECORD":
                     # Scripts' hashes cover their shebang, i.e. the env's absolute path.
                     data = b"\n".join(ln.split(b",")[0] if b"/bin/" in ln else ln for ln in data.split(b"\n"))

@@ -243,3 +243,24 @@ def test_unbalanced_marker_in_activate_is_refused_unchanged(ctx: Context, tmp_pa
     with pytest.raises(BadInputError, match="without its end marker"):
         Executor(ctx, env).run([WriteActivation(env)])
     assert tree_digest(env) == before
+
+
+def test_conda_scripts_that_exist_as_links_stay_links(ctx: Context, tmp_path: Path) -> None:
+    """A conda env whose activate.d script is a link to a shared file (kept by the user): the
+    target is written, the link stays, rollback gives back the target's bytes and mode."""
+    prefix = tmp_path / "conda-env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (prefix / "etc/conda/activate.d").mkdir(parents=True)
+    shared = tmp_path / "shared-activate.sh"
+    shared.write_bytes(b"# the user's own script\r\nexport FOO=1\r\n")
+    shared.chmod(0o600)
+    (prefix / "etc/conda/activate.d/tfgpu-install.sh").symlink_to(shared)
+    before = tree_digest(prefix), shared.read_bytes(), stat.S_IMODE(shared.stat().st_mode)
+    ex = Executor(ctx, prefix)
+    ex.run([WriteActivation(prefix, backend="conda")])
+    assert (prefix / "etc/conda/activate.d/tfgpu-install.sh").is_symlink()
+    assert b"_TFGPU_OLD_LD_LIBRARY_PATH" in shared.read_bytes()
+    ex.rollback([WriteActivation(prefix, backend="conda")])
+    after = {k: v for k, v in tree_digest(prefix).items() if not k.startswith("etc/conda/deactivate.d")}
+    assert (after, shared.read_bytes(), stat.S_IMODE(shared.stat().st_mode)) == before
