@@ -113,8 +113,11 @@ class WriteShellRc(Step):
             return
         if record.get("format") == 2:
             restore_blocks(target, {str(record.get("tag")): record.get("previous")})
-        else:  # a record of an earlier version: its block had no id, it kept no previous block
-            restore_blocks(target, {"": None})
+        else:  # a record of an earlier version: its block had no id; the one _ours() adopts
+            data = target.read_bytes()
+            span = parsed_blocks(target, lambda: self._ours(data))
+            if span is not None and span.tag == "":
+                atomic_write(target, replace_block(data, span, b""))
         if record.get("existed") is False and target.stat().st_size == 0:
             remove_file(target)
 

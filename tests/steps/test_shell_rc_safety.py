@@ -206,6 +206,16 @@ def test_unmarked_block_of_an_earlier_version(ctx: Context, rc: Path, env: Path,
     assert rc.read_bytes() == original
 
 
+def test_undo_record_of_an_earlier_version_removes_only_this_envs_block(ctx: Context, rc: Path, env: Path,
+                                                                         tmp_path: Path) -> None:
+    """A journal written by an earlier version ({"existed": ...}, blocks without ids): rollback
+    removes this env's block, never another env's un-id'd one."""
+    other = render_block_bytes(WriteShellRc(rc, tmp_path / "other-env").body())
+    rc.write_bytes(b"export A=1\n" + other + render_block_bytes(WriteShellRc(rc, env).body()))
+    WriteShellRc(rc, env).undo(ctx, {"existed": True})
+    assert rc.read_bytes() == b"export A=1\n" + other
+
+
 @pytest.mark.parametrize("content", [b"export A=1\n", b"export A=1", b"a=1\r\nb=2"])
 @pytest.mark.parametrize("order", ["first-first", "last-first"])
 def test_two_envs_in_one_rc(ctx: Context, tmp_path: Path, rc: Path, content: bytes, order: str) -> None:
@@ -300,8 +310,10 @@ rc_contents = st.lists(_chunks, max_size=8).map(b"".join)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(content=rc_contents, symlinked=st.booleans(), own_block=st.sampled_from([None, "same", "legacy"]))
-def test_install_then_rollback_is_the_identity(content: bytes, symlinked: bool, own_block: Optional[str]) -> None:
+@given(content=rc_contents, symlinked=st.booleans(), own_block=st.sampled_from([None, "same", "legacy"]),
+       mode=st.sampled_from([0o600, 0o640, 0o644, 0o664]), nobody=st.booleans())
+def test_install_then_rollback_is_the_identity(content: bytes, symlinked: bool, own_block: Optional[str],
+                                               mode: int, nobody: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         ctx = build_context(make_tmp_env(base))
@@ -314,6 +326,9 @@ def test_install_then_rollback_is_the_identity(content: bytes, symlinked: bool, 
         elif own_block == "legacy":
             content = render_block_bytes(WriteShellRc(rc, env).body()) + content
         target.write_bytes(content)
+        target.chmod(mode)
+        if nobody and os.geteuid() == 0:
+            os.chown(target, NOBODY, NOBODY)
         if symlinked:
             rc.symlink_to(target)
         before = _identity(rc)
