@@ -19,9 +19,9 @@ def _console(stream: TextIO) -> Any:
     return Console(file=stream, highlight=False, soft_wrap=False)
 
 
-# Plain blocks (no table) are written without rich: importing it costs 50-100 ms, most of a
-# no-op re-run's "already installed" line. The same text and colours (SGR codes, only on a
-# terminal, NO_COLOR respected as rich does).
+# Plain blocks (and every table when the output is not a terminal) are written without rich:
+# importing it costs 30-100 ms, most of a no-op re-run's "already installed" line. The same
+# text and colours (SGR codes, only on a terminal, NO_COLOR respected as rich does).
 _SGR = {"ok": "32", "warn": "33", "error": "1;31", "dim": "2", "bold": "1"}
 
 
@@ -47,7 +47,23 @@ def _render_plain(result: Result, out: TextIO) -> None:
             if block.title:
                 lines.append(_paint(block.title, "bold", c))
             lines += [_paint(f"  - {item}", block.style, c) for item in block.items]
+        elif isinstance(block, Table):
+            lines += _plain_table(block)
     out.write("".join(line + "\n" for line in lines))
+
+
+def _plain_table(table: Table) -> list[str]:
+    """A table for a log or a pipe: aligned columns, a dashed rule under the header, one line
+    per row (nothing folded, so grep finds a whole row), no box drawing."""
+    rows = [[" ".join(str(cell).split()) for cell in row] for row in table.rows]
+    widths = [max([len(col)] + [len(r[i]) for r in rows if i < len(r)]) for i, col in enumerate(table.columns)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
+
+    out = [table.title] if table.title else []
+    out += [line(list(table.columns)), line(["-" * w for w in widths])]
+    return out + [line(r) for r in rows]
 
 
 def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> None:
@@ -55,7 +71,9 @@ def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> No
     if as_json:
         out.write(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str) + "\n")
         return
-    if not any(isinstance(b, Table) for b in result.blocks):
+    if not _isatty(out) or not any(isinstance(b, Table) for b in result.blocks):
+        # rich draws the tables on a terminal; a log or a pipe gets plain text, without the
+        # 30-50 ms of importing and laying out rich
         _render_plain(result, out)
         return
     from rich.markup import escape

@@ -3,9 +3,11 @@ compare: the one home for what several layers need to find in an env."""
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 PathLike = Union[str, Path]
 
@@ -34,6 +36,70 @@ def canonical_name(name: str) -> str:
 def user_path(given: PathLike) -> Path:
     """A path as the user typed it: "~" expanded, made absolute (not resolved: a symlinked env
     keeps the name the user knows it by)."""
-    import os
-
     return Path(os.path.abspath(os.path.expanduser(str(given))))
+
+
+@dataclass(frozen=True)
+class InstalledDist:
+    name: str  # as its metadata spells it
+    version: str
+    requires: tuple[str, ...]  # Requires-Dist, markers included
+
+
+def installed_dists(site_packages: PathLike) -> dict[str, InstalledDist]:
+    """canonical name -> each distribution in one site-packages dir, as importlib.metadata's
+    distributions(path=[dir]) would list it, read from the *.dist-info/METADATA headers
+    directly: a check runs on every install and re-run, and the module plus its email parser
+    cost more than reading a few headers. A dist-info without a Name or Version (torn by a
+    kill mid-write) is not listed; legacy *.egg-info entries go through importlib.metadata."""
+    sp = Path(site_packages)
+    out: dict[str, InstalledDist] = {}
+    try:
+        names = sorted(os.listdir(sp))
+    except OSError:
+        return out
+    for entry in names:
+        dist: Optional[InstalledDist] = None
+        if entry.endswith(".dist-info"):
+            dist = _read_metadata(sp / entry / "METADATA")
+        elif entry.endswith(".egg-info"):
+            dist = _egg_info(sp / entry)
+        if dist is not None:
+            out.setdefault(canonical_name(dist.name), dist)
+    return out
+
+
+def _read_metadata(path: Path) -> Optional[InstalledDist]:
+    """Name, Version and Requires-Dist from a core-metadata file's header block (RFC 822 style:
+    keys case-insensitive, folded lines continue with whitespace, a blank line ends it)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    fields: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line[0] in " \t" and fields:
+            fields[-1][1] += " " + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.append([key.strip().lower(), value.strip()])
+    first = {k: v for k, v in reversed(fields)}  # the first of a repeated single-use key wins
+    name, version = first.get("name"), first.get("version")
+    if not name or not version:
+        return None
+    return InstalledDist(name, version, tuple(v for k, v in fields if k == "requires-dist"))
+
+
+def _egg_info(path: Path) -> Optional[InstalledDist]:
+    from importlib.metadata import PathDistribution
+
+    dist = PathDistribution(path)
+    meta = dist.metadata
+    name = meta["Name"] if meta else None
+    if not name or not dist.version:
+        return None
+    return InstalledDist(name, dist.version, tuple(dist.requires or ()))

@@ -203,38 +203,43 @@ class SubprocessRunner:
                 except Exception:  # progress is a courtesy: it never fails the command
                     pass
 
+        # A blocking waitpid on its own thread: Popen.wait(timeout) polls with sleeps of up to
+        # 50 ms, which every streamed install paid after its child had already exited.
+        exited = threading.Event()
+
+        def reap() -> None:
+            proc.wait()
+            exited.set()
+
         readers = [threading.Thread(target=pump_out, daemon=True), threading.Thread(target=pump_err, daemon=True)]
-        for t in readers:
+        for t in [*readers, threading.Thread(target=reap, daemon=True)]:
             t.start()
         try:
             if input is not None and proc.stdin is not None:
                 proc.stdin.write(input)
                 proc.stdin.close()
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            notes = self._end_group(proc, f"timed out after {timeout}s: {desc or args[0]}")
-            for t in readers:
-                t.join(self.term_grace)
-            return Completed(args, TIMED_OUT, "".join(out), "\n".join(x for x in ("".join(err), *notes) if x))
+            if not exited.wait(timeout):
+                notes = self._end_group(proc, f"timed out after {timeout}s: {desc or args[0]}", exited)
+                for t in readers:
+                    t.join(self.term_grace)
+                return Completed(args, TIMED_OUT, "".join(out), "\n".join(x for x in ("".join(err), *notes) if x))
         except BaseException:  # Ctrl-C: leave no child of ours behind
-            self._end_group(proc, "interrupted")
+            self._end_group(proc, "interrupted", exited)
             raise
         for t in readers:
             t.join(self.term_grace)
         return Completed(args, proc.returncode, "".join(out), "".join(err))
 
-    def _end_group(self, proc: "subprocess.Popen[str]", why: str) -> list[str]:
-        """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end."""
+    def _end_group(self, proc: "subprocess.Popen[str]", why: str, exited: threading.Event) -> list[str]:
+        """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end.
+        `exited` is set by the thread that reaps the child."""
         for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
             try:
                 os.killpg(proc.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-            try:
-                proc.wait(timeout=grace)
+            if exited.wait(grace):
                 return [why]
-            except subprocess.TimeoutExpired:
-                continue
         return [why, f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, usually a "
                      "hung driver); it was left behind: check `dmesg`, a reboot may be needed"]
 

@@ -73,6 +73,11 @@ def test_targets_are_evaluated_within_the_run() -> None:
     assert {t["target"]: t for t in bench.evaluate(res)}["no-op re-run"]["value"] == pytest.approx(3.0)
     assert by["second env on disk"]["value"] == pytest.approx(0.5 / 100) and by["second env on disk"]["met"] is True
     assert by["restore from snapshot"]["met"] is None  # reported, no target
+    # the install's own verify.run (from its journal), when measured, is what comes off
+    res["measures"]["warm"]["ours.verify_step"] = bench.summarize([1.2])
+    by2 = {t["target"]: t for t in bench.evaluate(res)}
+    assert by2["warm provision minus verification"]["value"] == pytest.approx((1.5 - 1.2) / 0.5)
+    assert "verification inside the install" in bench.render_markdown(res)
     empty = bench.evaluate({"measures": {}})
     assert all(t["value"] is None and t["met"] is None for t in empty)
 
@@ -134,3 +139,17 @@ def test_quick_plan_only_runs_for_real(tmp_path: Path) -> None:
 def test_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--only", "cold,bogus"]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+def test_journal_seconds_reads_the_newest_run_on_that_env(tmp_path: Path) -> None:
+    import json
+
+    j = tmp_path / "state" / "envs" / "e-1" / "journal.jsonl"
+    j.parent.mkdir(parents=True)
+    lines = [{"event": "run", "env": "/other"}, {"event": "done", "step": "verify.run", "seconds": 9.0},
+             {"event": "run", "env": "/env"}, {"event": "done", "step": "verify.run", "seconds": 0.5},
+             {"event": "run", "env": "/env"}, {"event": "done", "step": "verify.run", "seconds": 0.25}]
+    j.write_text("\n".join(json.dumps(x) for x in lines) + "\n{torn")
+    assert bench.journal_seconds(tmp_path / "state", Path("/env"), "verify.run") == 0.25
+    assert bench.journal_seconds(tmp_path / "state", Path("/env"), "snapshot.record") is None
+    assert bench.journal_seconds(tmp_path / "state", Path("/nowhere"), "verify.run") is None

@@ -46,3 +46,40 @@ def test_disabled_prints_nothing() -> None:
     p = Progress(enabled=False, stream=out)
     p("provisioning: env.create: x", 0, 3)
     assert out.getvalue() == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _steps_result():  # type: ignore[no-untyped-def]
+    from installer.report import Result, Table, Text
+
+    table = Table("steps", ("step", "state", "what"),
+                  (("env.create", "applied", "create venv /e with\nPython 3.11"), ("verify.run", "done", "verify /e")))
+    return Result(data={}, blocks=[Text("TensorFlow 2.99.0"), table])
+
+
+def test_a_table_in_a_log_is_plain_aligned_text_one_line_per_row() -> None:
+    from installer.console import render
+
+    out = io.StringIO()
+    render(_steps_result(), as_json=False, stream=out)
+    assert out.getvalue().splitlines() == [
+        "TensorFlow 2.99.0",
+        "steps",
+        "step        state    what",
+        "----------  -------  " + "-" * len("create venv /e with Python 3.11"),
+        "env.create  applied  create venv /e with Python 3.11",
+        "verify.run  done     verify /e",
+    ]
+
+
+def test_a_table_on_a_terminal_is_drawn_by_rich() -> None:
+    from installer.console import render
+
+    out = _Tty()
+    render(_steps_result(), as_json=False, stream=out)
+    text = out.getvalue()
+    assert "┏━" in text and "│ env.create" in text and "TensorFlow 2.99.0" in text

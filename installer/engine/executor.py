@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -256,7 +257,9 @@ class Executor:
         try:
             pre = _record_pre(touches, self.backups)
             self.journal.append("begin", step=step.id, touches=touches, pre=pre)
+            began = time.monotonic()
             record = step.apply(ctx)
+            took = time.monotonic() - began
             checkpoint(ctx, step.id, "after")
         except TfgpuError as err:
             self._journal_failure(step, err)
@@ -273,10 +276,13 @@ class Executor:
                 f"{step.id} failed: {type(exc).__name__}: {exc}",
                 hint="re-run with --debug for details; run again to resume, or `tfgpu-install rollback`",
             ) from exc
-        fields: dict[str, Any] = {"step": step.id, "undo": record}
+        # seconds: what the step itself took (the bench subtracts verify.run's; users see slow steps)
+        fields: dict[str, Any] = {"step": step.id, "undo": record, "seconds": round(took, 4)}
         if getattr(step, "fingerprinted", False):
             fields["fingerprint"] = self._fingerprint()
-        self.journal.append("done", **fields)
+        # Not fsynced on its own: the next "begin" syncs the file before anything else is
+        # changed, and a "done" lost to a power cut only means the step is checked again.
+        self.journal.append("done", durable=False, **fields)
         results[step.id] = record
 
     def _journal_failure(self, step: Step, exc: BaseException) -> None:

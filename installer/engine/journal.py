@@ -63,7 +63,9 @@ class Journal:
     def exists(self) -> bool:
         return self.path.is_file()
 
-    def append(self, event: str, **fields: Any) -> None:
+    def append(self, event: str, durable: bool = True, **fields: Any) -> None:
+        """One whole line, fsynced unless `durable` is False (a record whose loss only means a
+        step is checked again: the next durable append syncs it along)."""
         record = {"event": event, "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields}
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
         data = line.encode()
@@ -77,18 +79,19 @@ class Journal:
             raise
         try:
             self._heal_torn_tail(fd)
-            self._write_whole(fd, data)
+            self._write_whole(fd, data, durable)
         finally:
             os.close(fd)
 
-    def _write_whole(self, fd: int, data: bytes) -> None:
+    def _write_whole(self, fd: int, data: bytes, durable: bool = True) -> None:
         """All of the line or none of it: a full disk can take part of a write; cutting the file
         back keeps the journal a list of whole records (and the caller does not act)."""
         size = os.fstat(fd).st_size
         try:
             if os.write(fd, data) != len(data):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         except OSError as exc:
             try:
                 os.ftruncate(fd, size)

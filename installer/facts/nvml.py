@@ -8,6 +8,7 @@ one JSON document and the parent only parses text.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -24,6 +25,12 @@ import json, sys
 def s(v):
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 out = {"ok": False}
+try:
+    import ctypes
+    ctypes.CDLL("libnvidia-ml.so.1")  # what pynvml loads: without it, no need to import pynvml
+except OSError:
+    print(json.dumps({"ok": False, "stage": "init", "error": "NVML Shared Library Not Found"}))
+    sys.exit(0)
 try:
     import pynvml
 except Exception as e:
@@ -105,8 +112,25 @@ class NvmlReading:
 
 
 def nvml_argv(python: Optional[str] = None) -> tuple[str, ...]:
-    """The command that runs the probe: this interpreter has nvidia-ml-py (a dependency)."""
+    """The command that runs the probe: this interpreter has nvidia-ml-py (a dependency).
+    Without `site` (-S: a third of a bare start in a venv full of .pth files), pynvml's own
+    directory put on sys.path instead."""
+    if python is None:
+        where = _pynvml_dir()
+        if where is not None:
+            return (sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {where!r})\n" + SCRIPT)
     return (python or sys.executable, "-c", SCRIPT)
+
+
+def _pynvml_dir() -> Optional[str]:
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("pynvml")
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(origin) if origin and origin.endswith(".py") else None
 
 
 def _opt_str(v: Any) -> Optional[str]:

@@ -1,7 +1,8 @@
 """Python interpreters on the machine (PATH, pyenv, conda envs) and the env tools present.
 
 Each interpreter is run once for its exact version (cheap, with a timeout), unless its
-path already says it unambiguously (pyenv's versions/3.11.7).
+path already says it unambiguously (pyenv's versions/3.11.7). What a binary answered is
+remembered in the cache dir, keyed by the file itself (`asked_version`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -48,12 +50,65 @@ def version_from_path(path: str) -> Optional[str]:
     return None
 
 
-def _run_version(ctx: Context, path: str) -> Optional[str]:
+def _run_version(ctx: Context, path: str, timeout: float = TIMEOUT_S) -> Optional[str]:
     try:
-        done = ctx.runner.run([path, "-c", VERSION_SCRIPT], desc=f"version of {path}", timeout=TIMEOUT_S)
+        done = ctx.runner.run([path, "-c", VERSION_SCRIPT], desc=f"version of {path}", timeout=timeout)
     except RunnerError:  # not executable: unknown, not fatal
         return None
     return parse_python_version(done.stdout) if done.ok else None
+
+
+_ASKED_LOCK = threading.Lock()
+ASKED_FILE = "interpreters.json"
+
+
+def _binary_key(path: str) -> Optional[str]:
+    """Identity of the interpreter binary `path` runs, or None when the answer could change
+    without the file changing: a script (a pyenv shim or a wrapper answers for whatever its
+    environment selects) or anything unreadable."""
+    try:
+        real = os.path.realpath(path)
+        with open(real, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return None
+            st = os.fstat(f.fileno())
+    except OSError:
+        return None
+    return f"{real}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+
+
+def asked_version(ctx: Context, path: str, timeout: float = TIMEOUT_S) -> Optional[str]:
+    """X.Y.Z as the interpreter itself says, run once per binary: the answer is kept in the
+    cache dir under the file's identity (path, inode, size, times), so a rebuilt or replaced
+    interpreter is asked again. Saves a child process in every probe and env creation."""
+    key = _binary_key(path)
+    store = ctx.cache_dir / ASKED_FILE
+    if key is not None:
+        with _ASKED_LOCK:
+            known = _read_asked(store)
+        if _RE_EXACT.match(str(known.get(key, ""))):
+            return str(known[key])
+    version = _run_version(ctx, path, timeout)
+    if key is not None and version is not None:
+        with _ASKED_LOCK:
+            known = _read_asked(store)
+            known[key] = version
+            try:
+                store.parent.mkdir(parents=True, exist_ok=True)
+                tmp = store.with_name(f"{store.name}.{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(json.dumps(dict(list(known.items())[-64:]), indent=0))
+                os.replace(tmp, store)
+            except OSError:
+                pass  # a cache: asked again next time
+    return version
+
+
+def _read_asked(store: Path) -> dict[str, str]:
+    try:
+        doc = json.loads(store.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(doc, dict) else {}
 
 
 def _path_candidates(ctx: Context) -> list[str]:
@@ -116,7 +171,7 @@ def gather_pythons(ctx: Context, tools: Tools) -> tuple[tuple[PythonInterp, ...]
             if real not in seen:
                 seen.add(real)
                 fresh.append((path, source))
-        asked = {path: Background(partial(_run_version, ctx, path))
+        asked = {path: Background(partial(asked_version, ctx, path))
                  for path, _ in fresh if version_from_path(path) is None}
         for path, source in fresh:
             version = version_from_path(path) or asked[path].result()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from installer.envlayout import canonical_name, site_packages_dirs
+from installer.envlayout import installed_dists, site_packages_dirs
 from installer.files import sha256_file
 from installer.snapshot.model import FileRecord, Package
 
@@ -65,18 +65,11 @@ def backend_of(env: Path) -> str:
 
 
 def installed_packages(env: Path) -> tuple[Package, ...]:
-    from importlib.metadata import distributions
-
     sp = site_packages(env)
     if sp is None:
         return ()
-    seen: dict[str, Package] = {}
-    for dist in distributions(path=[str(sp)]):
-        name = dist.metadata["Name"]
-        if not name:
-            continue
-        seen.setdefault(canonical_name(name), Package(name, dist.version))
-    return tuple(sorted(seen.values(), key=lambda p: p.key))
+    seen = [Package(d.name, d.version) for d in installed_dists(sp).values()]
+    return tuple(sorted(seen, key=lambda p: p.key))
 
 
 def _record_digests(env: Path) -> dict[str, tuple[str, int]]:

@@ -324,10 +324,12 @@ class CreateEnv(Step):
         return base
 
     def _check_base_version(self, ctx: Context, base: Path) -> None:
-        """Ask the interpreter its version (read-only) before building anything on it."""
-        res = ctx.runner.run([str(base), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             desc=f"version of {base}", timeout=60)
-        got = res.stdout.strip() if res.ok else ""
+        """Ask the interpreter its version (read-only; remembered per binary) before building
+        anything on it."""
+        from installer.facts.python import asked_version
+
+        exact = asked_version(ctx, str(base), timeout=60)
+        got = ".".join(exact.split(".")[:2]) if exact else ""
         if got != self.python_version:
             raise EnvironmentProblem(
                 f"the interpreter {base} is " + (f"Python {got}" if got else "not a working Python")

@@ -1,7 +1,7 @@
 """Step packages.install: TensorFlow, its exact CUDA/cuDNN wheel pins and numpy/protobuf
 constraints, installed into the target env with uv (pip as the fallback).
 
-check() never spawns pip: it reads the env's *.dist-info METADATA with importlib.metadata
+check() never spawns pip: it reads the env's *.dist-info METADATA headers (envlayout)
 and tests every requirement, and every requirement of those (their Requires-Dist, with
 markers evaluated for the env's Python), with packaging's specifiers. A no-op re-run is
 a directory listing and a few small file reads; a half-finished install (killed while
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from installer.context import Context
-from installer.envlayout import site_packages_dirs
+from installer.envlayout import installed_dists, site_packages_dirs
 from installer.errors import DownloadError, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
@@ -49,20 +49,7 @@ _NETWORK_SIGNS = (
 
 def installed(env: TargetEnv) -> dict[str, tuple[str, list[str]]]:
     """canonical name -> (version, Requires-Dist lines) of every distribution in the env."""
-    from importlib.metadata import distributions
-
-    from packaging.utils import canonicalize_name
-
-    sp = env.site_packages()
-    out: dict[str, tuple[str, list[str]]] = {}
-    if not sp.is_dir():
-        return out
-    for dist in distributions(path=[str(sp)]):
-        name = dist.metadata["Name"] if dist.metadata else None
-        if not name:
-            continue  # a torn dist-info (killed mid-write): treated as not installed
-        out.setdefault(canonicalize_name(name), (dist.version, list(dist.requires or [])))
-    return out
+    return {name: (d.version, list(d.requires)) for name, d in installed_dists(env.site_packages()).items()}
 
 
 def installed_versions(env: TargetEnv) -> dict[str, str]:

@@ -179,6 +179,10 @@ def test_journal_lines_are_json_with_touches(ctx: Context, tmp_path: Path) -> No
     begin = next(b for b in begins if b["event"] == "begin" and b["step"] == "activation.write")
     assert begin["touches"] == [str(root / "home" / ".bashrc")]
     assert begin["pre"][0]["kind"] == "file" and len(begin["pre"][0]["sha256"]) == 64
+    # each "done" says how long its step took (the bench subtracts verify.run's; `durable` is no field)
+    done = [b for b in begins if b["event"] == "done"]
+    assert done and all(isinstance(d["seconds"], float) and d["seconds"] >= 0 for d in done)
+    assert not any("durable" in b for b in begins)
 
 
 def test_rollback_removes_directories_created_on_the_way(ctx: Context, tmp_path: Path) -> None:

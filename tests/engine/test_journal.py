@@ -52,3 +52,16 @@ def test_env_key_is_stable_and_distinct() -> None:
     assert env_key(Path("/a/tf-env")) == env_key(Path("/a/tf-env"))
     assert env_key(Path("/a/tf-env")) != env_key(Path("/b/tf-env"))
     assert env_key(Path("/a/tf env!")).startswith("tf_env_-")
+
+
+def test_a_record_written_without_fsync_is_still_a_whole_line(tmp_path: Path) -> None:
+    """durable=False skips only the fsync: the line, its torn-tail healing and reading are the same."""
+    path = tmp_path / "journal.jsonl"
+    j = Journal(path)
+    j.append("begin", step="a")
+    path.write_bytes(path.read_bytes() + b'{"event": "do')  # a kill mid-write
+    j.append("done", durable=False, step="a", seconds=0.25)
+    j.append("begin", step="b")
+    events = [(e.event, e.step) for e in j.entries()]
+    assert events == [("begin", "a"), ("done", "a"), ("begin", "b")]
+    assert [e.data.get("seconds") for e in j.entries()] == [None, 0.25, None]

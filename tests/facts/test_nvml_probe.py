@@ -67,3 +67,22 @@ def test_timeout_really_kills_a_hanging_child(tmp_path) -> None:  # type: ignore
     wedged.chmod(0o755)
     r = query_nvml(SubprocessRunner(), python=str(wedged), timeout=0.5)
     assert not r.ok and "timed out" in (r.error or "")
+
+
+def test_the_child_runs_without_site_and_still_finds_pynvml(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The probe runs `python -S` (no .pth files to read) with pynvml's directory on its path;
+    with a libnvidia-ml.so.1 to load (the gcc-built stub) it really goes through pynvml."""
+    import os
+
+    from support.stublibs import build_stub_libs
+
+    argv = nvml_argv()
+    assert argv[1] == "-S"
+    libs = build_stub_libs(tmp_path / "stubs")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(libs.driver)}
+    r = query_nvml(SubprocessRunner(base_env=env))
+    # pynvml was imported and called into the stub (which lacks nvmlInitWithFlags: pynvml says so)
+    assert not r.ok and r.error == "Function Not Found"
+    # no library to load: answered before pynvml is imported, in pynvml's words
+    r = query_nvml(SubprocessRunner(base_env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}))
+    assert not r.ok and r.error == "NVML Shared Library Not Found"
