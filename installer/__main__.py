@@ -1,5 +1,3 @@
-import sys
+from installer.entry import run
 
-from installer.cli import main
-
-sys.exit(main())
+run()

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, TextIO
 
+from installer.dirs import home_of, user_dirs
 from installer.runner import Runner, SubprocessRunner
 
 # Called by long steps to report progress: (what, done, total or None).
@@ -67,21 +68,6 @@ class Context:
         return self.environ.get(name, default)
 
 
-def _platform_dirs(environ: Mapping[str, str], home: Path) -> tuple[Path, Path, Path]:
-    """The XDG user state/cache/data dirs (what platformdirs answers on Linux, the only
-    platform this tool provisions), without importing it: this is on every command's start."""
-
-    def xdg(var: str, default: str) -> Path:
-        value = environ.get(var, "")
-        return Path(value) if os.path.isabs(value) else home / default
-
-    return (
-        xdg("XDG_STATE_HOME", ".local/state") / "tfgpu-install",
-        xdg("XDG_CACHE_HOME", ".cache") / "tfgpu-install",
-        xdg("XDG_DATA_HOME", ".local/share") / "tfgpu-install",
-    )
-
-
 def build_context(
     environ: Optional[Mapping[str, str]] = None,
     runner: Optional[Runner] = None,
@@ -89,12 +75,9 @@ def build_context(
 ) -> Context:
     """The one place that reads the process environment."""
     env = dict(os.environ if environ is None else environ)
-    home = Path(env.get("HOME") or str(Path.home()))
+    home = home_of(env)
     root = Path(env.get("TFGPU_ROOT", "/"))
-    state, cache, data = _platform_dirs(env, home)
-    state = Path(env.get("TFGPU_STATE_DIR", str(state)))
-    cache = Path(env.get("TFGPU_CACHE_DIR", str(cache)))
-    data = Path(env.get("TFGPU_DATA_DIR", str(data)))
+    state, cache, data = user_dirs(env, home)
     overrides = {
         k[len("TFGPU_OVERRIDE_"):].lower(): v for k, v in env.items() if k.startswith("TFGPU_OVERRIDE_")
     }

@@ -4,6 +4,7 @@ cross-checked. Each value keeps the source it came from; disagreements become pr
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -230,6 +231,17 @@ def _with_sysfs_device_id(ctx: Context, gpu: Gpu) -> Gpu:
     return replace(gpu, pci_device_id=dev) if re.fullmatch(r"0x[0-9a-fA-F]{4}", dev) else gpu
 
 
+# What NVML needs from the kernel: the nvidia module (its /proc and /sys entries, the control
+# node a container runtime passes in) or WSL2's GPU paravirtualisation (/dev/dxg). With none of
+# them NVML can only fail, so its child process (a Python start, ~25 ms) is not spent.
+KERNEL_SIDE = ("/proc/driver/nvidia", "/sys/module/nvidia", "/dev/nvidiactl", "/dev/dxg", "/usr/lib/wsl/lib")
+NO_KERNEL_SIDE = "skipped: no NVIDIA kernel driver (" + ", ".join(KERNEL_SIDE) + " absent)"
+
+
+def _nvidia_kernel_side(ctx: Context) -> bool:
+    return any(os.path.lexists(ctx.sys_path(p)) for p in KERNEL_SIDE)
+
+
 def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
     problems: list[Problem] = []
     tried: list[SourceTried] = []
@@ -240,7 +252,7 @@ def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
     sys_ver = smi.parse_sys_module_version(_read(ctx, SYS_VERSION) or "")
     tried.append(SourceTried(SYS_VERSION, f"driver {sys_ver}" if sys_ver else "absent"))
 
-    nvml: NvmlReading = query_nvml(ctx.runner)
+    nvml: NvmlReading = query_nvml(ctx.runner) if _nvidia_kernel_side(ctx) else NvmlReading(ok=False, error=NO_KERNEL_SIDE)
     tried.append(SourceTried("nvml", _summary(nvml.driver_version, len(nvml.gpus)) if nvml.ok else (nvml.error or "failed")))
 
     exe = tools.nvidia_smi

@@ -52,6 +52,7 @@ def test_gpu_machine_json_contract(env: dict[str, str], capsys: pytest.CaptureFi
               "1, NVIDIA GeForce GTX 1080 Ti, GPU-2, 00000000:02:00.0, 535.104.05, 6.1, 11264\n",
         table=CASES["case_027"]["verbatim"].replace("545.29.06", "535.104.05").replace("12.3", "12.2"),
     )
+    _driver_node(env)
     code = main(["probe", "--json"], environ=env, runner=runner)
     doc = _json(capsys)
     assert code == ExitCode.OK
@@ -68,6 +69,7 @@ def test_gpu_machine_json_contract(env: dict[str, str], capsys: pytest.CaptureFi
 def test_human_output_has_gpu_table(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     runner = replay(nvml=nvml_json("550.54.14", 12040, [
         {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_mib": 81559}]))
+    _driver_node(env)
     assert main(["probe"], environ=env, runner=runner) == ExitCode.OK
     out = capsys.readouterr().out
     assert "NVIDIA H100 80GB HBM3" in out and "550.54.14" in out and "[nvml]" in out
@@ -238,3 +240,10 @@ def test_failure_message_is_a_machine_state(text: str, state_words: str, env: di
     assert code == ExitCode.NO_GPU  # a machine without a working driver, not an unreadable file (5)
     reasons = " ".join(p["reason"] for p in doc["problems"])
     assert state_words in reasons
+
+
+def _driver_node(env: dict[str, str]) -> None:
+    """/dev/nvidiactl in the planted root: a machine whose NVML answers has the driver's node."""
+    node = Path(env["TFGPU_ROOT"]) / "dev" / "nvidiactl"
+    node.parent.mkdir(parents=True, exist_ok=True)
+    node.write_text("")

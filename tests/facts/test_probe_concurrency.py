@@ -43,7 +43,8 @@ def test_nvml_and_the_loader_cache_are_asked_at_once(tmp_env: dict[str, str]) ->
     barrier, met = threading.Barrier(2, timeout=_MEET_S), []
     for key, name in ((nvml_argv(), "nvml"), (("/sbin/ldconfig", "-p"), "ldconfig")):
         runner.responses[key] = _meeting(barrier, runner.responses[key], met, name)  # type: ignore[arg-type]
-    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n'})
+    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n',
+                                        "/dev/nvidiactl": ""})  # the driver's node: NVML is worth asking
     empty = Path(tmp_env["HOME"]) / "empty-path"
     empty.mkdir()
     facts = gather(build_context({**tmp_env, "PATH": str(empty)}, runner=runner), knowledge=MINI_KNOWLEDGE)

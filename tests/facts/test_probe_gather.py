@@ -9,6 +9,7 @@ import pytest
 from support.probe_machine import (
     LSPCI,
     MINI_KNOWLEDGE,
+    NVML_MISSING,
     QUERY,
     QUERY_OLD,
     SMI,
@@ -21,14 +22,19 @@ from support.probe_machine import (
 from installer.context import Context, build_context
 from installer.errors import BadInputError, UsageError
 from installer.facts.model import AssumeFlags
+from installer.facts.nvml import nvml_argv
 from installer.facts.probe import Assumptions, assumptions, gather
-from installer.runner import ReplayRunner
+from installer.runner import Completed, ReplayRunner
+from tests.conftest import make_tmp_env
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"
 
 
 def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: dict[str, str] = {}, **env: str) -> Context:
+    nvml = runner.responses.get(nvml_argv())
+    if isinstance(nvml, Completed) and nvml.stdout != NVML_MISSING:
+        files = {"/dev/nvidiactl": "", **files}  # NVML answered: the machine has the driver's node
     plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n', **files})
     empty = Path(tmp_env["HOME"]) / "empty-path"
     empty.mkdir(exist_ok=True)
@@ -117,7 +123,7 @@ def test_no_gpu_at_all_lists_every_source(tmp_env: dict[str, str]) -> None:
     facts = gather(_ctx(tmp_env, replay()), knowledge=MINI_KNOWLEDGE)
     assert facts.gpus == () and facts.driver.version is None and facts.gpu_on_pci is False
     tried = {t.source: t.outcome for t in facts.sources_tried}
-    assert tried["nvml"] == "NVML Shared Library Not Found"
+    assert tried["nvml"].startswith("skipped: no NVIDIA kernel driver")
     assert tried["nvidia-smi"] == "not on PATH"
     assert tried["/proc/driver/nvidia/version"] == "absent"
     assert "no NVIDIA GPU found" in _problems(facts, "error")
@@ -287,3 +293,21 @@ def test_unknown_name_identified_by_sysfs_device_id(tmp_env: dict[str, str]) -> 
     g = next(g for g in facts.gpus if g.name == "NVIDIA Graphics Device")
     assert (g.pci_device_id, g.compute_capability) == ("0x1401", "5.2")
     assert g.cc_source is not None and g.cc_source.startswith("table:pci_ids.yaml (device 1401")
+
+
+def test_nvml_is_not_asked_without_any_nvidia_kernel_side(tmp_env: dict[str, str]) -> None:
+    """No module, no device node, no WSL2 GPU: NVML can only fail, so no child is spent on it."""
+    runner = replay()
+    facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
+    assert nvml_argv() not in runner.calls
+    tried = {t.source: t.outcome for t in facts.sources_tried}
+    assert tried["nvml"].startswith("skipped: no NVIDIA kernel driver")
+
+
+def test_nvml_is_asked_when_any_kernel_side_is_there(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    for i, path in enumerate(["/dev/dxg", "/sys/module/nvidia/version", "/dev/nvidiactl"]):
+        env = make_tmp_env(tmp_path / str(i))
+        runner = replay()
+        facts = gather(_ctx(env, runner, {path: "580.65.06\n"}), knowledge=MINI_KNOWLEDGE)
+        assert nvml_argv() in runner.calls, path
+        assert {t.source: t.outcome for t in facts.sources_tried}["nvml"] == "NVML Shared Library Not Found"
