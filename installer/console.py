@@ -53,13 +53,13 @@ def _render_plain(result: Result, out: TextIO) -> None:
 
 
 def _plain_table(table: Table) -> list[str]:
-    """A table for a log or a pipe: aligned columns, a dashed rule under the header, one line
-    per row (nothing folded, so grep finds a whole row), no box drawing."""
+    """A table for a log or a pipe: aligned columns indented under the title, a dashed rule under
+    the header, one line per row (nothing folded, so grep finds a whole row), no box drawing."""
     rows = [[" ".join(str(cell).split()) for cell in row] for row in table.rows]
     widths = [max([len(col)] + [len(r[i]) for r in rows if i < len(r)]) for i, col in enumerate(table.columns)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
+        return "  " + "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
 
     out = [table.title] if table.title else []
     out += [line(list(table.columns)), line(["-" * w for w in widths])]

@@ -69,10 +69,10 @@ def test_a_table_in_a_log_is_plain_aligned_text_one_line_per_row() -> None:
     assert out.getvalue().splitlines() == [
         "TensorFlow 2.99.0",
         "steps",
-        "step        state    what",
-        "----------  -------  " + "-" * len("create venv /e with Python 3.11"),
-        "env.create  applied  create venv /e with Python 3.11",
-        "verify.run  done     verify /e",
+        "  step        state    what",
+        "  ----------  -------  " + "-" * len("create venv /e with Python 3.11"),
+        "  env.create  applied  create venv /e with Python 3.11",
+        "  verify.run  done     verify /e",
     ]
 
 

@@ -10,11 +10,13 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
 from installer.context import Context
 from installer.errors import RunnerError
+from installer.facts.background import Background
 from installer.facts.model import CudaInstall, Problem
 
 # Libraries TensorFlow loads; libcuda is the driver's.
@@ -121,6 +123,12 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
     problems: list[Problem] = []
     found: list[CudaInstall] = []
     nvcc_cache: dict[str, Optional[NvccVersion]] = {}
+    # The loader's view is asked first, on its own thread: it runs while the toolkits' nvcc answer.
+    ldconfig = ctx.runner.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if ctx.sys_path(p).exists()), None
+    )
+    loader = Background(partial(ctx.runner.run, [ldconfig, "-p"], desc="libraries the loader sees", timeout=10)
+                        ) if ldconfig else None
 
     # Toolkits under /usr/local (and /opt/cuda on Arch).
     candidates: list[Path] = []
@@ -151,12 +159,9 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
             found.append(CudaInstall("nvcc", nvcc, (nv.full or nv.release) if nv else None, "nvcc -V", name="nvcc"))
 
     # What the dynamic loader sees.
-    ldconfig = ctx.runner.which("ldconfig") or next(
-        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if ctx.sys_path(p).exists()), None
-    )
-    if ldconfig:
+    if loader is not None:
         try:
-            done = ctx.runner.run([ldconfig, "-p"], desc="libraries the loader sees", timeout=10)
+            done = loader.result()
             entries = parse_ldconfig_p(done.stdout) if done.ok else ()
         except RunnerError as exc:
             entries = ()

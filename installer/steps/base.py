@@ -20,6 +20,8 @@ UndoRecord = dict[str, Any]
 
 class Step(ABC):
     id: str = "step"
+    # modules apply() imports, warmed while earlier steps wait on child processes (engine/prefetch.py)
+    prefetch: tuple[str, ...] = ()
 
     @abstractmethod
     def describe(self) -> str: ...

@@ -136,7 +136,8 @@ def load_failures(ctx: Context, env: TargetEnv, sonames: list[str]) -> dict[str,
     dirs = [str(d) for d in nvidia_lib_dirs(env)]
     child = dict(ctx.environ)
     child["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + [p for p in child.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
-    res = ctx.runner.run([str(env.python), "-c", _LOAD_SCRIPT, *sonames], desc="load the CUDA libraries",
+    # -I -S: the standard library is all it needs; no site (.pth files) and no PYTHON* variables
+    res = ctx.runner.run([str(env.python), "-I", "-S", "-c", _LOAD_SCRIPT, *sonames], desc="load the CUDA libraries",
                          env=child, timeout=120)
     try:
         doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() else None

@@ -161,6 +161,7 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
+    prefetch = ("packaging.requirements", "packaging.utils")
 
     def __init__(
         self,
@@ -318,6 +319,10 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env)
+        if tool == "uv":  # uv links its cache's files: another env's bytecode fits these
+            from installer.steps.bytecode import share_into_env
+
+            share_into_env(ctx, self.env.path, env_python_version(self.env) or "")
         before_file.unlink(missing_ok=True)
         return {
             "installer": tool,
@@ -364,5 +369,29 @@ def _drop_half_installed(env: TargetEnv) -> None:
 
     for site in site_packages_dirs(env.path):
         for dist in sorted(site.glob("*.dist-info")):
-            if dist.is_dir() and not ((dist / "METADATA").is_file() and (dist / "RECORD").is_file()):
+            if dist.is_dir() and not ((dist / "METADATA").is_file() and (dist / "RECORD").is_file()
+                                      and not _record_incomplete(site, dist / "RECORD")):
                 shutil.rmtree(dist, ignore_errors=True)
+
+
+def _record_incomplete(site: Path, record: Path) -> bool:
+    """Whether a file the RECORD lists is missing or shorter than listed. An installer copies a
+    wheel's own RECORD along with its other files, so a complete-looking dist-info can sit next
+    to a library the full disk cut off; only a resume after such a cut reads this."""
+    import csv
+
+    try:
+        rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
+    except (OSError, csv.Error):
+        return True
+    for row in rows:
+        if len(row) < 3 or not row[0] or row[0].endswith("RECORD"):
+            continue
+        path = site / row[0]
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return True
+        if row[2].isdigit() and size != int(row[2]):
+            return True
+    return False

@@ -33,6 +33,7 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
 
 class RecordSnapshot(Step):
     id = "snapshot.record"
+    prefetch = ("yaml", "installer.snapshot.model", "installer.snapshot.build")
     fingerprinted = True  # re-recorded only when the env changed since the last record
 
     def __init__(

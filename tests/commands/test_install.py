@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from installer.files import tree_digest
-from tests.support.install_kit import cli_env, run_cli
+from tests.support.install_kit import TOOL_CACHE, cli_env, run_cli
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
@@ -136,11 +136,11 @@ def test_dry_run_runs_no_mutating_command_and_writes_nothing(
     assert code == 0 and doc["dry_run"] is True
     assert [s["status"] for s in doc["steps"]][:2] == ["pending", "pending"]
     assert [c for c, mutating in calls if mutating] == []
-    # Only the tool's own cache may change (the parsed knowledge tables kept for a fast start).
+    # Only the tool's own cache may change (TOOL_CACHE: kept for a fast start).
     after = tree_digest(tmp_path)
     assert {k: v for k, v in after.items() if not k.startswith("cache")} == {
         k: v for k, v in before.items() if not k.startswith("cache")}
-    assert all(k.startswith("cache/knowledge") for k in after.keys() - before.keys())
+    assert all(k.startswith(TOOL_CACHE) for k in after.keys() - before.keys())
 
 
 def test_concurrent_install_is_refused_with_the_pid(
@@ -260,3 +260,27 @@ def test_existing_env_gets_a_rollback_point_first(
     assert len(points) == 1
     assert points[0].env["path"] == str(env_dir) and points[0].packages == ()  # it held no packages
     assert [s.kind for _, s in stored].count("known-good") == 1
+
+
+def test_a_second_env_shares_the_first_ones_bytecode(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """uv links the same cached files into both envs; the first one's verification compiled
+    numpy, and the second env gets those .pyc files as links (no compile, no disk of its own)."""
+    env = cli_env(tmp_env, knowledge, index.url)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: the env's Python writes its bytecode
+    envs = [tmp_path / "data" / name for name in ("first", "second")]
+    for env_dir in envs:
+        done = run_cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
+                        "--env", str(env_dir), "--json"], env)
+        assert done.returncode == 0, done.stderr + done.stdout
+    tag = sys.implementation.cache_tag
+    first, second = (next(d.glob(f"lib/python*/site-packages/numpy/__pycache__/__init__.{tag}.pyc")) for d in envs)
+    if os.stat(first.parent.parent / "__init__.py").st_ino != os.stat(second.parent.parent / "__init__.py").st_ino:
+        pytest.skip("uv copied instead of linking (its cache is on another filesystem)")
+    assert os.stat(first).st_ino == os.stat(second).st_ino  # linked, and still valid after the verification
+    shared = [p for p in second.parent.parent.rglob(f"*.{tag}.pyc") if os.stat(p).st_nlink > 1]
+    assert len(shared) > 20
+    back = run_cli(["rollback", "-y", "--env", str(envs[1]), "--json"], env)
+    assert back.returncode == 0 and not envs[1].exists()
+    assert first.is_file() and os.stat(first).st_nlink == 1  # the first env's own file, untouched

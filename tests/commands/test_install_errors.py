@@ -15,7 +15,7 @@ import pytest
 from installer.cli import main
 from installer.errors import ExitCode
 from installer.files import tree_digest
-from tests.support.install_kit import MATRIX, cli_env, write_knowledge
+from tests.support.install_kit import MATRIX, TOOL_CACHE, cli_env, write_knowledge
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 
@@ -33,13 +33,13 @@ def _install(env: dict[str, str], *extra: str, capsys: pytest.CaptureFixture[str
 
 
 def _state(tmp_path: Path) -> dict[str, str]:
-    # The tool's own cache of parsed knowledge tables may appear; nothing else may change.
+    # The tool's own cache (TOOL_CACHE) may appear; nothing else may change.
     return {k: v for k, v in tree_digest(tmp_path).items()
-            if not k.startswith("knowledge") and not k.startswith("cache/knowledge")}
+            if not k.startswith("knowledge") and not k.startswith(TOOL_CACHE)}
 
 
 def _without_cache(digest: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in digest.items() if not k.startswith("cache/knowledge")}
+    return {k: v for k, v in digest.items() if not k.startswith(TOOL_CACHE)}
 
 
 def test_unknown_profile(tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -343,3 +343,34 @@ def test_from_choice_and_options(tmp_path: Path) -> None:
     assert step.index_url == "https://mirror.example/simple"
     assert step.find_links == ["/w1", "/w2"] and step.no_index is False
     assert "tensorflow==2.99.0" in step.describe() and str(opts.env) in step.describe()
+
+
+def test_a_resume_drops_records_whose_files_the_full_disk_cut(tmp_path: Path) -> None:
+    """A dist-info can look complete (METADATA, the wheel's own RECORD) next to a library that
+    ENOSPC cut short: on resume it is dropped, so the installer puts the package in again."""
+    from installer.steps.env import TargetEnv
+    from installer.steps.packages import _drop_half_installed, installed
+
+    env = TargetEnv.at(tmp_path / "env")
+    site = env.path / "lib" / "python3.11" / "site-packages"
+
+    def dist(name: str, lib_bytes: bytes, listed: int, record: bool = True) -> Path:
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (site / name).mkdir()
+        (site / name / "lib.so").write_bytes(lib_bytes)
+        if record:
+            (info / "RECORD").write_text(f"{name}/lib.so,sha256=x,{listed}\n{name}-1.0.dist-info/METADATA,,\n"
+                                         f"{name}-1.0.dist-info/RECORD,,\n")
+        return info
+
+    whole = dist("whole", b"x" * 100, 100)
+    cut = dist("cut", b"x" * 40, 100)  # the copy stopped at 40 of 100 bytes
+    gone = dist("gone", b"", 0)
+    (site / "gone" / "lib.so").unlink()
+    norecord = dist("norecord", b"x", 1, record=False)
+    assert set(installed(env)) == {"whole", "cut", "gone", "norecord"}
+    _drop_half_installed(env)
+    assert whole.is_dir() and not cut.exists() and not gone.exists() and not norecord.exists()
+    assert set(installed(env)) == {"whole"}

@@ -53,6 +53,12 @@ source: "tests/support/install_kit.py"
 """
 
 
+# What the tool keeps in its cache dir for a fast start (paths relative to a tmp_env's base):
+# the parsed knowledge tables, the interpreters' versions, the compiled dataclass methods. A run
+# that fails may still leave these; nothing else may change.
+TOOL_CACHE = ("cache/knowledge", "cache/interpreters.json", "cache/dataclass-code-")
+
+
 def write_knowledge(dest: Path, matrix: str = MATRIX) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "matrix.yaml").write_text(matrix)

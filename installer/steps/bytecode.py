@@ -1,0 +1,127 @@
+"""Compiled bytecode shared between envs whose packages are the same files.
+
+uv links a warm cache's files into each new env (hard links), so a second env's numpy or
+tensorflow sources are the very files (same inode) of the first env's. What the first env's
+interpreter compiled into __pycache__ is then valid for the second one too: a .pyc is checked
+against its source's mtime and size (the same file: the same), and Python sets the code's
+file name from where it found the source. Linking those .pyc files spares the new env's first
+import its compile (seconds for TensorFlow; most of a warm install's verification) and the
+disk (the second env adds no bytecode of its own).
+
+Nothing is linked that could be wrong: only a regular source file that is the donor's own
+file (same device and inode), only for the env's own interpreter (its cache tag), never
+through a symlink, never replacing a file. A .pyc Python finds stale it rewrites by rename,
+which leaves the donor's untouched. Failures (another filesystem, permissions) skip the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from installer.context import Context
+from installer.envlayout import site_packages_dirs
+
+MAX_DONORS = 2  # the most recently used of this tool's other envs (each is a walk of its tree)
+
+
+def donor_envs(ctx: Context, env: Path, limit: int = MAX_DONORS) -> list[Path]:
+    """This tool's other envs, most recently changed first: the env each journal's first
+    line names (state/envs/<key>/journal.jsonl)."""
+    found: list[tuple[float, Path]] = []
+    mine = os.path.abspath(str(env))
+    try:
+        journals = list((ctx.state_dir / "envs").glob("*/journal.jsonl"))
+    except OSError:
+        return []
+    for journal in journals:
+        try:
+            with open(journal, encoding="utf-8", errors="replace") as f:
+                first = json.loads(f.readline() or "{}")
+            when = journal.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        path = first.get("env") if isinstance(first, dict) else None
+        if isinstance(path, str) and os.path.isabs(path) and os.path.abspath(path) != mine and os.path.isdir(path):
+            found.append((when, Path(path)))
+    return [p for _, p in sorted(found, key=lambda x: x[0], reverse=True)[:limit]]
+
+
+def share_bytecode(site_packages: Path, donors: Sequence[Path], cache_tag: str) -> int:
+    """Hard-link into `site_packages` every `cache_tag` .pyc a donor site-packages compiled for
+    the same source file; returns how many were linked."""
+    linked = 0
+    target_root = Path(site_packages)
+    for donor in donors:
+        for rel_dir, pyc_names in _pycache_dirs(Path(donor), cache_tag):
+            src_dir = target_root / rel_dir
+            if not _plain_dir(src_dir):
+                continue
+            cache_dir = src_dir / "__pycache__"
+            for pyc in pyc_names:
+                stem = pyc.split(".", 1)[0]
+                if _same_file(src_dir / f"{stem}.py", Path(donor) / rel_dir / f"{stem}.py"):
+                    linked += _link(Path(donor) / rel_dir / "__pycache__" / pyc, cache_dir, pyc)
+    return linked
+
+
+def share_into_env(ctx: Context, env: Path, python_version: str) -> int:
+    """share_bytecode for an env from this tool's other envs (the env's CPython X.Y tag)."""
+    parts = python_version.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return 0
+    tag = f"cpython-{parts[0]}{parts[1]}"
+    mine = site_packages_dirs(env)
+    if not mine:
+        return 0
+    donors = [sp for d in donor_envs(ctx, env) for sp in site_packages_dirs(d) if sp.name == mine[0].name
+              and sp.parent.name == mine[0].parent.name]
+    return share_bytecode(mine[0], donors, tag) if donors else 0
+
+
+def _pycache_dirs(root: Path, cache_tag: str) -> Iterator[tuple[str, list[str]]]:
+    """(dir relative to root, its __pycache__'s .pyc names for cache_tag), symlinks not followed."""
+    suffix = f".{cache_tag}.pyc"
+    opt = f".{cache_tag}.opt-"
+    for here, dirs, _files in os.walk(root):
+        if "__pycache__" in dirs:
+            dirs.remove("__pycache__")
+            try:
+                names = [n for n in os.listdir(os.path.join(here, "__pycache__"))
+                         if n.endswith(suffix) or (opt in n and n.endswith(".pyc"))]
+            except OSError:
+                names = []
+            if names:
+                yield os.path.relpath(here, root), names
+
+
+def _plain_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _same_file(ours: Path, theirs: Path) -> bool:
+    try:
+        a, b = os.lstat(ours), os.lstat(theirs)
+    except OSError:
+        return False
+    return stat.S_ISREG(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _link(source: Path, cache_dir: Path, name: str) -> int:
+    try:
+        if not stat.S_ISREG(os.lstat(source).st_mode):
+            return 0
+        if not os.path.lexists(cache_dir):
+            os.mkdir(cache_dir)
+        elif not _plain_dir(cache_dir):
+            return 0
+        os.link(source, cache_dir / name, follow_symlinks=False)
+        return 1
+    except OSError:  # exists already, another filesystem, not permitted: the env compiles it
+        return 0
