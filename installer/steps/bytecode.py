@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 from installer.context import Context
 from installer.envlayout import site_packages_dirs
 
-MAX_DONORS = 2  # the most recently used of this tool's other envs (each is a walk of its tree)
+MAX_DONORS = 1  # the most recently changed of this tool's other envs (each donor is a walk of its tree)
 
 
 def donor_envs(ctx: Context, env: Path, limit: int = MAX_DONORS) -> list[Path]:
@@ -61,9 +61,13 @@ def share_bytecode(site_packages: Path, donors: Sequence[Path], cache_tag: str) 
             if not _plain_dir(src_dir):
                 continue
             cache_dir = src_dir / "__pycache__"
+            try:
+                have = set(os.listdir(cache_dir)) if _plain_dir(cache_dir) else set()
+            except OSError:
+                continue
             for pyc in pyc_names:
                 stem = pyc.split(".", 1)[0]
-                if _same_file(src_dir / f"{stem}.py", Path(donor) / rel_dir / f"{stem}.py"):
+                if pyc not in have and _same_file(src_dir / f"{stem}.py", Path(donor) / rel_dir / f"{stem}.py"):
                     linked += _link(Path(donor) / rel_dir / "__pycache__" / pyc, cache_dir, pyc)
     return linked
 
@@ -77,8 +81,9 @@ def share_into_env(ctx: Context, env: Path, python_version: str) -> int:
     mine = site_packages_dirs(env)
     if not mine:
         return 0
-    donors = [sp for d in donor_envs(ctx, env) for sp in site_packages_dirs(d) if sp.name == mine[0].name
-              and sp.parent.name == mine[0].parent.name]
+    # the newest env on the same lib/pythonX.Y: its files are most likely the same ones
+    donors = [sp for d in donor_envs(ctx, env, limit=16) for sp in site_packages_dirs(d)
+              if sp.parent.name == mine[0].parent.name][:MAX_DONORS]
     return share_bytecode(mine[0], donors, tag) if donors else 0
 
 
