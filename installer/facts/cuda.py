@@ -137,6 +137,12 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
             candidates += sorted(p for p in ctx.sys_path(base).iterdir() if re.fullmatch(r"cuda(-[\d.]+)?", p.name))
         except OSError:
             pass
+    # nvcc on PATH outside every toolkit (a wrapper, another install) is asked beside them
+    nvcc = ctx.runner.which("nvcc")
+    real = os.path.realpath(nvcc) if nvcc else ""
+    apart = None
+    if nvcc and real not in {os.path.realpath(tk / "bin" / "nvcc") for tk in candidates}:
+        apart = Background(partial(ctx.runner.run, [nvcc, "-V"], desc="nvcc version", timeout=10))
     for tk in candidates:
         if not tk.is_dir():
             continue
@@ -147,12 +153,11 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
             problems.append(Problem("cuda_installs", f"{tk}: a CUDA directory without a readable version"))
 
     # nvcc on PATH (may be a wrapper or outside /usr/local).
-    nvcc = ctx.runner.which("nvcc")
     if nvcc:
-        real = os.path.realpath(nvcc)
         if real not in nvcc_cache:
             try:
-                done = ctx.runner.run([nvcc, "-V"], desc="nvcc version", timeout=10)
+                done = apart.result() if apart is not None else ctx.runner.run([nvcc, "-V"], desc="nvcc version",
+                                                                                timeout=10)
                 nv = parse_nvcc_version(done.stdout) if done.ok else None
             except RunnerError:
                 nv = None

@@ -56,3 +56,4 @@ def test_start_skips_what_is_imported_already(tmp_path: Path, monkeypatch: pytes
     assert thread is not None
     thread.join(30)
     assert sys.modules["tfgpu_pf_one"].THREAD == "prefetch"
+
