@@ -496,7 +496,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (work / "bin").mkdir(exist_ok=True)
     if not (work / "bin" / "uv").exists():
         os.symlink(uv, work / "bin" / "uv")  # ours finds the same uv on PATH
-    base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "CONDA_PREFIX")}
+    # One package source for every contender: the machine's extra sources (this one sets
+    # PIP_FIND_LINKS=/opt/wheels and a pip.conf with find-links and extra indexes) are read by
+    # pip and passed on to uv by ours, but not seen by bare uv, which then had less to scan.
+    dropped = ("VIRTUAL_ENV", "PYTHONHOME", "CONDA_PREFIX", "PIP_FIND_LINKS", "UV_FIND_LINKS",
+               "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX")
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
+    base["PIP_CONFIG_FILE"] = os.devnull
     base["PATH"] = f"{work / 'bin'}:{base.get('PATH', '/usr/bin:/bin')}"
     base["PYTHONPATH"] = str(REPO)
     base["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
