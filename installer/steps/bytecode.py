@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 from installer.context import Context
 from installer.envlayout import site_packages_dirs
@@ -50,41 +51,67 @@ def donor_envs(ctx: Context, env: Path, limit: int = MAX_DONORS) -> list[Path]:
     return [p for _, p in sorted(found, key=lambda x: x[0], reverse=True)[:limit]]
 
 
-def share_bytecode(site_packages: Path, donors: Sequence[Path], cache_tag: str) -> int:
-    """Hard-link into `site_packages` every `cache_tag` .pyc a donor site-packages compiled for
-    the same source file; returns how many were linked."""
+@dataclass(frozen=True)
+class DonorBytecode:
+    """What one donor site-packages compiled: (dir relative to it, its .pyc names) for one tag."""
+
+    site_packages: Path
+    tag: str
+    dirs: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def survey(site_packages: Path, tag: str) -> DonorBytecode:
+    """Walk a donor's tree for its compiled files (the slow half: ~70 ms for a TensorFlow env,
+    so packages.install runs it while uv installs)."""
+    return DonorBytecode(Path(site_packages), tag, tuple((d, tuple(n)) for d, n in _pycache_dirs(Path(site_packages), tag)))
+
+
+def link_from(site_packages: Path, donor: DonorBytecode) -> int:
+    """Hard-link into `site_packages` the donor's .pyc files whose source is the same file here;
+    returns how many were linked."""
     linked = 0
     target_root = Path(site_packages)
-    for donor in donors:
-        for rel_dir, pyc_names in _pycache_dirs(Path(donor), cache_tag):
-            src_dir = target_root / rel_dir
-            if not _plain_dir(src_dir):
-                continue
-            cache_dir = src_dir / "__pycache__"
-            try:
-                have = set(os.listdir(cache_dir)) if _plain_dir(cache_dir) else set()
-            except OSError:
-                continue
-            for pyc in pyc_names:
-                stem = pyc.split(".", 1)[0]
-                if pyc not in have and _same_file(src_dir / f"{stem}.py", Path(donor) / rel_dir / f"{stem}.py"):
-                    linked += _link(Path(donor) / rel_dir / "__pycache__" / pyc, cache_dir, pyc)
+    for rel_dir, pyc_names in donor.dirs:
+        src_dir = target_root / rel_dir
+        if not _plain_dir(src_dir):
+            continue
+        cache_dir = src_dir / "__pycache__"
+        try:
+            have = set(os.listdir(cache_dir)) if _plain_dir(cache_dir) else set()
+        except OSError:
+            continue
+        for pyc in pyc_names:
+            stem = pyc.split(".", 1)[0]
+            if pyc not in have and _same_file(src_dir / f"{stem}.py", donor.site_packages / rel_dir / f"{stem}.py"):
+                linked += _link(donor.site_packages / rel_dir / "__pycache__" / pyc, cache_dir, pyc)
     return linked
 
 
-def share_into_env(ctx: Context, env: Path, python_version: str) -> int:
-    """share_bytecode for an env from this tool's other envs (the env's CPython X.Y tag)."""
+def share_bytecode(site_packages: Path, donors: Sequence[Path], cache_tag: str) -> int:
+    """Hard-link into `site_packages` every `cache_tag` .pyc a donor site-packages compiled for
+    the same source file; returns how many were linked."""
+    return sum(link_from(site_packages, survey(d, cache_tag)) for d in donors)
+
+
+def donor_for(ctx: Context, env: Path, python_version: str) -> Optional[DonorBytecode]:
+    """The surveyed bytecode of this tool's newest other env on the same lib/pythonX.Y (its files
+    are the most likely to be the same ones), for the env's CPython X.Y tag; None without one."""
     parts = python_version.split(".")
     if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        return 0
-    tag = f"cpython-{parts[0]}{parts[1]}"
+        return None
     mine = site_packages_dirs(env)
     if not mine:
-        return 0
-    # the newest env on the same lib/pythonX.Y: its files are most likely the same ones
+        return None
     donors = [sp for d in donor_envs(ctx, env, limit=16) for sp in site_packages_dirs(d)
               if sp.parent.name == mine[0].parent.name][:MAX_DONORS]
-    return share_bytecode(mine[0], donors, tag) if donors else 0
+    return survey(donors[0], f"cpython-{parts[0]}{parts[1]}") if donors else None
+
+
+def share_into_env(ctx: Context, env: Path, python_version: str) -> int:
+    """donor_for + link_from in one go."""
+    donor = donor_for(ctx, env, python_version)
+    mine = site_packages_dirs(env)
+    return link_from(mine[0], donor) if donor is not None and mine else 0
 
 
 def _pycache_dirs(root: Path, cache_tag: str) -> Iterator[tuple[str, list[str]]]:

@@ -310,6 +310,13 @@ class InstallPackages(Step):
         argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
+        donor = None
+        if tool == "uv":  # uv links its cache's files: another env's bytecode fits these (steps/bytecode.py)
+            from installer.facts.background import Background
+            from installer.steps.bytecode import donor_for
+
+            version = env_python_version(self.env) or ""
+            donor = Background(lambda: donor_for(ctx, self.env.path, version))  # walked while uv works
         self._run(ctx, argv, f"{tool} install into {self.env.path}", on_line=shown.feed)
         checkpoint(ctx, self.id, "middle")
         missing = unsatisfied(self.env, self.requirements)
@@ -319,10 +326,15 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env)
-        if tool == "uv":  # uv links its cache's files: another env's bytecode fits these
-            from installer.steps.bytecode import share_into_env
+        if donor is not None:
+            from installer.steps.bytecode import link_from
 
-            share_into_env(ctx, self.env.path, env_python_version(self.env) or "")
+            try:  # a saving, never a reason to fail the install
+                surveyed = donor.result()
+                if surveyed is not None:
+                    link_from(self.env.site_packages(), surveyed)
+            except (OSError, ValueError):
+                pass
         before_file.unlink(missing_ok=True)
         return {
             "installer": tool,
