@@ -34,7 +34,10 @@ _state: dict[str, Any] = {"path": None, "dirty": False}
 
 
 def _cached_exec(source: Any, globals: Optional[dict[str, Any]] = None,
-                 locals: Optional[dict[str, Any]] = None, /) -> None:
+                 locals: Optional[dict[str, Any]] = None, /, **more: Any) -> None:
+    if more:  # a call shape this module does not know (a future `closure=`): the builtin, as asked
+        builtins.exec(source, globals, locals, **more)
+        return
     if isinstance(source, str):
         code = _codes.get(source)
         if code is None:
