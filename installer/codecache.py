@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import builtins
 import marshal
-import os
 import sys
 from pathlib import Path
 from types import CodeType
@@ -76,17 +75,14 @@ def save() -> None:
     path = _state["path"]
     if path is None or not _state["dirty"]:
         return
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    from installer.errors import TfgpuError
+    from installer.files import atomic_write
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(marshal.dumps(dict(_codes)))
-        os.replace(tmp, path)
+        atomic_write(path, marshal.dumps(dict(_codes)))
         _state["dirty"] = False
-    except (OSError, ValueError):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+    except (OSError, ValueError, TfgpuError):
+        pass  # a cache (full disk, unwritable dir): compiled again next time
 
 
 def enable(cache_dir: Path) -> bool:

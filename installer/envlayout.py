@@ -103,3 +103,13 @@ def _egg_info(path: Path) -> Optional[InstalledDist]:
     if not name or not dist.version:
         return None
     return InstalledDist(name, dist.version, tuple(dist.requires or ()))
+
+
+def record_rows(record: PathLike) -> Optional[list[list[str]]]:
+    """The rows of a dist-info RECORD (path, hash, size), or None when it cannot be read."""
+    import csv
+
+    try:
+        return list(csv.reader(Path(record).read_text(errors="replace").splitlines()))
+    except (OSError, csv.Error):
+        return None

@@ -12,14 +12,13 @@ simply take turns on its lock. Failures are left for the real import to report.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Iterable, Optional
 
 
 def start(modules: Iterable[str]) -> Optional[threading.Thread]:
     """Import `modules` (in order, each once) on a daemon thread; None when there is nothing to do."""
-    import sys
-
     todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
     if not todo:
         return None

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Optional
 
 from installer.context import Context
-from installer.errors import RunnerError
+from installer.errors import RunnerError, TfgpuError
 from installer.facts.background import Background
 from installer.facts.model import Problem, PythonInterp, Tools
+from installer.files import atomic_write
 
 VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 TIMEOUT_S = 5.0
@@ -94,12 +95,9 @@ def asked_version(ctx: Context, path: str, timeout: float = TIMEOUT_S) -> Option
             known = _read_asked(store)
             known[key] = version
             try:
-                store.parent.mkdir(parents=True, exist_ok=True)
-                tmp = store.with_name(f"{store.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(json.dumps(dict(list(known.items())[-64:]), indent=0))
-                os.replace(tmp, store)
-            except OSError:
-                pass  # a cache: asked again next time
+                atomic_write(store, json.dumps(dict(list(known.items())[-64:]), indent=0))
+            except (OSError, TfgpuError):
+                pass  # a cache (full disk, read-only dir): asked again next time
     return version
 
 

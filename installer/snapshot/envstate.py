@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from installer.envlayout import installed_dists, site_packages_dirs
+from installer.envlayout import installed_dists, record_rows, site_packages_dirs
 from installer.files import sha256_file
 from installer.snapshot.model import FileRecord, Package
 
@@ -76,7 +76,6 @@ def _record_digests(env: Path) -> dict[str, tuple[str, int]]:
     """env-relative path -> (sha256 hex, size) of the library files the nvidia-* wheels list in
     their RECORD: the digests the installer wrote while unpacking the (hash-checked) wheels."""
     import base64
-    import csv
 
     out: dict[str, tuple[str, int]] = {}
     sp = site_packages(env)
@@ -84,11 +83,7 @@ def _record_digests(env: Path) -> dict[str, tuple[str, int]]:
         return out
     base = sp.relative_to(env)
     for record in sp.glob("nvidia*.dist-info/RECORD"):
-        try:
-            rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
-        except (OSError, csv.Error):
-            continue
-        for row in rows:
+        for row in record_rows(record) or []:
             if len(row) < 3 or not row[1].startswith("sha256=") or not row[2].isdigit() or ".so" not in row[0]:
                 continue
             try:

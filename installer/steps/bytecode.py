@@ -21,7 +21,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 from installer.context import Context
 from installer.envlayout import site_packages_dirs
@@ -87,12 +87,6 @@ def link_from(site_packages: Path, donor: DonorBytecode) -> int:
     return linked
 
 
-def share_bytecode(site_packages: Path, donors: Sequence[Path], cache_tag: str) -> int:
-    """Hard-link into `site_packages` every `cache_tag` .pyc a donor site-packages compiled for
-    the same source file; returns how many were linked."""
-    return sum(link_from(site_packages, survey(d, cache_tag)) for d in donors)
-
-
 def donor_for(ctx: Context, env: Path, python_version: str) -> Optional[DonorBytecode]:
     """The surveyed bytecode of this tool's newest other env on the same lib/pythonX.Y (its files
     are the most likely to be the same ones), for the env's CPython X.Y tag; None without one."""
@@ -105,13 +99,6 @@ def donor_for(ctx: Context, env: Path, python_version: str) -> Optional[DonorByt
     donors = [sp for d in donor_envs(ctx, env, limit=16) for sp in site_packages_dirs(d)
               if sp.parent.name == mine[0].parent.name][:MAX_DONORS]
     return survey(donors[0], f"cpython-{parts[0]}{parts[1]}") if donors else None
-
-
-def share_into_env(ctx: Context, env: Path, python_version: str) -> int:
-    """donor_for + link_from in one go."""
-    donor = donor_for(ctx, env, python_version)
-    mine = site_packages_dirs(env)
-    return link_from(mine[0], donor) if donor is not None and mine else 0
 
 
 def _pycache_dirs(root: Path, cache_tag: str) -> Iterator[tuple[str, list[str]]]:

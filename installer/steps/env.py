@@ -466,7 +466,26 @@ def _tool_env(ctx: Context) -> dict[str, str]:
         bundle = env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
         if bundle:
             env["SSL_CERT_FILE"] = bundle
+    # uv trusts only its own bundled roots unless told otherwise, while a proxy that inspects TLS
+    # has its CA in the distribution's store (what curl, Python's ssl and a pip.conf `cert` use):
+    # with nothing else chosen, uv uses that store when the machine has one (UV_SYSTEM_CERTS,
+    # and UV_NATIVE_TLS, its older name; a minimal image without ca-certificates keeps uv's roots).
+    chosen = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
+    if not any(env.get(k) for k in chosen) and any(_nonempty(ctx.sys_path(p)) for p in SYSTEM_CA_STORES):
+        env["UV_SYSTEM_CERTS"] = env["UV_NATIVE_TLS"] = "1"
     return env
+
+
+# Where Linux distributions keep their CA bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
+SYSTEM_CA_STORES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                    "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem")
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _last_lines(text: str, n: int = 5) -> str:

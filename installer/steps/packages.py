@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from installer.context import Context
-from installer.envlayout import installed_dists, site_packages_dirs
+from installer.envlayout import installed_dists, record_rows, site_packages_dirs
 from installer.errors import DownloadError, StepFailed
 from installer.files import atomic_write
 from installer.steps.base import Step, UndoRecord, checkpoint
@@ -52,8 +52,8 @@ def installed(env: TargetEnv) -> dict[str, tuple[str, list[str]]]:
     return {name: (d.version, list(d.requires)) for name, d in installed_dists(env.site_packages()).items()}
 
 
-def installed_versions(env: TargetEnv) -> dict[str, str]:
-    return {name: ver for name, (ver, _) in sorted(installed(env).items())}
+def installed_versions(env: TargetEnv, have: Optional[Mapping[str, tuple[str, list[str]]]] = None) -> dict[str, str]:
+    return {name: ver for name, (ver, _) in sorted((installed(env) if have is None else have).items())}
 
 
 def marker_environment(env: TargetEnv) -> dict[str, str]:
@@ -70,13 +70,15 @@ def marker_environment(env: TargetEnv) -> dict[str, str]:
     return menv
 
 
-def unsatisfied(env: TargetEnv, requirements: Sequence[str]) -> list[str]:
+def unsatisfied(env: TargetEnv, requirements: Sequence[str],
+                have: Optional[Mapping[str, tuple[str, list[str]]]] = None) -> list[str]:
     """Why the env does not satisfy `requirements` and their dependency closure
-    ([] when it does). Each item names the requirement and what is installed."""
+    ([] when it does). Each item names the requirement and what is installed (`have`: the
+    env's installed() when the caller has it already)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    have = installed(env)
+    have = installed(env) if have is None else have
     menv = marker_environment(env)
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -319,13 +321,14 @@ class InstallPackages(Step):
             donor = Background(lambda: donor_for(ctx, self.env.path, version))  # walked while uv works
         self._run(ctx, argv, f"{tool} install into {self.env.path}", on_line=shown.feed)
         checkpoint(ctx, self.id, "middle")
-        missing = unsatisfied(self.env, self.requirements)
+        have = installed(self.env)
+        missing = unsatisfied(self.env, self.requirements, have)
         if missing:
             raise StepFailed(
                 f"{tool} finished but the env does not satisfy the plan: {'; '.join(missing[:5])}",
                 hint="run again; if it persists, report it with the output of --debug",
             )
-        after = installed_versions(self.env)
+        after = installed_versions(self.env, have)
         if donor is not None:
             from installer.steps.bytecode import link_from
 
@@ -390,11 +393,8 @@ def _record_incomplete(site: Path, record: Path) -> bool:
     """Whether a file the RECORD lists is missing or shorter than listed. An installer copies a
     wheel's own RECORD along with its other files, so a complete-looking dist-info can sit next
     to a library the full disk cut off; only a resume after such a cut reads this."""
-    import csv
-
-    try:
-        rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
-    except (OSError, csv.Error):
+    rows = record_rows(record)
+    if rows is None:
         return True
     for row in rows:
         if len(row) < 3 or not row[0] or row[0].endswith("RECORD"):

@@ -43,7 +43,9 @@ def test_parse_failures() -> None:
     max_leaves=20,
 ).map(json.dumps)))
 def test_no_output_crashes_the_nvml_parser(text: str) -> None:
-    parse_nvml_output(text)
+    r = parse_nvml_output(text)
+    assert r.ok or r.error  # a reading, or a failure that says why
+    assert all(isinstance(g.index, int) for g in r.gpus)
 
 
 def test_real_child_process_here(ctx: Context) -> None:

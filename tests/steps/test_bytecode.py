@@ -12,10 +12,15 @@ import sys
 from pathlib import Path
 
 from installer.context import Context
-from installer.steps.bytecode import donor_envs, share_bytecode, share_into_env
+from installer.steps.bytecode import donor_envs, donor_for, link_from, survey
 
 TAG = sys.implementation.cache_tag  # e.g. cpython-311
 PYC = f"mod.{TAG}.pyc"
+
+
+def share_bytecode(site_packages: Path, donor: Path, tag: str) -> int:
+    """What packages.install does: survey the donor (beside uv), then link."""
+    return link_from(site_packages, survey(donor, tag))
 
 
 def _two_envs(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -40,7 +45,7 @@ def _two_envs(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_the_same_source_gets_the_donors_pyc_and_python_takes_it_as_is(tmp_path: Path) -> None:
     first, second, _ = _two_envs(tmp_path)
-    assert share_bytecode(second, [first], TAG) == 2
+    assert share_bytecode(second, first, TAG) == 2
     ours, theirs = second / "pkg" / "__pycache__" / PYC, first / "pkg" / "__pycache__" / PYC
     assert os.stat(ours).st_ino == os.stat(theirs).st_ino
     out = subprocess.run([sys.executable, "-c", "import pkg.mod as m, json; print(json.dumps([m.CODE_FILE, m.__cached__]))"],
@@ -49,7 +54,7 @@ def test_the_same_source_gets_the_donors_pyc_and_python_takes_it_as_is(tmp_path:
     assert code_file == str(second / "pkg" / "mod.py")  # Python names the new env's source
     assert cached == str(ours)
     assert os.stat(ours).st_ino == os.stat(theirs).st_ino  # accepted, not rewritten
-    assert share_bytecode(second, [first], TAG) == 0  # idempotent: nothing replaced
+    assert share_bytecode(second, first, TAG) == 0  # idempotent: nothing replaced
 
 
 def test_a_different_source_or_another_interpreter_gets_nothing(tmp_path: Path) -> None:
@@ -58,9 +63,9 @@ def test_a_different_source_or_another_interpreter_gets_nothing(tmp_path: Path) 
     text = mod.read_text()
     mod.unlink()
     mod.write_text(text)  # same bytes, another file (pip copies; another version): not the donor's
-    assert share_bytecode(second, [first], TAG) == 1  # only __init__.py is the same file
+    assert share_bytecode(second, first, TAG) == 1  # only __init__.py is the same file
     assert not (second / "pkg" / "__pycache__" / PYC).exists()
-    assert share_bytecode(second, [first], "cpython-20") == 0
+    assert share_bytecode(second, first, "cpython-20") == 0
 
 
 def test_links_in_the_new_env_are_never_followed(tmp_path: Path) -> None:
@@ -71,7 +76,7 @@ def test_links_in_the_new_env_are_never_followed(tmp_path: Path) -> None:
     os.link(second / "pkg" / "mod.py", outside / "mod.py")
     os.rename(second / "pkg", tmp_path / "moved")
     os.symlink(outside, second / "pkg")
-    assert share_bytecode(second, [first], TAG) == 0
+    assert share_bytecode(second, first, TAG) == 0
     assert sorted(os.listdir(outside)) == ["mod.py"]
     # a __pycache__ that is a symlink is not written through either
     os.unlink(second / "pkg")
@@ -79,7 +84,7 @@ def test_links_in_the_new_env_are_never_followed(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.symlink(elsewhere, second / "pkg" / "__pycache__")
-    assert share_bytecode(second, [first], TAG) == 0
+    assert share_bytecode(second, first, TAG) == 0
     assert os.listdir(elsewhere) == []
 
 
@@ -98,5 +103,5 @@ def test_donors_are_this_tools_other_envs_newest_first(ctx: Context, tmp_path: P
     torn.write_text('{"event": "ru')
     assert donor_envs(ctx, envs[3], limit=2) == [envs[2], envs[1]]
     assert donor_envs(ctx, tmp_path / "new", limit=9) == [envs[3], envs[2], envs[1], envs[0]]
-    assert share_into_env(ctx, tmp_path / "new", "3.11") == 0  # not an env yet: nothing to do
-    assert share_into_env(ctx, envs[0], "not a version") == 0
+    assert donor_for(ctx, tmp_path / "new", "3.11") is None  # not an env yet: nothing to do
+    assert donor_for(ctx, envs[0], "not a version") is None
