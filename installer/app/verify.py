@@ -5,7 +5,6 @@ there is no NVIDIA GPU."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -18,34 +17,12 @@ from installer.report import Result, Text
 
 def default_env(ctx: Context) -> Path:
     """The env most recently installed or verified (newest journal or record under the state dir)."""
-    candidates = []
-    for d in (ctx.state_dir / "envs").glob("*"):
-        for name in ("verify.json", "journal.jsonl"):
-            f = d / name
-            if f.is_file():
-                candidates.append((f.stat().st_mtime, f))
-    for _, f in sorted(candidates, reverse=True):
-        env = _env_named_in(f)
-        if env:
-            return Path(env)
+    from installer.engine.journal import known_envs
+
+    for env in known_envs(ctx):
+        return env
     raise UsageError("no environment given and none installed yet",
                      hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
-
-
-def _env_named_in(f: Path) -> Optional[str]:
-    try:
-        if f.name == "verify.json":
-            return str(json.loads(f.read_text()).get("env") or "") or None
-        for line in f.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("event") == "run" and entry.get("env"):
-                return str(entry["env"])
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,42 @@ def env_state_dir(ctx: Context, env: Path) -> Path:
     return ctx.state_dir / "envs" / env_key(env)
 
 
+def known_envs(ctx: Context) -> list[Path]:
+    """The envs this tool has journaled or verified, the most recently changed first: each
+    state dir's verify.json or journal (its "run" lines) names its env."""
+    candidates = []
+    for d in (ctx.state_dir / "envs").glob("*"):
+        for name in ("verify.json", "journal.jsonl"):
+            f = d / name
+            try:
+                candidates.append((f.stat().st_mtime, f))
+            except OSError:
+                continue
+    found: dict[str, None] = {}
+    for _, f in sorted(candidates, reverse=True):
+        env = _env_named_in(f)
+        if env:
+            found.setdefault(env)
+    return [Path(e) for e in found]
+
+
+def _env_named_in(f: Path) -> Optional[str]:
+    try:
+        if f.name == "verify.json":
+            return str(json.loads(f.read_text()).get("env") or "") or None
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("event") == "run" and entry.get("env"):
+                    return str(entry["env"])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None
+
+
 @dataclass(frozen=True)
 class Entry:
     seq: int  # line number in the journal (0-based): stable id of this entry

@@ -16,7 +16,6 @@ which leaves the donor's untouched. Failures (another filesystem, permissions) s
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -30,25 +29,11 @@ MAX_DONORS = 1  # the most recently changed of this tool's other envs (each dono
 
 
 def donor_envs(ctx: Context, env: Path, limit: int = MAX_DONORS) -> list[Path]:
-    """This tool's other envs, most recently changed first: the env each journal's first
-    line names (state/envs/<key>/journal.jsonl)."""
-    found: list[tuple[float, Path]] = []
+    """This tool's other envs that still exist, most recently changed first."""
+    from installer.engine.journal import known_envs
+
     mine = os.path.abspath(str(env))
-    try:
-        journals = list((ctx.state_dir / "envs").glob("*/journal.jsonl"))
-    except OSError:
-        return []
-    for journal in journals:
-        try:
-            with open(journal, encoding="utf-8", errors="replace") as f:
-                first = json.loads(f.readline() or "{}")
-            when = journal.stat().st_mtime
-        except (OSError, ValueError):
-            continue
-        path = first.get("env") if isinstance(first, dict) else None
-        if isinstance(path, str) and os.path.isabs(path) and os.path.abspath(path) != mine and os.path.isdir(path):
-            found.append((when, Path(path)))
-    return [p for _, p in sorted(found, key=lambda x: x[0], reverse=True)[:limit]]
+    return [p for p in known_envs(ctx) if os.path.isabs(p) and os.path.abspath(p) != mine and p.is_dir()][:limit]
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,23 @@ def test_a_record_written_without_fsync_is_still_a_whole_line(tmp_path: Path) ->
     events = [(e.event, e.step) for e in j.entries()]
     assert events == [("begin", "a"), ("done", "a"), ("begin", "b")]
     assert [e.data.get("seconds") for e in j.entries()] == [None, 0.25, None]
+
+
+def test_known_envs_newest_first_each_once(tmp_path: Path) -> None:
+    import os
+
+    from installer.context import build_context
+    from installer.engine.journal import known_envs
+
+    ctx = build_context({"HOME": str(tmp_path), "TFGPU_STATE_DIR": str(tmp_path / "state")})
+    a, b = ctx.state_dir / "envs" / "a-1", ctx.state_dir / "envs" / "b-2"
+    for d in (a, b):
+        d.mkdir(parents=True)
+    (a / "journal.jsonl").write_text('{"torn\n{"event": "run", "env": "/envs/a"}\n')
+    (b / "journal.jsonl").write_text('{"event": "run", "env": "/envs/b"}\n')
+    (a / "verify.json").write_text('{"env": "/envs/a"}')
+    for f, t in ((a / "journal.jsonl", 100), (b / "journal.jsonl", 200), (a / "verify.json", 300)):
+        os.utime(f, (t, t))
+    assert known_envs(ctx) == [Path("/envs/a"), Path("/envs/b")]  # a's newest file is its verify.json
+    os.utime(b / "journal.jsonl", (400, 400))
+    assert known_envs(ctx) == [Path("/envs/b"), Path("/envs/a")]
