@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import marshal
+import os
 import sys
 from pathlib import Path
 from types import CodeType
@@ -56,9 +57,13 @@ def cache_file(cache_dir: Path) -> Path:
 
 
 def load(path: Path) -> dict[str, CodeType]:
-    """The kept code objects, or {} for a missing, oversized or damaged file."""
+    """The kept code objects, or {} for a missing, oversized, damaged or foreign-owned file
+    (another user's, or writable by others)."""
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return {}  # code only from a file this user wrote and no one else may change
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
             return {}

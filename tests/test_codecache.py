@@ -167,3 +167,15 @@ def test_an_unknown_call_shape_goes_to_the_builtin_untouched(cached: Path) -> No
     with pytest.raises(TypeError):  # what the builtin says to a keyword it does not take
         codecache._cached_exec("y = 2", ns, ns, no_such_keyword=True)
     assert "y = 2" not in codecache._codes
+
+
+def test_a_file_another_user_could_have_written_is_not_run(tmp_path: Path) -> None:
+    path = codecache.cache_file(tmp_path)
+    path.write_bytes(marshal.dumps({"x = 1": compile("x = 1", "<string>", "exec")}))
+    assert codecache.load(path)
+    path.chmod(0o666)  # anyone may change it
+    assert codecache.load(path) == {}
+    path.chmod(0o644)
+    if os.getuid() == 0:  # another owner (root can hand the file to nobody)
+        os.chown(path, 65534, 65534)
+        assert codecache.load(path) == {}

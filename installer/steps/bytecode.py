@@ -10,7 +10,7 @@ disk (the second env adds no bytecode of its own).
 
 Nothing is linked that could be wrong: only a regular source file that is the donor's own
 file (same device and inode), only for the env's own interpreter (its cache tag), never
-through a symlink, never replacing a file. A .pyc Python finds stale it rewrites by rename,
+through a symlink, never replacing a file, only a .pyc this user owns and no one else may write. A .pyc Python finds stale it rewrites by rename,
 which leaves the donor's untouched. Failures (another filesystem, permissions) skip the file.
 """
 
@@ -119,7 +119,9 @@ def _same_file(ours: Path, theirs: Path) -> bool:
 
 def _link(source: Path, cache_dir: Path, name: str) -> int:
     try:
-        if not stat.S_ISREG(os.lstat(source).st_mode):
+        st = os.lstat(source)
+        # code this user's own Python wrote: never a file another user could have put there
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
             return 0
         if not os.path.lexists(cache_dir):
             os.mkdir(cache_dir)

@@ -105,3 +105,16 @@ def test_donors_are_this_tools_other_envs_newest_first(ctx: Context, tmp_path: P
     assert donor_envs(ctx, tmp_path / "new", limit=9) == [envs[3], envs[2], envs[1], envs[0]]
     assert donor_for(ctx, tmp_path / "new", "3.11") is None  # not an env yet: nothing to do
     assert donor_for(ctx, envs[0], "not a version") is None
+
+
+def test_a_pyc_this_user_does_not_own_or_others_may_write_is_not_linked(tmp_path: Path) -> None:
+    first, second, _ = _two_envs(tmp_path)
+    theirs = first / "pkg" / "__pycache__" / PYC
+    theirs.chmod(0o666)
+    assert share_bytecode(second, first, TAG) == 1  # __init__'s only
+    assert not (second / "pkg" / "__pycache__" / PYC).exists()
+    theirs.chmod(0o644)
+    if os.getuid() == 0:
+        os.chown(theirs, 65534, 65534)
+        assert share_bytecode(second, first, TAG) == 0
+        assert not (second / "pkg" / "__pycache__" / PYC).exists()
