@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
 from installer.context import Context
 from installer.errors import EnvironmentProblem, NoGpuError, UnsatisfiableError
-from installer.facts.model import AssumeFlags, Facts
+from installer.facts.background import Background
+from installer.facts.model import AssumeFlags, Facts, PythonInterp
 from installer.knowledge.model import Knowledge
 from installer.resolver.model import Resolution
 
@@ -38,13 +40,17 @@ class Resolved:
 def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
     """Probe + resolve, never raising for "nothing fits" (the resolution says why)."""
     from installer.facts.probe import assumptions, gather
+    from installer.facts.python import asked_version
     from installer.knowledge.load import knowledge_dir, load_knowledge, load_policy
     from installer.resolver.resolve import resolve
 
+    explicit = _explicit_interpreter(req)
+    # its version asked beside the probe (remembered per binary: env.create asks it again)
+    asked = None if explicit is None else Background(partial(asked_version, ctx, explicit))
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     policy = load_policy(req.profile, knowledge)
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
-    facts, explicit = _python_choice(req, facts)
+    facts = _python_choice(req, facts, explicit, None if asked is None else asked.result())
     tools = facts.tools
     conda = bool(tools.conda or tools.mamba or tools.micromamba) or req.backend == "conda" or bool(req.conda_name)
     resolution = resolve(
@@ -77,25 +83,37 @@ def require_choice(resolved: Resolved, allow_cpu: bool) -> None:
     )
 
 
-def _python_choice(req: ResolveRequest, facts: Facts) -> tuple[Facts, Optional[str]]:
-    """--python narrows the interpreters the resolver may pick. Returns (facts, explicit path)."""
+def _explicit_interpreter(req: ResolveRequest) -> Optional[str]:
+    """--python PATH, checked to be an executable file; None for a version or no --python."""
+    want = req.python
+    if not want or "/" not in want:
+        return None
+    path = Path(want).expanduser()
+    try:
+        usable = path.is_file() and os.access(path, os.X_OK)
+    except OSError:  # e.g. EACCES on a directory on the way: as unusable as missing
+        usable = False
+    if not usable:
+        raise EnvironmentProblem(
+            f"the interpreter {want} does not exist or is not executable",
+            hint="pass --python with a working interpreter path, or a version like 3.11",
+            ref="python-missing",
+        )
+    return str(path)
+
+
+def _python_choice(req: ResolveRequest, facts: Facts, explicit: Optional[str], asked: Optional[str]) -> Facts:
+    """--python narrows the interpreters the resolver may pick. `explicit`: --python PATH, and
+    `asked` the version it says it is (None when it did not answer)."""
     want = req.python
     if not want:
-        return facts, None
-    if "/" in want:
-        path = Path(want).expanduser()
-        try:
-            usable = path.is_file() and os.access(path, os.X_OK)
-        except OSError:  # e.g. EACCES on a directory on the way: as unusable as missing
-            usable = False
-        if not usable:
-            raise EnvironmentProblem(
-                f"the interpreter {want} does not exist or is not executable",
-                hint="pass --python with a working interpreter path, or a version like 3.11",
-                ref="python-missing",
-            )
-        found = [p for p in facts.pythons if os.path.realpath(p.path) == os.path.realpath(str(path))]
-        return (replace(facts, pythons=tuple(found)) if found else facts), str(path)
+        return facts
+    if explicit is not None:
+        found = [p for p in facts.pythons if os.path.realpath(p.path) == os.path.realpath(explicit)]
+        assumed = any(p.source.startswith("override") for p in facts.pythons)
+        if not found and asked is not None and not assumed:  # found nowhere else: the one given, as it says
+            found = [PythonInterp(path=explicit, version=asked, source="--python")]
+        return replace(facts, pythons=tuple(found)) if found else facts
     found = [p for p in facts.pythons if p.minor == want or p.version == want]
     if not found and req.backend != "conda":
         have = ", ".join(sorted({p.minor for p in facts.pythons})) or "none"
@@ -105,4 +123,4 @@ def _python_choice(req: ResolveRequest, facts: Facts) -> tuple[Facts, Optional[s
             "and pass --python PATH, or use --backend conda to let conda provide it",
             ref="python-missing",
         )
-    return replace(facts, pythons=tuple(found)), None
+    return replace(facts, pythons=tuple(found))

@@ -66,7 +66,7 @@ class Host:
 class PythonInterp:
     path: str
     version: str  # "3.11.7"
-    source: str  # "PATH", "pyenv", "conda:<env>", "override"
+    source: str  # "PATH", "pyenv", "conda:<env>", "override", "--python" (a path found nowhere else)
 
     @property
     def minor(self) -> str:

@@ -197,9 +197,24 @@ class CheckLibraries(Step):
         return find_problems(self.env, self.libs)
 
     def check(self, ctx: Context) -> bool:
-        # Honest, so one child process: a library in place that does not load is not done.
+        # Honest, so one child process: a library in place that does not load is not done
+        # (unless these very files already loaded here: steps/load_memo.py).
         found = self.findings()
-        return all(f.problem is None for f in found) and not load_failures(ctx, self.env, [f.lib.soname for f in found])
+        if any(f.problem is not None for f in found):
+            return False
+        return self._loads(ctx, [f.lib.soname for f in found]) == {}
+
+    def _loads(self, ctx: Context, sonames: list[str]) -> dict[str, str]:
+        """load_failures(), answered from the memo when the same files loaded before."""
+        from installer.steps.load_memo import known_to_load, load_key, remember_load
+
+        key = load_key(self.env.site_packages(), nvidia_lib_dirs(self.env), self.env.python, sonames, ctx.environ)
+        if known_to_load(ctx.cache_dir, key):
+            return {}
+        failed = load_failures(ctx, self.env, sonames)
+        if not failed:
+            remember_load(ctx.cache_dir, key)
+        return failed
 
     def apply(self, ctx: Context) -> UndoRecord:
         bad = [f for f in self.findings() if f.problem]
@@ -213,7 +228,7 @@ class CheckLibraries(Step):
                 ref="library-missing",
             )
         found = self.findings()
-        failed = load_failures(ctx, self.env, [f.lib.soname for f in found])
+        failed = self._loads(ctx, [f.lib.soname for f in found])
         if failed:
             soname, why = next(iter(failed.items()))
             raise StepFailed(
