@@ -26,6 +26,8 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Optional
 
+from installer.dirs import writable_only_by_me
+
 MAX_BYTES = 8 << 20  # far above what the tool's classes need (~0.5 MB): a runaway file is dropped
 MAX_ENTRIES = 5000
 
@@ -62,7 +64,7 @@ def load(path: Path) -> dict[str, CodeType]:
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            if not writable_only_by_me(st):
                 return {}  # code only from a file this user wrote and no one else may change
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:

@@ -1,5 +1,6 @@
-"""Where the tool keeps its state, cache and data (XDG dirs, TFGPU_*_DIR overrides): read by
-the Context and, before any model class exists, by the start-up code (installer/codecache.py)."""
+"""Where the tool keeps its state, cache and data (XDG dirs, TFGPU_*_DIR overrides), and which
+kept files it trusts: read by the Context and, before any model class exists, by the start-up
+code (installer/codecache.py)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,9 @@ def user_dirs(environ: Mapping[str, str], home: Path) -> tuple[Path, Path, Path]
 
 def home_of(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("HOME") or str(Path.home()))
+
+
+def writable_only_by_me(st: os.stat_result) -> bool:
+    """The trust rule for what the tool keeps and later runs or believes (kept code, shared
+    bytecode, remembered library loads): a file this user owns that no one else may write."""
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022

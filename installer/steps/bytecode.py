@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from installer.context import Context
+from installer.dirs import writable_only_by_me
 from installer.envlayout import site_packages_dirs
 
 MAX_DONORS = 1  # the most recently changed of this tool's other envs (each donor is a walk of its tree)
@@ -163,7 +164,7 @@ def _link(source: str, dest: str) -> int:
     try:
         st = os.lstat(dest)
         # code this user's own Python wrote: never a file another user could have put there
-        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        if stat.S_ISREG(st.st_mode) and writable_only_by_me(st):
             return 1
     except OSError:
         pass

@@ -126,14 +126,15 @@ print(json.dumps(failed))
 """
 
 
-def load_failures(ctx: Context, env: TargetEnv, sonames: list[str]) -> dict[str, str]:
+def load_failures(ctx: Context, env: TargetEnv, sonames: list[str],
+                  lib_dirs: Optional[list[Path]] = None) -> dict[str, str]:
     """soname -> why it did not load, for each of `sonames` that the env's Python cannot dlopen
     with the wheels' lib dirs on LD_LIBRARY_PATH ({} when all load). Read-only: a child process."""
     if not sonames:
         return {}
     import json
 
-    dirs = [str(d) for d in nvidia_lib_dirs(env)]
+    dirs = [str(d) for d in (nvidia_lib_dirs(env) if lib_dirs is None else lib_dirs)]
     child = dict(ctx.environ)
     child["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + [p for p in child.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
     # -I -S: the standard library is all it needs; no site (.pth files) and no PYTHON* variables
@@ -208,10 +209,11 @@ class CheckLibraries(Step):
         """load_failures(), answered from the memo when the same files loaded before."""
         from installer.steps.load_memo import known_to_load, load_key, remember_load
 
-        key = load_key(self.env.site_packages(), nvidia_lib_dirs(self.env), self.env.python, sonames, ctx.environ)
+        dirs = nvidia_lib_dirs(self.env)
+        key = load_key(self.env.site_packages(), dirs, self.env.python, sonames, ctx.environ)
         if known_to_load(ctx.cache_dir, key):
             return {}
-        failed = load_failures(ctx, self.env, sonames)
+        failed = load_failures(ctx, self.env, sonames, dirs)
         if not failed:
             remember_load(ctx.cache_dir, key)
         return failed

@@ -28,6 +28,7 @@ import stat
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from installer.dirs import writable_only_by_me
 from installer.errors import TfgpuError
 from installer.files import atomic_write
 
@@ -76,7 +77,7 @@ def _read(memo: Path) -> list[str]:
         with open(memo, "rb") as f:
             st = os.fstat(f.fileno())
             # a file another user could have written says nothing about what loads here
-            if st.st_uid != os.getuid() or st.st_mode & 0o022 or st.st_size > MAX_BYTES:
+            if not writable_only_by_me(st) or st.st_size > MAX_BYTES:
                 return []
             doc = json.loads(f.read())
     except (OSError, ValueError):

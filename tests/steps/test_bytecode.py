@@ -118,3 +118,17 @@ def test_a_pyc_this_user_does_not_own_or_others_may_write_is_not_linked(tmp_path
         os.chown(theirs, 65534, 65534)
         assert share_bytecode(second, first, TAG) == 0
         assert not (second / "pkg" / "__pycache__" / PYC).exists()
+
+
+def test_a_donor_pyc_that_is_a_symlink_is_not_linked_even_when_swapped_in_after_the_survey(tmp_path: Path) -> None:
+    first, second, _ = _two_envs(tmp_path)
+    theirs = first / "pkg" / "__pycache__" / PYC
+    planted = tmp_path / "planted.pyc"
+    planted.write_bytes(theirs.read_bytes())  # this user's own file, outside any env
+    surveyed = survey(first, TAG)  # the survey saw a plain file...
+    theirs.unlink()
+    theirs.symlink_to(planted)  # ...and a link stands there when the files are linked
+    assert link_from(second, surveyed) == 1  # __init__'s only
+    ours = second / "pkg" / "__pycache__" / PYC
+    assert not os.path.lexists(ours)  # nothing left behind: neither the link nor a file
+    assert sorted(os.listdir(second / "pkg" / "__pycache__")) == [f"__init__.{TAG}.pyc"]
