@@ -1,1 +1,1 @@
-"""Knowledge data: YAML files read by installer.knowledge.model (this file makes them package data)."""
+"""Knowledge data: YAML files read by tfgpu_install.knowledge.model (this file makes them package data)."""

@@ -280,7 +280,7 @@ class Bench:
     # the contenders' commands ------------------------------------------------------------
 
     def tool(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "installer", *args]
+        return [sys.executable, "-m", "tfgpu_install", *args]
 
     def install_args(self, env_dir: Path) -> list[str]:
         return self.tool("--profile", "stable", "-y", "--env", str(env_dir), "--python", self.python,
@@ -510,7 +510,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # every sample pays for compiling the whole package again (PYTHONDONTWRITEBYTECODE=1 in CI
     # shells doubled the plan measure).
     base.pop("PYTHONDONTWRITEBYTECODE", None)
-    compileall.compile_dir(str(REPO / "installer"), quiet=1)
+    compileall.compile_dir(str(REPO / "tfgpu_install"), quiet=1)
     python = args.python or getattr(sys, "_base_executable", None) or sys.executable
     server = None
     try:

@@ -268,7 +268,7 @@ class Fleet:
 
 
 def fleet(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-m", "installer", "fleet", *args, "--json"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", *args, "--json"], capture_output=True,
                           text=True, env=env, timeout=STEP_TIMEOUT_S + 60, stdin=subprocess.DEVNULL)
     try:
         doc = json.loads(done.stdout)
@@ -324,7 +324,7 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         _, second = fleet(["install", "-i", str(inv), *common], env)
         if show:  # the human form: the live table (stderr), then the final table and summary
             for action in ("install", "status"):
-                done = subprocess.run([sys.executable, "-m", "installer", "fleet", action, "-i", str(inv), *common[:4]]
+                done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv), *common[:4]]
                                       + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
                                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")

@@ -266,8 +266,8 @@ def gather(only: Optional[set[str]] = None) -> list[dict[str, Any]]:
 
 def write_pci_ids(pci_ids: Path, out: Path) -> int:
     """PCI device id -> compute capability, from pci.ids names matched against profiles/gpus.yaml."""
-    from installer.knowledge.pci_ids import build_table, parse_pci_ids, render_table
-    from installer.knowledge.schema import parse_gpus
+    from tfgpu_install.knowledge.pci_ids import build_table, parse_pci_ids, render_table
+    from tfgpu_install.knowledge.schema import parse_gpus
 
     text = pci_ids.read_text(encoding="utf-8", errors="replace")
     version = re.search(r"^#\s*Version:\s*(\S+)", text, re.M)
@@ -329,7 +329,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def check(rows: list[dict[str, Any]]) -> int:
     """Re-derive every row from PyPI and compare with profiles/matrix.yaml (exit 1 on a difference)."""
     sys.path.insert(0, str(ROOT))
-    from installer.knowledge.load import load_knowledge
+    from tfgpu_install.knowledge.load import load_knowledge
 
     kn = load_knowledge(ROOT / "profiles")
     drift = 0
@@ -474,7 +474,7 @@ CU11_SOURCES = {
 SRC10_0="TF 2.0 dso_loader log lines 'Successfully opened dynamic library libcudart.so.10.0, libcublas.so.10.0, libcufft.so.10.0, libcurand.so.10.0, libcusolver.so.10.0, libcusparse.so.10.0, libcudnn.so.7' (tensorflow-gpu 2.0 logs quoted in public issue threads)"
 SRC10_1="dso_loader log lines of TF 2.1-2.3 builds: 'Successfully opened dynamic library libcudart.so.10.1, libcublas.so.10, libcufft.so.10, libcurand.so.10, libcusolver.so.10, libcusparse.so.10, libcudnn.so.7' (public issue threads)"
 SRC11_0="https://github.com/tensorflow/tensorflow/issues/49167 and https://github.com/tensorflow/tensorflow/issues/44777 (TF 2.4 dso_loader: libcudart.so.11.0, libcublas.so.11, libcublasLt.so.11 opened; 'Could not load dynamic library libcusolver.so.10' on CUDA 11.1+): no nvidia-*-cu11 wheel ships libcusolver.so.10, so TF 2.4 needs the CUDA 11.0 toolkit (system or conda)"
-SRC11="TF 2.5+ asks for libcusolver.so.11 (https://github.com/kundajelab/chrombpnet/issues/49: CUDA 11.1+ ships libcusolver.so.11, fixed by TensorFlow 2.5.3); the other names as in TF 2.4's dso_loader log (https://github.com/tensorflow/tensorflow/issues/49167); the cu11 wheels' SONAMEs read with installer/fetch/elf.py"
+SRC11="TF 2.5+ asks for libcusolver.so.11 (https://github.com/kundajelab/chrombpnet/issues/49: CUDA 11.1+ ships libcusolver.so.11, fixed by TensorFlow 2.5.3); the other names as in TF 2.4's dso_loader log (https://github.com/tensorflow/tensorflow/issues/49167); the cu11 wheels' SONAMEs read with tfgpu_install/fetch/elf.py"
 SONAMES = {
  "10.0":(["libcudart.so.10.0","libcublas.so.10.0","libcufft.so.10.0","libcurand.so.10.0","libcusolver.so.10.0","libcusparse.so.10.0","libcudnn.so.7"],SRC10_0),
  "10.1":(["libcudart.so.10.1","libcublas.so.10","libcufft.so.10","libcurand.so.10","libcusolver.so.10","libcusparse.so.10","libcudnn.so.7"],SRC10_1),

@@ -209,7 +209,7 @@ compute_cap,temperature.gpu,clocks.sm,power.draw,mig.mode.current --format=csv"
   stage visible-pci-order "$limit" "$WORK/visible-pci-order.json" env CUDA_DEVICE_ORDER=PCI_BUS_ID "$tool" verify --host-only --json "${searches[@]}"
   if [ -n "$tfpy" ]; then
     local check
-    check="$("$WORK/tool/bin/python" -c 'from installer.verify.host import CHECK_SCRIPT; print(CHECK_SCRIPT)')"
+    check="$("$WORK/tool/bin/python" -c 'from tfgpu_install.verify.host import CHECK_SCRIPT; print(CHECK_SCRIPT)')"
     # One process, one TensorFlow import: layers 0-5 in the env that has TensorFlow.
     stage tensorflow $((limit * 2)) "$WORK/tensorflow.json" "$tfpy" "$check" --plan-json '{}' --keep-going
   else

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from installer.context import Context, build_context
+from tfgpu_install.context import Context, build_context
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from installer.cli import _with_default_command, main
-from installer.errors import ExitCode
+from tfgpu_install.cli import _with_default_command, main
+from tfgpu_install.errors import ExitCode
 
 
 def test_default_command_is_install() -> None:
@@ -25,7 +25,7 @@ def test_unknown_flag_is_usage_error(capsys, tmp_env) -> None:  # type: ignore[n
 
 def test_version_as_real_subprocess() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "installer", "--version"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "tfgpu_install", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("tfgpu-install ")
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from installer import codecache
+from tfgpu_install import codecache
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -133,7 +133,7 @@ def test_an_oversized_file_is_not_read(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def _plan(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "installer", "plan", "--json", "--profile", "stable", "--allow-cpu",
+    argv = [sys.executable, "-m", "tfgpu_install", "plan", "--json", "--profile", "stable", "--allow-cpu",
             "--assume-driver", "570.86.10", "--assume-gpu", "8.9", "--assume-glibc", "2.35", "--assume-python", "3.11"]
     return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO, timeout=120)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from installer.console import Progress
+from tfgpu_install.console import Progress
 
 
 class Clock:
@@ -54,7 +54,7 @@ class _Tty(io.StringIO):
 
 
 def _steps_result():  # type: ignore[no-untyped-def]
-    from installer.report import Result, Table, Text
+    from tfgpu_install.report import Result, Table, Text
 
     table = Table("steps", ("step", "state", "what"),
                   (("env.create", "applied", "create venv /e with\nPython 3.11"), ("verify.run", "done", "verify /e")))
@@ -62,7 +62,7 @@ def _steps_result():  # type: ignore[no-untyped-def]
 
 
 def test_a_table_in_a_log_is_plain_aligned_text_one_line_per_row() -> None:
-    from installer.console import render
+    from tfgpu_install.console import render
 
     out = io.StringIO()
     render(_steps_result(), as_json=False, stream=out)
@@ -77,7 +77,7 @@ def test_a_table_in_a_log_is_plain_aligned_text_one_line_per_row() -> None:
 
 
 def test_a_table_on_a_terminal_is_drawn_by_rich() -> None:
-    from installer.console import render
+    from tfgpu_install.console import render
 
     out = _Tty()
     render(_steps_result(), as_json=False, stream=out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from installer.context import build_context
+from tfgpu_install.context import build_context
 
 
 def test_xdg_defaults_under_home() -> None:

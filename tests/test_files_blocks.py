@@ -1,11 +1,11 @@
-"""Marked blocks in installer/files.py, at the byte level: which marker lines pair up, what a
+"""Marked blocks in tfgpu_install/files.py, at the byte level: which marker lines pair up, what a
 block's bytes are, and that put + replace-with-nothing is the identity."""
 
 from __future__ import annotations
 
 import pytest
 
-from installer.files import MarkerError, block_bytes, find_block, put_block, replace_block, scan_blocks
+from tfgpu_install.files import MarkerError, block_bytes, find_block, put_block, replace_block, scan_blocks
 
 
 @pytest.mark.parametrize("data, line, words", [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.runner import NOT_FOUND, TIMED_OUT, Completed, SubprocessRunner
+from tfgpu_install.runner import NOT_FOUND, TIMED_OUT, Completed, SubprocessRunner
 
 # A child that ignores SIGTERM and starts a grandchild holding the child's stdout/stderr; `detach`
 # puts the grandchild in its own session (out of the child's process group), as a daemonising

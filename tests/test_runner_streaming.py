@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from installer.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
+from tfgpu_install.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
 
 
 def test_lines_arrive_while_the_command_runs_and_the_result_is_whole() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.app.resolution import ResolveRequest, resolve_machine
-from installer.context import Context, build_context
-from installer.errors import EnvironmentProblem
-from installer.facts.model import AssumeFlags
-from installer.facts.python import ASKED_FILE
-from installer.runner import SubprocessRunner
+from tfgpu_install.app.resolution import ResolveRequest, resolve_machine
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.facts.python import ASKED_FILE
+from tfgpu_install.runner import SubprocessRunner
 
 REAL_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 EXPECTED = "%d.%d.%d" % sys.version_info[:3]

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installer.errors import ExitCode
-from installer.snapshot import model as S
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     assert_restores_exactly,
@@ -25,6 +23,8 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     source_env,
 )
 from tests.support.wheelhouse import WheelSpec, build_wheel
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.snapshot import model as S
 
 pytestmark = needs_gcc
 
@@ -32,7 +32,7 @@ pytestmark = needs_gcc
 @pytest.fixture(scope="module")
 def exported(source_env: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "snap.yaml"
-    from installer.cli import main
+    from tfgpu_install.cli import main
 
     code = main(["snapshot", "export", "--env", str(source_env.env), "-o", str(out), "--json"],
                 environ=source_env.environ)
@@ -152,7 +152,7 @@ def test_restore_without_env_uses_the_default_location_not_the_snapshots_path(
     data_dir = Path(source_env.environ["TFGPU_DATA_DIR"])
     assert Path(doc["env"]).parent == data_dir / "envs" and Path(doc["env"]).name.startswith("tf")
     assert doc["taken_at"] == str(source_env.env) != doc["env"]
-    from installer.cli import main
+    from tfgpu_install.cli import main
 
     code = main(["snapshot", "restore", str(exported), "--allow-cpu", "--dry-run"], environ=source_env.environ)
     out = capsys.readouterr().out
@@ -162,7 +162,7 @@ def test_restore_without_env_uses_the_default_location_not_the_snapshots_path(
 def test_restore_failing_midway_over_an_env_puts_it_back(
     source_env: Provisioned, exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from installer.files import tree_digest
+    from tfgpu_install.files import tree_digest
 
     target = tmp_path / "restored"
     code, doc = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"],

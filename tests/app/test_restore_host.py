@@ -10,10 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from installer.errors import ExitCode
-from installer.facts.model import Driver, Facts, Gpu, Host, PythonInterp
-from installer.snapshot import model as S
-from installer.snapshot.contract import check_host, choice_of
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     cli,
@@ -23,6 +19,10 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     source_env,
 )
 from tests.support.snapshot_doc import make
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.facts.model import Driver, Facts, Gpu, Host, PythonInterp
+from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.contract import check_host, choice_of
 
 pytestmark = needs_gcc
 
@@ -30,7 +30,7 @@ pytestmark = needs_gcc
 @pytest.fixture(scope="module")
 def gpu_snapshot(source_env: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The provisioned env's export, as if it had been verified on a GPU (not cpu-only)."""
-    from installer.cli import main
+    from tfgpu_install.cli import main
 
     out = tmp_path_factory.mktemp("gpu-snap") / "snap.yaml"
     assert main(["snapshot", "export", "--env", str(source_env.env), "-o", str(out), "--json"],

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.files import tree_digest
-from installer.steps.env import TargetEnv
-from installer.steps.packages import installed_versions
-from installer.steps.sync import SyncPackages
 from tests.support.wheelhouse import WheelSpec, build_wheel
+from tfgpu_install.context import Context
+from tfgpu_install.files import tree_digest
+from tfgpu_install.steps.env import TargetEnv
+from tfgpu_install.steps.packages import installed_versions
+from tfgpu_install.steps.sync import SyncPackages
 
 
 @pytest.fixture
@@ -57,8 +57,8 @@ def test_sync_removes_extras_and_undo_restores_them(ctx: Context, env: TargetEnv
 def test_interrupted_sync_is_undone_through_the_journal(ctx: Context, env: TargetEnv) -> None:
     """Through the executor, as a restore runs it: its pre-state handling must not take away
     the plan the step's undo needs."""
-    from installer.engine.executor import Executor
-    from installer.errors import TfgpuError
+    from tfgpu_install.engine.executor import Executor
+    from tfgpu_install.errors import TfgpuError
 
     before = {k: v for k, v in tree_digest(env.path).items() if "__pycache__" not in k}
     step = SyncPackages(env, ["keep-me"])

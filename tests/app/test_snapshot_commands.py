@@ -17,7 +17,6 @@ import pytest
 import tomllib
 import yaml
 
-from installer.errors import ExitCode
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     cli,
@@ -27,6 +26,7 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     source_env,
 )
 from tests.support.wheelhouse import WheelSpec, build_wheel
+from tfgpu_install.errors import ExitCode
 
 pytestmark = needs_gcc
 

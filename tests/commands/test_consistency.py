@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from installer.files import tree_digest
-from installer.knowledge.load import load_knowledge, load_policy
-from installer.resolver.resolve import resolve
 from tests.support.install_kit import REPO, cli_env, run_cli
 from tests.support.shapes import machine
+from tfgpu_install.files import tree_digest
+from tfgpu_install.knowledge.load import load_knowledge, load_policy
+from tfgpu_install.resolver.resolve import resolve
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 
@@ -70,7 +70,7 @@ def test_ctrl_c_under_json_still_prints_one_json_document(
 ) -> None:
     env = cli_env(tmp_env, knowledge, index.url, TFGPU_TEST_STOP_AT="packages.install:before")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "installer", "--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
+        [sys.executable, "-m", "tfgpu_install", "--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
          "--env", str(tmp_path / "data" / "tf-env"), "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

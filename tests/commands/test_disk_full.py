@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from installer.errors import ExitCode
 from tests.support.full_disk import fill, tmpfs
 from tests.support.install_kit import cli_env, run_cli
+from tfgpu_install.errors import ExitCode
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 

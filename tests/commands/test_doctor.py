@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from installer.cli import main
 from tests.conftest import load_cases
+from tfgpu_install.cli import main
 
 
 def _case(case_id: str) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
                     reason="this check is for machines without an NVIDIA driver")
 def test_doctor_on_this_machine_without_gpu() -> None:
     """The real command, real runner, real root: a calm account and exit 3 (NO_GPU)."""
-    proc = subprocess.run([sys.executable, "-m", "installer", "doctor"], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_install", "doctor"], capture_output=True, text=True, timeout=120,
                           env={k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")})
     assert proc.returncode == 3, proc.stderr
     assert "No NVIDIA GPU or driver found" in proc.stdout and "Traceback" not in proc.stderr
@@ -125,7 +125,7 @@ def test_errors_yaml_in_the_profiles_dir_is_used(tmp_env: dict[str, str], tmp_pa
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """TFGPU_PROFILES_DIR points at a site's own knowledge: its errors.yaml is the doctor's rules."""
-    from installer.doctor.rules import default_path
+    from tfgpu_install.doctor.rules import default_path
 
     site = tmp_path / "site-profiles"
     site.mkdir()

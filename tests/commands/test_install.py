@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from installer.files import tree_digest
 from tests.support.install_kit import TOOL_CACHE, cli_env, run_cli
+from tfgpu_install.files import tree_digest
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
@@ -110,8 +110,8 @@ def test_dry_run_runs_no_mutating_command_and_writes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """In-process, with a runner that records every command it is asked to run."""
-    from installer.cli import main
-    from installer.runner import SubprocessRunner
+    from tfgpu_install.cli import main
+    from tfgpu_install.runner import SubprocessRunner
 
     calls: list[tuple[tuple[str, ...], bool]] = []
 
@@ -120,7 +120,7 @@ def test_dry_run_runs_no_mutating_command_and_writes_nothing(
             calls.append((tuple(map(str, argv)), bool(kw.get("mutating"))))
             return super().run(argv, **kw)
 
-    import installer.context as context_mod
+    import tfgpu_install.context as context_mod
 
     env = cli_env(tmp_env, knowledge, index.url)
     before = tree_digest(tmp_path)
@@ -152,7 +152,7 @@ def test_concurrent_install_is_refused_with_the_pid(
     env = cli_env(tmp_env, knowledge, index.url)
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
             "--env", str(tmp_path / "data" / "e")]
-    first = subprocess.Popen([sys.executable, "-m", "installer", *args],
+    first = subprocess.Popen([sys.executable, "-m", "tfgpu_install", *args],
                              env=dict(env, TFGPU_TEST_STOP_AT="activation.write:middle"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -247,7 +247,7 @@ def test_existing_env_gets_a_rollback_point_first(
     `rollback-point` snapshot) before the first change; a new env needs none."""
     import venv
 
-    from installer.snapshot import model as S
+    from tfgpu_install.snapshot import model as S
 
     env_dir = tmp_path / "data" / "existing"
     venv.EnvBuilder(with_pip=False).create(env_dir)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.knowledge.load import load_knowledge
 from tests.support.install_kit import REPO, run_cli
+from tfgpu_install.knowledge.load import load_knowledge
 
 pytestmark = [
     pytest.mark.slow,

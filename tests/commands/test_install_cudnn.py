@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from installer.errors import ExitCode
 from tests.support.cudnn_archive import build_archive, publish
 from tests.support.httpserver import Fault, LoopbackServer
 from tests.support.install_kit import cli_env, run_cli
+from tfgpu_install.errors import ExitCode
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the libraries are built with gcc")
 

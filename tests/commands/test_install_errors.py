@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from installer.cli import main
-from installer.errors import ExitCode
-from installer.files import tree_digest
 from tests.support.install_kit import MATRIX, TOOL_CACHE, cli_env, write_knowledge
+from tfgpu_install.cli import main
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.files import tree_digest
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 
@@ -169,7 +169,7 @@ def test_no_write_permission_as_a_real_user(env: dict[str, str]) -> None:
         # An interpreter `nobody` can run (the test venv's may sit under root's home).
         python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
         out = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "installer",
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "tfgpu_install",
              "--json", "--profile", "stable", "--allow-cpu", "-y", "--python", python,
              "--env", str(locked / "e")],
             env=run_env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from installer.files import tree_digest
-from installer.steps.shell_rc import env_block_id
 from tests.support.install_kit import cli_env, run_cli
+from tfgpu_install.files import tree_digest
+from tfgpu_install.steps.shell_rc import env_block_id
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")

@@ -1,4 +1,4 @@
-"""install's no-op fast path (installer/app/noop.py), end to end as real subprocesses: a real
+"""install's no-op fast path (tfgpu_install/app/noop.py), end to end as real subprocesses: a real
 install from the loopback index, then re-runs. The fast path answers exactly what the full
 path answers, without importing the step machinery; a changed driver, changed flags, a
 changed env, an edited rc file or a damaged stamp each take the full path again."""
@@ -25,10 +25,10 @@ def _install_args(env_dir: Path, *more: str) -> list[str]:
 
 def _traced(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], bool]:
     """(the JSON answer, whether the full path ran): -X importtime lists every module imported."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "installer", *args], env=env,
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "tfgpu_install", *args], env=env,
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-2000:]
-    return json.loads(done.stdout), "installer.steps" in done.stderr
+    return json.loads(done.stdout), "tfgpu_install.steps" in done.stderr
 
 
 def test_noop_fast_path_answers_as_the_full_path_and_steps_aside_on_change(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.files import tree_digest
 from tests.support.install_kit import REPO, run_cli
+from tfgpu_install.files import tree_digest
 
 pytestmark = [
     pytest.mark.slow,
@@ -65,8 +65,8 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     assert str(info["cudnn"]).split(".")[0] == str(choice["cudnn"]).split(".")[0]
 
     # The libraries TF will look for are there, with the sonames the plan wants.
-    from installer.steps.env import TargetEnv
-    from installer.steps.libraries import CheckLibraries
+    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.steps.libraries import CheckLibraries
 
     libs = CheckLibraries(TargetEnv.at(env_dir), choice["cuda"], choice["cudnn"], choice["pins"])
     assert [f.problem for f in libs.findings() if f.problem] == []

@@ -61,7 +61,7 @@ def test_a_terminal_shows_progress_then_what_verification_found(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
     env = cli_env(tmp_env, knowledge, index.url)
-    screen = _in_pty([sys.executable, "-m", "installer", *_args(tmp_path)], env)
+    screen = _in_pty([sys.executable, "-m", "tfgpu_install", *_args(tmp_path)], env)
     assert "provisioning: packages.install" in screen  # the live bar named the step as it ran
     assert "installing" in screen and "requirements with" in screen
     tail = screen[screen.index("Verification"):]

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from installer.steps.shell_rc import env_block_id
 from tests.support.install_kit import cli_env, run_cli
+from tfgpu_install.steps.shell_rc import env_block_id
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
 

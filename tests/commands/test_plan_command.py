@@ -1,4 +1,4 @@
-"""`tfgpu-install plan`, in-process through installer.cli.main, on recorded real nvidia-smi outputs.
+"""`tfgpu-install plan`, in-process through tfgpu_install.cli.main, on recorded real nvidia-smi outputs.
 
 Expected answers come from NVIDIA's CUDA driver table and TensorFlow's tested build
 configurations (see tests/test_resolver_shapes.py), not from what the code happens to do.
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from installer.cli import main
-from installer.errors import ExitCode
-from installer.resolver.resolve import version_key
 from tests.conftest import load_cases
+from tfgpu_install.cli import main
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.resolver.resolve import version_key
 
 CASES = {c["id"]: c for c in load_cases("nvidia-smi")}
 REPO = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def test_bad_profile_is_bad_input(tmp_env: dict[str, str], capsys: Any) -> None:
 
 def test_plan_as_a_real_subprocess(tmp_path: Path, tmp_env: dict[str, str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "installer", "plan", "--json", "--from-nvidia-smi", smi_file(tmp_path, "case_027"),
+        [sys.executable, "-m", "tfgpu_install", "plan", "--json", "--from-nvidia-smi", smi_file(tmp_path, "case_027"),
          "--assume-gpu", "5.0", "--assume-python", "3.11", "--assume-glibc", "2.37"],
         capture_output=True, text=True, env={**tmp_env, "PYTHONPATH": str(REPO)}, cwd=tmp_path, timeout=120,
     )
@@ -180,7 +180,7 @@ def test_plan_as_a_real_subprocess(tmp_path: Path, tmp_env: dict[str, str]) -> N
 
 def test_plan_imports_nothing_heavy_at_parse_time() -> None:
     # start-up budget: building the parser must not pull in yaml/rich/requests (they load inside run()).
-    code = ("import sys, installer.cli as c; c.build_parser(); "
+    code = ("import sys, tfgpu_install.cli as c; c.build_parser(); "
             "print(sorted(m for m in ('yaml','rich','requests','packaging') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})

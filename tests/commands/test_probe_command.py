@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from support.probe_machine import load_dir, nvml_json, plant, replay
 
-from installer.cli import main
-from installer.errors import ExitCode
-from installer.runner import ReplayRunner
+from tfgpu_install.cli import main
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.runner import ReplayRunner
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_assumed_gpu_names_through_the_real_tables(env: dict[str, str], capsys: 
 def test_real_subprocess_probe_json_here() -> None:
     """The real thing on this machine: real NVML child, real files, real ldconfig."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")}
-    done = subprocess.run([sys.executable, "-m", "installer", "probe", "--json"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "tfgpu_install", "probe", "--json"], capture_output=True, text=True,
                           cwd=REPO, env=env, timeout=120)
     doc = json.loads(done.stdout)
     assert set(doc) >= {"driver", "gpus", "host", "pythons", "cuda_installs", "problems"}

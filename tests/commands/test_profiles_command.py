@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from installer.cli import main
-from installer.errors import ExitCode
-from installer.knowledge.load import profiles_dir
+from tfgpu_install.cli import main
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.knowledge.load import profiles_dir
 
 
 def test_profiles_json(capsys: Any, tmp_env: dict[str, str]) -> None:
@@ -60,7 +60,7 @@ def test_profiles_dir_override(capsys: Any, tmp_env: dict[str, str], tmp_path: P
 
 def test_profiles_subprocess(tmp_env: dict[str, str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "installer", "profiles", "--json"],
+        [sys.executable, "-m", "tfgpu_install", "profiles", "--json"],
         capture_output=True, text=True, env=tmp_env, check=False,
     )
     assert out.returncode == 0, out.stderr

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.cli import main
-from installer.context import build_context
-from installer.engine.journal import Journal, env_state_dir
-from installer.verify.host import read_record
 from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import make_venv, tf_env  # noqa: F401
+from tfgpu_install.cli import main
+from tfgpu_install.context import build_context
+from tfgpu_install.engine.journal import Journal, env_state_dir
+from tfgpu_install.verify.host import read_record
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from installer.doctor.chain import ABSENT, BROKEN, OK, WARN, walk
-from installer.doctor.rules import load_rules
-from installer.runner import Completed
 from tests.support.doctor_layouts import (
     build_so,
     fake_tf_env,
@@ -23,6 +20,9 @@ from tests.support.doctor_layouts import (
 )
 from tests.support.stublibs import plant_pci
 from tests.support.tfenv import tf_env  # noqa: F401  (fixture)
+from tfgpu_install.doctor.chain import ABSENT, BROKEN, OK, WARN, walk
+from tfgpu_install.doctor.rules import load_rules
+from tfgpu_install.runner import Completed
 
 pytestmark = pytest.mark.skipif(not have_gcc(), reason="gcc builds the stub libraries")
 RULES = load_rules()
@@ -379,7 +379,7 @@ def test_cpu_without_avx_is_named_before_the_import(tmp_env: dict[str, str], tmp
 
 
 def test_cpu_with_avx_passes(tmp_env: dict[str, str]) -> None:
-    from installer.doctor.cpu_check import parse_cpu_flags
+    from tfgpu_install.doctor.cpu_check import parse_cpu_flags
 
     flags = parse_cpu_flags(AVX_CPU)
     assert flags is not None and {"avx", "avx2", "fma"} <= flags

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from installer.doctor.classify import CAUSE, HARMLESS_ONLY, UNKNOWN, classify
-from installer.doctor.rules import load_rules
 from tests.conftest import FIXTURES, load_cases
+from tfgpu_install.doctor.classify import CAUSE, HARMLESS_ONLY, UNKNOWN, classify
+from tfgpu_install.doctor.rules import load_rules
 
 RULES = load_rules()
 
@@ -233,7 +233,7 @@ def test_wsl2_is_among_the_causes_of_no_device() -> None:
 
 def test_required_literal_is_in_every_match() -> None:
     """The literal shortcut may only skip scans that could not match: check it on every real text."""
-    from installer.doctor.rules import required_literal
+    from tfgpu_install.doctor.rules import required_literal
 
     texts = [c["verbatim"] for c in _corpus() + load_cases("nvidia-smi")]
     for rule in RULES.rules:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.doctor.rules import FIX_KINDS, load_rules, parse_rules, render
-from installer.errors import BadInputError, ExitCode
+from tfgpu_install.doctor.rules import FIX_KINDS, load_rules, parse_rules, render
+from tfgpu_install.errors import BadInputError, ExitCode
 
 GOOD = """\
 layers:

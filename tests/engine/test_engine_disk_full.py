@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.engine.env_lock import EnvLock
-from installer.engine.journal import Journal
-from installer.errors import DiskFull, ExitCode
 from tests.support.full_disk import fill, tmpfs
+from tfgpu_install.engine.env_lock import EnvLock
+from tfgpu_install.engine.journal import Journal
+from tfgpu_install.errors import DiskFull, ExitCode
 
 
 def test_a_journal_append_on_a_full_disk_leaves_whole_records_and_resumes(tmp_path: Path) -> None:

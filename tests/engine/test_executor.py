@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.engine.executor import Executor
-from installer.engine.fingerprint import env_fingerprint
-from installer.engine.journal import Journal
-from installer.errors import EnvironmentProblem, LockedError, StepFailed
-from installer.files import tree_digest
-from installer.runner import ReplayRunner
-from installer.steps.base import Step, UndoRecord
 from tests.support.engine import CountingCheck, WriteFile, demo_steps
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.engine.fingerprint import env_fingerprint
+from tfgpu_install.engine.journal import Journal
+from tfgpu_install.errors import EnvironmentProblem, LockedError, StepFailed
+from tfgpu_install.files import tree_digest
+from tfgpu_install.runner import ReplayRunner
+from tfgpu_install.steps.base import Step, UndoRecord
 
 
 def _seed(root: Path) -> None:
@@ -73,7 +73,7 @@ def test_fingerprinted_step_skipped_until_env_changes(ctx: Context, tmp_path: Pa
 
 
 def test_dry_run_changes_nothing_and_runs_no_mutating_command(tmp_env: dict[str, str], tmp_path: Path) -> None:
-    from installer.context import build_context
+    from tfgpu_install.context import build_context
 
     runner = ReplayRunner()
     ctx = build_context(tmp_env, runner=runner)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.engine.journal import Journal
-from installer.files import tree_digest
+from tfgpu_install.engine.journal import Journal
+from tfgpu_install.files import tree_digest
 
 DRIVER = Path(__file__).resolve().parents[1] / "support" / "engine.py"
 STEPS = ["env.create", "packages.install", "activation.write", "ldconfig.system"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from installer.engine.journal import Journal, env_key, last_plan, open_entries, step_states
+from tfgpu_install.engine.journal import Journal, env_key, last_plan, open_entries, step_states
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:
@@ -70,8 +70,8 @@ def test_a_record_written_without_fsync_is_still_a_whole_line(tmp_path: Path) ->
 def test_known_envs_newest_first_each_once(tmp_path: Path) -> None:
     import os
 
-    from installer.context import build_context
-    from installer.engine.journal import known_envs
+    from tfgpu_install.context import build_context
+    from tfgpu_install.engine.journal import known_envs
 
     ctx = build_context({"HOME": str(tmp_path), "TFGPU_STATE_DIR": str(tmp_path / "state")})
     a, b = ctx.state_dir / "envs" / "a-1", ctx.state_dir / "envs" / "b-2"

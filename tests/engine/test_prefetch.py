@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.engine.executor import Executor
-from installer.engine.prefetch import start
 from tests.support.engine import CreateTree
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.engine.prefetch import start
 
 RECORDER = "import threading\nTHREAD = threading.current_thread().name\n"
 

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.probe_machine import load_dir
 
-from installer.facts import gpu as smi
-from installer.facts.cuda import parse_nvcc_version
-from installer.facts.probe import lookup_cc
-from installer.knowledge.load import load_knowledge
+from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts.cuda import parse_nvcc_version
+from tfgpu_install.facts.probe import lookup_cc
+from tfgpu_install.knowledge.load import load_knowledge
 
 SHARED = {c["id"]: c for c in load_dir("shared/nvidia-smi")}
 EXTRA = {c["id"]: c for c in load_dir("nvidia-smi-extra")}

@@ -6,9 +6,15 @@ from pathlib import Path
 
 from support.probe_machine import plant
 
-from installer.context import build_context
-from installer.facts.host import container_from, gather_host, parse_confstr_glibc, parse_ldd_version, parse_os_release
-from installer.runner import ReplayRunner
+from tfgpu_install.context import build_context
+from tfgpu_install.facts.host import (
+    container_from,
+    gather_host,
+    parse_confstr_glibc,
+    parse_ldd_version,
+    parse_os_release,
+)
+from tfgpu_install.runner import ReplayRunner
 
 UBUNTU = '''PRETTY_NAME="Ubuntu 22.04.4 LTS"
 NAME="Ubuntu"

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.probe_machine import nvml_json
 
-from installer.context import Context
-from installer.facts.nvml import nvml_argv, parse_nvml_output, query_nvml
-from installer.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
+from tfgpu_install.context import Context
+from tfgpu_install.facts.nvml import nvml_argv, parse_nvml_output, query_nvml
+from tfgpu_install.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
 
 
 def test_parse_working_machine() -> None:

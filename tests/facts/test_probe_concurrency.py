@@ -11,11 +11,11 @@ from pathlib import Path
 
 from support.probe_machine import MINI_KNOWLEDGE, nvml_argv, nvml_json, plant, replay
 
-from installer.context import build_context
-from installer.facts.model import Tools
-from installer.facts.probe import gather
-from installer.facts.python import VERSION_SCRIPT, gather_pythons
-from installer.runner import Completed, ReplayRunner
+from tfgpu_install.context import build_context
+from tfgpu_install.facts.model import Tools
+from tfgpu_install.facts.probe import gather
+from tfgpu_install.facts.python import VERSION_SCRIPT, gather_pythons
+from tfgpu_install.runner import Completed, ReplayRunner
 
 # Long enough for a loaded machine; only a sequential probe ever waits it out.
 _MEET_S = 60.0

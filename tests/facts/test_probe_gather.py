@@ -19,13 +19,13 @@ from support.probe_machine import (
     replay,
 )
 
-from installer.context import Context, build_context
-from installer.errors import BadInputError, UsageError
-from installer.facts.model import AssumeFlags
-from installer.facts.nvml import nvml_argv
-from installer.facts.probe import Assumptions, assumptions, gather
-from installer.runner import Completed, ReplayRunner
 from tests.conftest import make_tmp_env
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.errors import BadInputError, UsageError
+from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.facts.nvml import nvml_argv
+from tfgpu_install.facts.probe import Assumptions, assumptions, gather
+from tfgpu_install.runner import Completed, ReplayRunner
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"
@@ -145,7 +145,7 @@ def test_mig_gpu_from_nvml(tmp_env: dict[str, str]) -> None:
 
 
 def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import installer.knowledge.load as k
+    import tfgpu_install.knowledge.load as k
 
     def missing(directory: Any = None) -> Any:
         raise NotImplementedError
@@ -244,7 +244,7 @@ def test_hung_driver_is_asked_once(tmp_env: dict[str, str]) -> None:
 
 def test_nvml_timeout_skips_nvidia_smi(tmp_env: dict[str, str]) -> None:
     runner = replay(query="0, x, x, x, 535.104.05, 8.6, 1\n", table="")
-    from installer.facts.nvml import nvml_argv
+    from tfgpu_install.facts.nvml import nvml_argv
 
     runner.add(nvml_argv(), stdout="", returncode=124, stderr="timed out after 10.0s: NVML probe")
     runner.executables.pop(Path(nvml_argv()[0]).name, None)
@@ -283,7 +283,7 @@ def test_gpu_on_the_pci_bus_without_a_driver_from_sysfs(tmp_env: dict[str, str])
 
 def test_unknown_name_identified_by_sysfs_device_id(tmp_env: dict[str, str]) -> None:
     """Issue 12: nvidia-smi names a GPU no table knows; /sys/bus/pci/devices/<bus id>/device still does."""
-    from installer.knowledge.load import load_knowledge
+    from tfgpu_install.knowledge.load import load_knowledge
 
     runner = replay(query="0, NVIDIA Graphics Device, GPU-0a1b, 00000000:01:00.0, 510.47.03, [N/A], 4096\n",
                     table=CASES["case_009"]["verbatim"])

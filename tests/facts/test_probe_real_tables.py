@@ -14,9 +14,9 @@ from typing import Optional
 import pytest
 from support.probe_machine import load_dir, plant
 
-from installer.context import build_context
-from installer.facts.probe import Assumptions, gather
-from installer.runner import ReplayRunner
+from tfgpu_install.context import build_context
+from tfgpu_install.facts.probe import Assumptions, gather
+from tfgpu_install.runner import ReplayRunner
 
 CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra")}
 HDR, TABLE = "nvidia-smi file", "table:drivers.yaml"

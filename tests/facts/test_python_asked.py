@@ -7,9 +7,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from installer.context import Context, build_context
-from installer.facts.python import ASKED_FILE, asked_version
-from installer.runner import SubprocessRunner
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.facts.python import ASKED_FILE, asked_version
+from tfgpu_install.runner import SubprocessRunner
 
 REAL_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 EXPECTED = "%d.%d.%d" % sys.version_info[:3]

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.probe_machine import plant
 
-from installer.context import build_context
-from installer.facts.cuda import (
+from tfgpu_install.context import build_context
+from tfgpu_install.facts.cuda import (
     gather_cuda,
     parse_ldconfig_p,
     parse_nvcc_version,
@@ -20,10 +20,10 @@ from installer.facts.cuda import (
     parse_version_txt,
     soname_version,
 )
-from installer.facts.host import parse_ldd_version, parse_os_release
-from installer.facts.model import Tools
-from installer.facts.python import gather_pythons, parse_conda_env_list, parse_python_version, version_from_path
-from installer.runner import ReplayRunner, SubprocessRunner
+from tfgpu_install.facts.host import parse_ldd_version, parse_os_release
+from tfgpu_install.facts.model import Tools
+from tfgpu_install.facts.python import gather_pythons, parse_conda_env_list, parse_python_version, version_from_path
+from tfgpu_install.runner import ReplayRunner, SubprocessRunner
 
 # A real `ldconfig -p` excerpt from a machine with a system CUDA 11.8 toolkit and cuDNN 8 from NVIDIA's repo.
 LDCONFIG = """1421 libs found in cache `/etc/ld.so.cache'

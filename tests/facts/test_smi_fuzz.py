@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.probe_machine import load_dir
 
-from installer.facts import gpu as smi
-from installer.facts.gpudetect import reading_to_detection
+from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts.gpudetect import reading_to_detection
 
 REAL = [c["verbatim"] for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-smi-extra") if c.get("verbatim")]
 NOISE = ["|", ",", ":", "...", "\u2026", "N/A", "[N/A]", "0x", "MiB", "GPU ", "UUID: GPU-", "Device Id : 0x",

@@ -1,4 +1,4 @@
-"""installer.fetch.archive: real archives, hostile ones refused with nothing written outside staging."""
+"""tfgpu_install.fetch.archive: real archives, hostile ones refused with nothing written outside staging."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import ExitCode
-from installer.fetch.archive import ArchiveError, UnsafeArchive, extract, extract_into
-from installer.files import tree_digest
 from tests.support.cudnn_archive import archive_name, build_archive, tar_bytes
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.fetch.archive import ArchiveError, UnsafeArchive, extract, extract_into
+from tfgpu_install.files import tree_digest
 
 
 @pytest.fixture(params=["data-filter", "own-checks-only"], autouse=True)

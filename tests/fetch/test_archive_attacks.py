@@ -1,4 +1,4 @@
-"""Hostile archives against installer.fetch.archive (issue 17, item 1).
+"""Hostile archives against tfgpu_install.fetch.archive (issue 17, item 1).
 
 Each attack is extracted next to a sentinel tree (a fake $HOME with .bashrc beside the env the
 archive is unpacked into). The invariant: an archive never creates, changes or removes anything
@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from installer.errors import BadInputError, ExitCode
-from installer.fetch import archive as archive_mod
-from installer.fetch.archive import ArchiveError, UnsafeArchive, check_archive_input, extract, extract_into
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.fetch import archive as archive_mod
+from tfgpu_install.fetch.archive import ArchiveError, UnsafeArchive, check_archive_input, extract, extract_into
 
 # An abstract member: (kind, name, payload). kind: f(ile) d(ir) l(symlink) h(ardlink)
 # c(har device) b(lock device) p (fifo); payload: the bytes of a file, the target of a link.

@@ -1,4 +1,4 @@
-"""installer.fetch.cudnn_redist: manifests (real NVIDIA format), versions, soname links, other copies."""
+"""tfgpu_install.fetch.cudnn_redist: manifests (real NVIDIA format), versions, soname links, other copies."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import BadInputError, ExitCode, UnsatisfiableError
-from installer.fetch.cudnn_redist import (
+from tests.support.cudnn_archive import build_archive, install_libs, manifest, version_header
+from tfgpu_install.errors import BadInputError, ExitCode, UnsatisfiableError
+from tfgpu_install.fetch.cudnn_redist import (
     REDIST_URL,
     check_serves,
     find_copies,
@@ -24,8 +25,7 @@ from installer.fetch.cudnn_redist import (
     version_from_name,
     wanted_links,
 )
-from installer.fetch.elf import read_soname
-from tests.support.cudnn_archive import build_archive, install_libs, manifest, version_header
+from tfgpu_install.fetch.elf import read_soname
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cudnn"
 
@@ -154,7 +154,7 @@ def test_parse_ldconfig_p() -> None:
 
 
 def test_find_copies_on_every_library_path_dir(tmp_path: Path, tmp_env: dict[str, str]) -> None:
-    from installer.context import build_context
+    from tfgpu_install.context import build_context
 
     w = tmp_path / "w"
     w.mkdir()

@@ -1,4 +1,4 @@
-"""installer.fetch.download against a real loopback HTTP server."""
+"""tfgpu_install.fetch.download against a real loopback HTTP server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from installer.context import Context
-from installer.errors import DownloadError, ExitCode, UsageError
-from installer.fetch.download import cached_path, check_url, fetch, fetch_text, make_session, proxies_for
 from tests.support.httpserver import Fault, LoopbackServer, refused_port
+from tfgpu_install.context import Context
+from tfgpu_install.errors import DownloadError, ExitCode, UsageError
+from tfgpu_install.fetch.download import cached_path, check_url, fetch, fetch_text, make_session, proxies_for
 
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import build_context
-from installer.errors import DiskFull, ExitCode
-from installer.fetch.download import fetch
 from tests.support.full_disk import fill, tmpfs
 from tests.support.httpserver import LoopbackServer
+from tfgpu_install.context import build_context
+from tfgpu_install.errors import DiskFull, ExitCode
+from tfgpu_install.fetch.download import fetch
 
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()

@@ -1,4 +1,4 @@
-"""installer.fetch.download's redirects (issue 17): https never falls back to plain http.
+"""tfgpu_install.fetch.download's redirects (issue 17): https never falls back to plain http.
 Two real loopback servers, the mirror on https with an openssl-made certificate that the
 Context trusts as a site CA (SSL_CERT_FILE), the other on plain http."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.errors import DownloadError, ExitCode
-from installer.fetch.download import downloads_dir, fetch, fetch_text
 from tests.support.httpserver import LoopbackServer, self_signed_cert
+from tfgpu_install.context import Context
+from tfgpu_install.errors import DownloadError, ExitCode
+from tfgpu_install.fetch.download import downloads_dir, fetch, fetch_text
 
 DATA = os.urandom(100_000)
 SHA = hashlib.sha256(DATA).hexdigest()

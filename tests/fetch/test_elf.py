@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.fetch.elf import read_elf, read_soname, soname_major
 from tests.support.wheelhouse import build_shared_lib
+from tfgpu_install.fetch.elf import read_elf, read_soname, soname_major
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -36,7 +36,7 @@ def site(tmp_path: Path, index: Any) -> dict[str, Any]:
     tool_venv = tmp_path / "tool"
     (tool_venv / "bin").mkdir(parents=True)
     tool = tool_venv / "bin" / "tfgpu-install"
-    tool.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m installer "$@"\n')
+    tool.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m tfgpu_install "$@"\n')
     tool.chmod(0o755)
     env_vars = {
         "HOME": str(tmp_path / "home"), "TFGPU_STATE_DIR": str(tmp_path / "state"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.cli import main
+from tfgpu_install.cli import main
 
 
 def run_json(args: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:

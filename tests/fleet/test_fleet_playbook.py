@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import steps_applied
-from installer.errors import EnvironmentProblem
-from installer.fleet.inventory import hosts_in
-from installer.fleet.playbook import PlaybookRun, collections_root, playbook_argv, playbook_env, site_playbook
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.fleet.inventory import hosts_in
+from tfgpu_install.fleet.playbook import PlaybookRun, collections_root, playbook_argv, playbook_env, site_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,8 +70,8 @@ def test_an_interrupted_run_stops_the_playbook_process_group(tmp_path: Path) -> 
     import os
     import threading
 
-    from installer.fleet.playbook import stop_playbook
-    from installer.runner import SubprocessRunner
+    from tfgpu_install.fleet.playbook import stop_playbook
+    from tfgpu_install.runner import SubprocessRunner
 
     pidfile = tmp_path / "results.pid"
     # What run_playbook runs, with a play that only sleeps (and ignores SIGINT, as a stuck one might).

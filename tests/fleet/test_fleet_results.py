@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from installer.fleet.results import collect, host_result, parse_recap
-from installer.fleet.table import LiveTable, row, summary, summary_line
+from tfgpu_install.fleet.results import collect, host_result, parse_recap
+from tfgpu_install.fleet.table import LiveTable, row, summary, summary_line
 
 # The tail of a real run of scripts/fleet-demo (ansible-core 2.19).
 RECAP = """\

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from installer.fleet.same import ceiling_policy_yaml, explain, next_round
-from installer.knowledge.load import load_knowledge, load_policy
-from installer.knowledge.schema import parse_policy
+from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
+from tfgpu_install.knowledge.load import load_knowledge, load_policy
+from tfgpu_install.knowledge.schema import parse_policy
 
 REPO = Path(__file__).resolve().parents[2]
 

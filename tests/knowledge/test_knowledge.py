@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import BadInputError
-from installer.knowledge.gpu_names import gpu_by_name
-from installer.knowledge.load import _load_cached, load_knowledge, load_policy, profiles_dir
-from installer.knowledge.model import Knowledge, max_cuda_for_driver, minor_compat_for_driver
 from tests.conftest import load_cases
+from tfgpu_install.errors import BadInputError
+from tfgpu_install.knowledge.gpu_names import gpu_by_name
+from tfgpu_install.knowledge.load import _load_cached, load_knowledge, load_policy, profiles_dir
+from tfgpu_install.knowledge.model import Knowledge, max_cuda_for_driver, minor_compat_for_driver
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +298,7 @@ PCI_SAMPLE = """\
 
 
 def test_pci_table_from_pci_ids_names_and_chips(kn: Knowledge) -> None:
-    from installer.knowledge.pci_ids import build_table, parse_pci_ids
+    from tfgpu_install.knowledge.pci_ids import build_table, parse_pci_ids
 
     devices = parse_pci_ids(PCI_SAMPLE)
     assert [d.device_id for d in devices] == ["1392", "119a", "11a0", "11a1", "11a7", "11e0", "11e2", "2204",
@@ -314,7 +314,7 @@ def test_pci_table_from_pci_ids_names_and_chips(kn: Knowledge) -> None:
 
 
 def test_packaged_pci_table_is_consistent(kn: Knowledge) -> None:
-    from installer.knowledge.pci_ids import load_pci_table, lookup_pci
+    from tfgpu_install.knowledge.pci_ids import load_pci_table, lookup_pci
 
     table = load_pci_table(profiles_dir() / "pci_ids.yaml")
     assert len(table.entries) > 400 and table.source.startswith("https://pci-ids.ucw.cz/")

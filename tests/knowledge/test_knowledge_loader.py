@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import pytest
 
-from installer.errors import BadInputError, ExitCode
-from installer.knowledge.load import load_knowledge, profiles_dir
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.knowledge.load import load_knowledge, profiles_dir
 
 GOOD_ROW = """\
 releases:
@@ -146,7 +146,7 @@ def test_arbitrary_text_never_crashes_the_loader(pdir: Path) -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from installer.knowledge.load import _load_cached
+    from tfgpu_install.knowledge.load import _load_cached
 
     pieces = st.sampled_from(
         ["releases:", "\n", "  - ", "tensorflow: ", '"2.15.1"', "cuda: ", "12.2", "[", "]", "{", "}", ":", ",",
@@ -171,7 +171,7 @@ def test_gpu_by_name_never_raises() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from installer.knowledge.gpu_names import gpu_by_name
+    from tfgpu_install.knowledge.gpu_names import gpu_by_name
 
     kn = load_knowledge()
 
@@ -188,7 +188,7 @@ def test_gpu_by_name_never_raises() -> None:
 
 
 def _cached(pdir: Path, cache: Path) -> tuple[object, Path]:
-    from installer.knowledge.load import _load_cached
+    from tfgpu_install.knowledge.load import _load_cached
 
     _load_cached.cache_clear()
     kn = load_knowledge(pdir, cache_dir=cache)

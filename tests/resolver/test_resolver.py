@@ -8,8 +8,8 @@ from datetime import date
 import pytest
 from support.shapes import gpu, gpus_named, machine, mini_knowledge, mini_releases, policy, release
 
-from installer.knowledge.model import Defect
-from installer.resolver.resolve import (
+from tfgpu_install.knowledge.model import Defect
+from tfgpu_install.resolver.resolve import (
     candidates,
     gpu_coverage,
     has_usable_gpu,

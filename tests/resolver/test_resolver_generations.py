@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from support.shapes import gpu, machine, policy
 
-from installer.knowledge.load import load_knowledge
-from installer.knowledge.model import Knowledge
-from installer.resolver.hardware import dropped_by_driver, ptxas_for, ptxas_knows
-from installer.resolver.resolve import resolve
+from tfgpu_install.knowledge.load import load_knowledge
+from tfgpu_install.knowledge.model import Knowledge
+from tfgpu_install.resolver.hardware import dropped_by_driver, ptxas_for, ptxas_knows
+from tfgpu_install.resolver.resolve import resolve
 
 STABLE = policy("stable", require_patch_release=True, min_age_days=90)
 _KN: list[Knowledge] = []

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.shapes import gpu, machine, mini_knowledge, policy
 
-from installer.facts.model import Facts
-from installer.knowledge.load import load_knowledge
-from installer.knowledge.model import Knowledge, Release
-from installer.resolver.model import Choice
-from installer.resolver.resolve import resolve
+from tfgpu_install.facts.model import Facts
+from tfgpu_install.knowledge.load import load_knowledge
+from tfgpu_install.knowledge.model import Knowledge, Release
+from tfgpu_install.resolver.model import Choice
+from tfgpu_install.resolver.resolve import resolve
 
 KN = mini_knowledge()
 

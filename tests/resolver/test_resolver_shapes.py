@@ -21,9 +21,9 @@ from typing import Optional
 import pytest
 from support.shapes import gpu, gpus_named, machine
 
-from installer.facts.model import Facts
-from installer.knowledge.load import load_knowledge, load_policy
-from installer.resolver.resolve import resolve, version_key
+from tfgpu_install.facts.model import Facts
+from tfgpu_install.knowledge.load import load_knowledge, load_policy
+from tfgpu_install.resolver.resolve import resolve, version_key
 
 TODAY = date(2026, 12, 3)  # fixed, so the stable policy's age rule gives the same answer every day
 GPU = {

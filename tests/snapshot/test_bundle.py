@@ -10,9 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import ExitCode
-from installer.snapshot import model as S
-from installer.snapshot.bundle import platform_tags
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     cli,
@@ -23,6 +20,9 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     source_env,
 )
 from tests.support.snapshot_doc import make
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.bundle import platform_tags
 
 pytestmark = needs_gcc
 
@@ -37,7 +37,7 @@ def _closed_port_url() -> str:
 
 @pytest.fixture(scope="module")
 def bundled(source_env: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from installer.cli import main
+    from tfgpu_install.cli import main
 
     tmp = tmp_path_factory.mktemp("bundle")
     snap = tmp / "snap.yaml"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import yaml
 
-from installer.snapshot import drift, exports
-from installer.snapshot import model as S
-from installer.snapshot.pylock import parse_pylock, wheel_hashes
 from tests.support.snapshot_doc import make
+from tfgpu_install.snapshot import drift, exports
+from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.pylock import parse_pylock, wheel_hashes
 
 
 def test_compare_finds_each_kind_of_drift() -> None:
@@ -60,7 +60,7 @@ def test_pylock_parse_and_hashes() -> None:
 
 
 def test_lock_platform_is_the_newest_uv_knows_not_above_the_host_glibc() -> None:
-    from installer.snapshot.pylock import python_platform
+    from tfgpu_install.snapshot.pylock import python_platform
 
     assert python_platform("2.36", "x86_64") == "x86_64-manylinux_2_36"
     assert python_platform("2.30", "x86_64") == "x86_64-manylinux_2_28"

@@ -7,7 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from installer.snapshot import envstate
+from tfgpu_install.snapshot import envstate
 
 
 def _b64(data: bytes) -> str:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import BadInputError, ExitCode
-from installer.snapshot import model as S
 from tests.support.snapshot_doc import make
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.snapshot import model as S
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:

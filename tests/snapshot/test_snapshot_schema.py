@@ -12,11 +12,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from installer.cli import main
-from installer.errors import BadInputError, ExitCode
-from installer.snapshot import model as S
-from installer.snapshot.contract import choice_of
 from tests.support.snapshot_doc import make
+from tfgpu_install.cli import main
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.contract import choice_of
 
 VALID = S.dumps(make(id="20261201T000000Z-known-good-aaaaaa"))
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.engine.executor import Executor
-from installer.errors import BadInputError
-from installer.files import tree_digest
-from installer.steps.activation import LAUNCHER, WriteActivation
-from installer.steps.shell_rc import WriteShellRc
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.errors import BadInputError
+from tfgpu_install.files import tree_digest
+from tfgpu_install.steps.activation import LAUNCHER, WriteActivation
+from tfgpu_install.steps.shell_rc import WriteShellRc
 
 FAKE_CUDNN = "int cudnnGetVersion(void) { return 8907; }\n"
 

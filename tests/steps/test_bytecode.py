@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from installer.context import Context
-from installer.steps.bytecode import donor_envs, donor_for, link_from, survey
+from tfgpu_install.context import Context
+from tfgpu_install.steps.bytecode import donor_envs, donor_for, link_from, survey
 
 TAG = sys.implementation.cache_tag  # e.g. cpython-311
 PYC = f"mod.{TAG}.pyc"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from installer.conda.prefix import CondaRecord, installed, meets, unmet
-from installer.context import Context
-from installer.errors import BadInputError, StepFailed, UnsatisfiableError
-from installer.knowledge.cuda_sources import conda_recipe_for, load_conda_recipes, parse_conda, spec_name
-from installer.steps.conda_packages import InstallCondaCuda, conda_install_argv
 from tests.support.conda_channel import CondaPkg, build_channel, cuda_channel
 from tests.support.fake_conda import read_log, write_fake_conda
+from tfgpu_install.conda.prefix import CondaRecord, installed, meets, unmet
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError, StepFailed, UnsatisfiableError
+from tfgpu_install.knowledge.cuda_sources import conda_recipe_for, load_conda_recipes, parse_conda, spec_name
+from tfgpu_install.steps.conda_packages import InstallCondaCuda, conda_install_argv
 
 pytest.importorskip("rattler")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
@@ -47,8 +47,8 @@ def test_knowledge_rows_carry_sources_and_cover_every_system_cuda() -> None:
 def test_every_system_cuda_release_has_a_row_whose_cudnn_serves_its_build() -> None:
     """matrix.yaml x conda.yaml: each `cuda_from: system` release finds a row, and the row's
     cuDNN serves the build's (same major, not older: TF's rule, checked by check_serves)."""
-    from installer.fetch.cudnn_redist import check_serves
-    from installer.knowledge.load import load_knowledge
+    from tfgpu_install.fetch.cudnn_redist import check_serves
+    from tfgpu_install.knowledge.load import load_knowledge
 
     recipes = load_conda_recipes()
     system = [r for r in load_knowledge().releases if r.cuda_from == "system" and r.cuda]
@@ -133,7 +133,7 @@ def test_installed_conda_gets_the_install_argv(tmp_path: Path) -> None:
 def test_installed_conda_is_driven_through_the_runner(tmp_path: Path, tmp_env: dict[str, str]) -> None:
     """With a conda on PATH the step runs it (the stand-in refuses `install`: the step fails
     with conda's own words, after the exact argv was issued)."""
-    from installer.context import build_context
+    from tfgpu_install.context import build_context
 
     exe = write_fake_conda(tmp_path / "bin", root=tmp_path / "miniforge")
     env_vars = dict(tmp_env, PATH=f"{exe.parent}:{tmp_env.get('PATH', '')}")
@@ -153,10 +153,10 @@ def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Cont
     conda.cuda step asks for exactly those, though the channel now has a newer build."""
     from types import SimpleNamespace
 
-    from installer.plan.options import InstallOptions
-    from installer.plan.restore import conda_restore_extra, restore_steps
-    from installer.resolver.model import Choice, Resolution
-    from installer.steps.conda_packages import InstallCondaCuda
+    from tfgpu_install.plan.options import InstallOptions
+    from tfgpu_install.plan.restore import conda_restore_extra, restore_steps
+    from tfgpu_install.resolver.model import Choice, Resolution
+    from tfgpu_install.steps.conda_packages import InstallCondaCuda
 
     chan = build_channel(tmp_path / "chan", [
         CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11",
@@ -189,7 +189,7 @@ def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Cont
 def test_a_package_needing_a_driver_solves_with_conda_override_cuda(tmp_path: Path, tmp_env: dict[str, str]) -> None:
     """cudnn builds that depend on the __cuda virtual package: no such driver here, so unsolvable;
     CONDA_OVERRIDE_CUDA (conda's own variable, read through the context) stands in for one."""
-    from installer.context import build_context
+    from tfgpu_install.context import build_context
 
     chan = build_channel(tmp_path / "chan", [
         CondaPkg("cudatoolkit", "11.2.2", ("libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11",
@@ -218,7 +218,7 @@ def test_a_package_needing_a_driver_solves_with_conda_override_cuda(tmp_path: Pa
              symlinks={"lib/libcudart.so": "../../../../../../../etc/passwd"}),
 ])
 def test_a_hostile_package_changes_nothing_outside_or_inside(tmp_path: Path, ctx: Context, hostile: CondaPkg) -> None:
-    from installer.files import tree_digest
+    from tfgpu_install.files import tree_digest
 
     chan = build_channel(tmp_path / "chan", [hostile, CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",))])
     work = tmp_path / "work"

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.errors import BadInputError, DownloadError, UnsatisfiableError
-from installer.files import tree_digest
-from installer.knowledge.cuda_sources import load_redist_recipes, redist_recipe_for
-from installer.plan.options import InstallOptions
-from installer.resolver.model import Choice
-from installer.steps.cuda.place import PlaceCudaRedist, cuda_lib_dir, cuda_redist_steps
 from tests.support.cuda_redist import publish_cuda_redist
 from tests.support.httpserver import LoopbackServer
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError, DownloadError, UnsatisfiableError
+from tfgpu_install.files import tree_digest
+from tfgpu_install.knowledge.cuda_sources import load_redist_recipes, redist_recipe_for
+from tfgpu_install.plan.options import InstallOptions
+from tfgpu_install.resolver.model import Choice
+from tfgpu_install.steps.cuda.place import PlaceCudaRedist, cuda_lib_dir, cuda_redist_steps
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
 

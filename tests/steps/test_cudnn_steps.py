@@ -12,15 +12,15 @@ from typing import Optional
 
 import pytest
 
-from installer.context import Context
-from installer.engine.executor import Executor
-from installer.errors import BadInputError, DownloadError, ExitCode, StepFailed, UnsatisfiableError, UsageError
-from installer.files import tree_digest
-from installer.plan.options import InstallOptions
-from installer.resolver.model import Choice, Resolution
-from installer.steps.cudnn.place import MARKER, cudnn_steps, find_stale, placed_lib_dir
 from tests.support.cudnn_archive import build_archive, install_libs, publish, version_code, version_header
 from tests.support.httpserver import Fault, LoopbackServer
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.errors import BadInputError, DownloadError, ExitCode, StepFailed, UnsatisfiableError, UsageError
+from tfgpu_install.files import tree_digest
+from tfgpu_install.plan.options import InstallOptions
+from tfgpu_install.resolver.model import Choice, Resolution
+from tfgpu_install.steps.cudnn.place import MARKER, cudnn_steps, find_stale, placed_lib_dir
 
 
 def resolution(cudnn: str = "9.1", pin: Optional[str] = "9.1.0.70", cuda: str = "12.3", tf: str = "2.17.1") -> Resolution:
@@ -239,7 +239,7 @@ def test_option_errors() -> None:
 
 
 def _stale_setup(tmp_path: Path, tmp_env: dict[str, str]) -> tuple[Context, Path, Path, Path]:
-    from installer.context import build_context
+    from tfgpu_install.context import build_context
 
     w = tmp_path / "w"
     w.mkdir()

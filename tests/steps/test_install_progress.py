@@ -7,7 +7,7 @@ from typing import Optional
 
 import pytest
 
-from installer.steps.install_progress import InstallProgress, size_bytes
+from tfgpu_install.steps.install_progress import InstallProgress, size_bytes
 
 UV = """\
 Using Python 3.11.7 environment at: uvt

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context, build_context
-from installer.engine.executor import Executor
-from installer.errors import EnvironmentProblem
-from installer.files import tree_digest
-from installer.runner import ReplayRunner
-from installer.steps.ldconfig import SystemLdconfig
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.files import tree_digest
+from tfgpu_install.runner import ReplayRunner
+from tfgpu_install.steps.ldconfig import SystemLdconfig
 
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or not (shutil.which("ldconfig") or Path("/sbin/ldconfig").exists()),

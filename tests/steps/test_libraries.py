@@ -9,12 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context
-from installer.errors import ExitCode, StepFailed
-from installer.files import tree_sha256
-from installer.steps.env import CreateEnv, TargetEnv
-from installer.steps.libraries import CheckLibraries, expected_libraries, nvidia_lib_dirs
-from installer.steps.packages import InstallPackages
 from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
     STABLE_PINS,
     STABLE_REQUIREMENTS,
@@ -23,6 +17,12 @@ from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
     package_index,
     wheelhouse,
 )
+from tfgpu_install.context import Context
+from tfgpu_install.errors import ExitCode, StepFailed
+from tfgpu_install.files import tree_sha256
+from tfgpu_install.steps.env import CreateEnv, TargetEnv
+from tfgpu_install.steps.libraries import CheckLibraries, expected_libraries, nvidia_lib_dirs
+from tfgpu_install.steps.packages import InstallPackages
 
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -102,7 +102,7 @@ CU11_PINS = {"nvidia-cublas-cu11": "11.11.3.6", "nvidia-cuda-cupti-cu11": "11.8.
 
 def test_expected_libraries_for_the_cu11_pins_are_what_tf_2_5_to_2_13_dlopen() -> None:
     """The cu11 pins of matrix.yaml give every soname TF's dso loader asks for (matrix.yaml `sonames`)."""
-    from installer.knowledge.load import load_knowledge
+    from tfgpu_install.knowledge.load import load_knowledge
 
     rel = load_knowledge().release("2.12.1")
     assert rel is not None and rel.pins_kind == "wheels"
@@ -176,7 +176,7 @@ def test_records_which_dirs_tf_itself_searches(ctx: Context, tmp_path: Path) -> 
     import subprocess
 
     env = _layout(tmp_path)
-    from installer.steps.libraries import tf_search_dirs
+    from tfgpu_install.steps.libraries import tf_search_dirs
 
     assert tf_search_dirs(env) is None  # no TF library here yet
     tf = env.site_packages() / "tensorflow"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context, build_context
-from installer.runner import SubprocessRunner
-from installer.steps.env import TargetEnv
-from installer.steps.libraries import CheckLibraries
-from installer.steps.load_memo import MEMO_FILE
 from tests.support.wheelhouse import build_shared_lib
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.runner import SubprocessRunner
+from tfgpu_install.steps.env import TargetEnv
+from tfgpu_install.steps.libraries import CheckLibraries
+from tfgpu_install.steps.load_memo import MEMO_FILE
 
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
 LIBS = (("cuda_runtime", "libcudart.so.12"), ("cublas", "libcublas.so.12"), ("cublas", "libcublasLt.so.12"),

@@ -11,11 +11,6 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pytest
 
-from installer.context import Context, build_context
-from installer.errors import DownloadError, ExitCode, StepFailed
-from installer.runner import Completed, ReplayRunner, SubprocessRunner
-from installer.steps.env import CreateEnv, TargetEnv
-from installer.steps.packages import InstallPackages, installed_versions, unsatisfied
 from tests.support.fake_conda import write_fake_conda
 from tests.support.httpserver import refused_port
 from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
@@ -28,6 +23,11 @@ from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
     served,
     wheelhouse,
 )
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.errors import DownloadError, ExitCode, StepFailed
+from tfgpu_install.runner import Completed, ReplayRunner, SubprocessRunner
+from tfgpu_install.steps.env import CreateEnv, TargetEnv
+from tfgpu_install.steps.packages import InstallPackages, installed_versions, unsatisfied
 
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -67,7 +67,7 @@ def test_uv_install_from_index_then_noop_check_spawns_nothing(
     step = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url)
     assert not step.check(ctx)
     record = step.apply(ctx)
-    assert record["installer"] == "uv"
+    assert record["tfgpu_install"] == "uv"
     have = installed_versions(env)
     assert have["tensorflow"] == TF_VERSION
     assert have["numpy"] == "1.26.4"  # the constraint held numpy below 2 although 2.0.0 is offered
@@ -93,7 +93,7 @@ def test_pip_fallback_honours_pip_index_url(tmp_env: dict[str, str], tmp_path: P
         ctx = _ctx(tmp_env, TFGPU_NO_UV="1", PIP_INDEX_URL=srv.url)
         record = InstallPackages(env, STABLE_REQUIREMENTS).apply(ctx)
         assert any(r.startswith("/files/tensorflow-") for r in srv.requests)
-    assert record["installer"] == "pip"
+    assert record["tfgpu_install"] == "pip"
     calls = [a for a, _ in ctx.runner.calls]  # type: ignore[attr-defined]
     assert calls[0][1:] == ("-m", "ensurepip", "--default-pip")  # pip bootstrapped offline first
     assert calls[1][:4] == (str(env.python), "-m", "pip", "install") and "--index-url" in calls[1]
@@ -245,7 +245,7 @@ def test_a_package_cut_short_mid_write_is_installed_again_on_resume(
     broken = next(env.path.glob("lib/python*/site-packages/absl_py-*.dist-info"))
     (broken / "METADATA").unlink()  # as a write cut short leaves it
     record = step.apply(ctx)
-    assert step.check(ctx) and record["installer"] in ("uv", "pip")
+    assert step.check(ctx) and record["tfgpu_install"] in ("uv", "pip")
     assert (next(env.path.glob("lib/python*/site-packages/absl_py-*.dist-info")) / "METADATA").is_file()
 
 
@@ -331,8 +331,8 @@ def test_index_settings_precedence(tmp_env: dict[str, str], tmp_path: Path) -> N
 
 
 def test_from_choice_and_options(tmp_path: Path) -> None:
-    from installer.plan.options import InstallOptions
-    from installer.resolver.model import Choice
+    from tfgpu_install.plan.options import InstallOptions
+    from tfgpu_install.resolver.model import Choice
 
     choice = Choice(tensorflow="2.99.0", cuda="12.3", cudnn="9.1", python=PYV, jit_only=False,
                     pins=dict(STABLE_PINS), constraints={"numpy": ">=1.23.5,<2.0"})
@@ -348,8 +348,8 @@ def test_from_choice_and_options(tmp_path: Path) -> None:
 def test_a_resume_drops_records_whose_files_the_full_disk_cut(tmp_path: Path) -> None:
     """A dist-info can look complete (METADATA, the wheel's own RECORD) next to a library that
     ENOSPC cut short: on resume it is dropped, so the installer puts the package in again."""
-    from installer.steps.env import TargetEnv
-    from installer.steps.packages import _drop_half_installed, installed
+    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.steps.packages import _drop_half_installed, installed
 
     env = TargetEnv.at(tmp_path / "env")
     site = env.path / "lib" / "python3.11" / "site-packages"

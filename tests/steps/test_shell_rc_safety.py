@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from installer.context import Context, build_context
-from installer.engine.executor import Executor
-from installer.errors import BadInputError, EnvironmentProblem, ExitCode
-from installer.files import MarkerError, render_block_bytes, scan_blocks
-from installer.steps.shell_rc import WriteShellRc, env_block_id, validate_shell_rc
 from tests.conftest import make_tmp_env
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.errors import BadInputError, EnvironmentProblem, ExitCode
+from tfgpu_install.files import MarkerError, render_block_bytes, scan_blocks
+from tfgpu_install.steps.shell_rc import WriteShellRc, env_block_id, validate_shell_rc
 
 NOBODY = 65534
 
@@ -130,8 +130,8 @@ def test_killed_mid_edit_of_a_symlinked_rc_rolls_back_the_target(tmp_path: Path,
     before = _identity(rc)
     code = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from pathlib import Path; from installer.context import build_context;"
-         "from installer.engine.executor import Executor; from installer.steps.shell_rc import WriteShellRc;"
+         "import sys; from pathlib import Path; from tfgpu_install.context import build_context;"
+         "from tfgpu_install.engine.executor import Executor; from tfgpu_install.steps.shell_rc import WriteShellRc;"
          f"rc, env = Path({str(rc)!r}), Path({str(env)!r});"
          "Executor(build_context(dict(__import__('os').environ)), env).run([WriteShellRc(rc, env)])"],
         env={**make_tmp_env(tmp_path), "TFGPU_TEST_KILL_AT": "shell-rc.write:after",
@@ -277,8 +277,8 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)
         rc.chmod(0)
-        script = ("import os, sys; from pathlib import Path; from installer.steps.shell_rc import validate_shell_rc;"
-                  "from installer.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
+        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import validate_shell_rc;"
+                  "from tfgpu_install.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
                   f"try:\n    validate_shell_rc(Path({str(rc)!r}), Path({str(env)!r}))\n"
                   "except TfgpuError as e:\n    print(int(e.code), e.message); sys.exit(0)\nsys.exit(3)")
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

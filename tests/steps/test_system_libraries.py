@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from support.shapes import gpu, machine, policy
 
-from installer.context import Context
-from installer.errors import ExitCode, UnsatisfiableError
-from installer.files import tree_sha256
-from installer.knowledge.load import load_knowledge
-from installer.plan.install import build_steps
-from installer.plan.options import InstallOptions
-from installer.resolver.resolve import resolve
-from installer.steps.system_libraries import CheckSystemLibraries
 from tests.support.wheelhouse import build_shared_lib
+from tfgpu_install.context import Context
+from tfgpu_install.errors import ExitCode, UnsatisfiableError
+from tfgpu_install.files import tree_sha256
+from tfgpu_install.knowledge.load import load_knowledge
+from tfgpu_install.plan.install import build_steps
+from tfgpu_install.plan.options import InstallOptions
+from tfgpu_install.resolver.resolve import resolve
+from tfgpu_install.steps.system_libraries import CheckSystemLibraries
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not Path(LDCONFIG).exists(),

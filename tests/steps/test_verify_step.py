@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context, build_context
-from installer.engine.executor import Executor
-from installer.errors import ExitCode, VerifyFailed
-from installer.steps.verify import VerifyEnv
-from installer.verify.host import CheckPlan, read_record, record_path
 from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import STABLE_PLAN, make_venv, tf_env  # noqa: F401
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.engine.executor import Executor
+from tfgpu_install.errors import ExitCode, VerifyFailed
+from tfgpu_install.steps.verify import VerifyEnv
+from tfgpu_install.verify.host import CheckPlan, read_record, record_path
 
 
 @pytest.fixture

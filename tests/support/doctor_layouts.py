@@ -13,9 +13,9 @@ from typing import Optional
 
 import yaml
 
-from installer.context import Context, build_context
-from installer.doctor.envcheck import PROBE_SCRIPT
-from installer.runner import Completed, ReplayRunner, SubprocessRunner
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.doctor.envcheck import PROBE_SCRIPT
+from tfgpu_install.runner import Completed, ReplayRunner, SubprocessRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from installer.context import Context
-from installer.files import atomic_write, read_block, remove_block, remove_file, set_block
-from installer.steps.base import Step, UndoRecord, checkpoint
+from tfgpu_install.context import Context
+from tfgpu_install.files import atomic_write, read_block, remove_block, remove_file, set_block
+from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 
 class CreateTree(Step):
@@ -166,9 +166,9 @@ def _main(argv: list[str]) -> int:
     """ROOT install|rollback [--dry-run]: run demo_steps through the real executor."""
     import os
 
-    from installer.context import build_context
-    from installer.engine.executor import Executor
-    from installer.errors import TfgpuError
+    from tfgpu_install.context import build_context
+    from tfgpu_install.engine.executor import Executor
+    from tfgpu_install.errors import TfgpuError
 
     root = Path(argv[0])
     ctx = build_context(dict(os.environ))

@@ -4,7 +4,7 @@ the process environment for running the real CLI against temp dirs.
 
     write_knowledge(dest) -> Path           matrix.yaml (TF 2.99.0), drivers/gpus copied from
                                             profiles/, stable/latest/legacy policies
-    cli_env(tmp_env, knowledge, index_url)  env vars for `python -m installer ...`
+    cli_env(tmp_env, knowledge, index_url)  env vars for `python -m tfgpu_install ...`
     run_cli(args, env) -> CompletedProcess  the CLI as a real subprocess
 """
 
@@ -85,7 +85,7 @@ def cli_env(tmp_env: Mapping[str, str], knowledge: Path, index_url: str, **extra
 
 def run_cli(args: Sequence[str], env: Mapping[str, str], timeout: float = 300) -> "subprocess.CompletedProcess[str]":
     return subprocess.run(
-        [sys.executable, "-m", "installer", *args],
+        [sys.executable, "-m", "tfgpu_install", *args],
         env=dict(env), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
 

@@ -10,10 +10,10 @@ from typing import Any, Optional
 
 import yaml
 
-from installer.facts import gpu as smi
-from installer.facts.nvml import nvml_argv
-from installer.knowledge.model import DriverRow, GpuRow, Knowledge
-from installer.runner import ReplayRunner
+from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts.nvml import nvml_argv
+from tfgpu_install.knowledge.model import DriverRow, GpuRow, Knowledge
+from tfgpu_install.runner import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SMI = "/usr/bin/nvidia-smi"

@@ -22,8 +22,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pytest
 
-from installer.cli import main
 from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, write_knowledge
+from tfgpu_install.cli import main
 
 GLIBC_MATRIX = MATRIX.replace('min_glibc: "2.17"', 'min_glibc: "2.27"').replace(
     "manylinux_2_17_x86_64", "manylinux_2_27_x86_64")
@@ -103,7 +103,7 @@ def assert_restores_exactly(env: Path, environ: Mapping[str, str], work: Path, t
     import os
 
     def run(*args: str) -> Any:
-        proc = subprocess.run([sys.executable, "-m", "installer", *args, "--json"], env=dict(environ),
+        proc = subprocess.run([sys.executable, "-m", "tfgpu_install", *args, "--json"], env=dict(environ),
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         return json.loads(proc.stdout)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from installer.facts.model import Driver, Facts, Gpu, Host, PythonInterp, Tools
-from installer.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
+from tfgpu_install.facts.model import Driver, Facts, Gpu, Host, PythonInterp, Tools
+from tfgpu_install.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
 
 TF_TABLE = "https://www.tensorflow.org/install/source#gpu"
 CUDA_TABLE = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#id5"

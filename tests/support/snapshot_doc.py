@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from installer.snapshot import model as S
+from tfgpu_install.snapshot import model as S
 
 
 def make(**kw: object) -> S.Snapshot:

@@ -42,7 +42,7 @@ import pytest
 
 from tests.support import stub_sources as src
 
-CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "installer" / "verify" / "gpucheck" / "check.py"
+CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "tfgpu_install" / "verify" / "gpucheck" / "check.py"
 
 # cuDNN 9's run-time loaded sub-libraries, as the nvidia-cudnn-cu12 9.3.0.75 / 9.8.0.87 wheels' RECORD list them.
 CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",

@@ -251,7 +251,7 @@ def default_specs() -> list[WheelSpec]:
 
 
 # TF 2.5-2.13's CUDA user space: the nvidia-*-cu11 wheels at the versions matrix.yaml pins, each
-# with the sonames the real wheels ship (read from them with installer/fetch/elf.py). CU11_TF is a
+# with the sonames the real wheels ship (read from them with tfgpu_install/fetch/elf.py). CU11_TF is a
 # fake TensorFlow built for CUDA 11.2 / cuDNN 8 with no and-cuda extra, as TF 2.11 is.
 CU11_TF = "2.97.0"
 CU11_PINS = {

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from installer.knowledge.load import load_knowledge
-from installer.knowledge.model import Release
-from installer.resolver.checks import gpu_coverage
-from installer.verify.gpucheck.tfgpucheck_arch import coverage, split_archs
-from installer.verify.host import CHECK_SCRIPT
+from tfgpu_install.knowledge.load import load_knowledge
+from tfgpu_install.knowledge.model import Release
+from tfgpu_install.resolver.checks import gpu_coverage
+from tfgpu_install.verify.gpucheck.tfgpucheck_arch import coverage, split_archs
+from tfgpu_install.verify.host import CHECK_SCRIPT
 
 _spec = importlib.util.spec_from_file_location("tfgpucheck_main_arch", CHECK_SCRIPT)
 assert _spec is not None and _spec.loader is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from installer.verify.host import CHECK_SCRIPT
+from tfgpu_install.verify.host import CHECK_SCRIPT
 
 # check.py is a script run inside the env, not a module of the package: load it by path.
 _spec = importlib.util.spec_from_file_location("tfgpucheck_main", CHECK_SCRIPT)

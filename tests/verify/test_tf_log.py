@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from installer.verify.host import CHECK_SCRIPT
 from tests.conftest import load_cases
+from tfgpu_install.verify.host import CHECK_SCRIPT
 
 sys.path.insert(0, str(CHECK_SCRIPT.parent))  # the check's modules live beside it, outside the package
 import tfgpucheck_nvml  # noqa: E402

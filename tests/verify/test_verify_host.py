@@ -1,4 +1,4 @@
-"""installer/verify.py: the host runs the check in a real env through the real runner and reads it."""
+"""tfgpu_install/verify.py: the host runs the check in a real env through the real runner and reads it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from installer.context import Context, build_context
-from installer.errors import EnvironmentProblem
-from installer.report import Bullets, Table, Text
-from installer.resolver.model import Choice
-from installer.runner import TIMED_OUT, Completed
-from installer.verify.host import (
+from tests.support.stublibs import StubLibs, plant_pci
+from tests.support.tfenv import make_venv
+from tfgpu_install.context import Context, build_context
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.report import Bullets, Table, Text
+from tfgpu_install.resolver.model import Choice
+from tfgpu_install.runner import TIMED_OUT, Completed
+from tfgpu_install.verify.host import (
     CheckPlan,
     LayerResult,
     VerifyReport,
@@ -24,8 +26,6 @@ from installer.verify.host import (
     run_verification,
     write_record,
 )
-from tests.support.stublibs import StubLibs, plant_pci
-from tests.support.tfenv import make_venv
 
 PLAN = CheckPlan(cuda="12.3", cudnn="8.9.7.29")
 

@@ -1,3 +1,0 @@
-from installer.entry import run
-
-run()

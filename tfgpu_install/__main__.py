@@ -1,0 +1,3 @@
+from tfgpu_install.entry import run
+
+run()

@@ -1,0 +1,30 @@
+"""Asking the user before a command changes the machine."""
+
+from __future__ import annotations
+
+import sys
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import UsageError
+from tfgpu_install.report import Block, Result
+
+
+def confirm(ctx: Context, yes: bool, blocks: list[Block]) -> None:
+    """Ask before a change (install, restore over an env, rollback); -y skips the question."""
+    if yes:
+        return
+    stdin = ctx.input()
+    if stdin is None or not stdin.isatty():
+        raise UsageError(
+            "refusing to change this machine without confirmation (stdin is not a terminal)",
+            hint="pass -y to proceed, or --dry-run to see the plan first",
+            ref="confirmation-needed",
+        )
+    from tfgpu_install.console import render  # the console is the only printer
+
+    render(Result(data={}, blocks=blocks), as_json=False, stream=sys.stderr)
+    sys.stderr.write("Proceed? [y/N] ")
+    sys.stderr.flush()
+    answer = stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise UsageError("cancelled: nothing was changed", hint="run again and answer y, or pass -y", ref="cancelled")

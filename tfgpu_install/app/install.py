@@ -1,0 +1,269 @@
+"""`install`: probe, resolve, show the plan, confirm, run the steps with a journal, verify,
+record a snapshot (the provisioning itself is app/provision.py, shared with restore).
+
+A re-run on a complete env is a no-op (every check() passes, verify and snapshot are
+skipped while the env's fingerprint is unchanged). A re-run after a kill finishes the job.
+No usable GPU and no --allow-cpu: stop after the probe with exit 3 (NO_GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.app.envs import default_env_path
+from tfgpu_install.app.provision import ProvisionRequest, provision
+from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import ExecReport
+from tfgpu_install.envlayout import user_path
+from tfgpu_install.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageError
+from tfgpu_install.plan.options import InstallOptions, options_to_json
+from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+from tfgpu_install.resolver.model import Resolution
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    resolve: ResolveRequest = field(default_factory=ResolveRequest)
+    env: Optional[str] = None  # --env as given; None: the default location for the choice
+    system_ldconfig: bool = False
+    shell_rc: Optional[str] = None
+    seed_pip: bool = False
+    cudnn_source: str = "wheel"
+    cudnn_mirror: Optional[str] = None
+    cudnn_archive: Optional[str] = None
+    cudnn_prefix: Optional[str] = None
+    quarantine_stale: bool = False
+    index_url: Optional[str] = None
+    conda_channel: Optional[str] = None  # conda backend: channel for Python and cudatoolkit/cudnn
+    cuda_source: str = "default"  # "default" | "redist" (NVIDIA's archives), for TF <= 2.13
+    cuda_mirror: Optional[str] = None
+    yes: bool = False
+    dry_run: bool = False
+    wait: bool = False
+    progress: bool = False  # live progress on the terminal
+
+
+def install(ctx: Context, req: InstallRequest) -> Result:
+    from tfgpu_install.plan.install import build_steps
+    from tfgpu_install.plan.journaled import plan_to_json
+
+    _check_request(req, ctx)
+    resolved = resolve_machine(ctx, req.resolve)
+    require_choice(resolved, req.resolve.allow_cpu)
+    options = _options(req, ctx, resolved)
+    _check_shell_rc(options)
+    resolution = resolved.resolution
+    steps = build_steps(resolution, options)
+    done = provision(ctx, ProvisionRequest(
+        env=options.env, steps=steps, plan=plan_to_json(resolution, options),
+        head=lambda preview: _plan_blocks(resolution, options, preview),
+        facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
+    ))
+    head = _plan_blocks(resolution, options, done.preview)
+    if done.report is None:
+        results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
+        return _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+    return _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+
+
+# --- the pieces before execution ------------------------------------------------------------
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _check_request(req: InstallRequest, ctx: Context) -> None:
+    if req.resolve.conda_name and req.resolve.backend not in (None, "conda"):
+        raise UsageError("--name names a conda env", hint="add --backend conda, or use --env PATH for a venv")
+    if req.resolve.conda_name and req.env:
+        raise UsageError("give either --name (a conda env) or --env PATH, not both")
+    if req.system_ldconfig and str(ctx.root) == "/" and not _is_root():
+        raise EnvironmentProblem(
+            "--system-ldconfig edits /etc/ld.so.conf.d and needs root",
+            hint="run with sudo (e.g. `sudo -E tfgpu-install ... --system-ldconfig`), or leave the flag out: "
+            "activation and the tfgpu-run launcher cover normal use",
+            ref="needs-root",
+        )
+    # The cuDNN archive is read before anything runs: a missing one used to be noticed only
+    # after the env and TensorFlow were installed.
+    from tfgpu_install.steps.cudnn.want import check_cudnn_inputs
+
+    archive = Path(os.path.expanduser(req.cudnn_archive)) if req.cudnn_archive else None
+    check_cudnn_inputs(req.cudnn_source, archive)
+    if req.cuda_mirror and req.cuda_source != "redist":
+        raise UsageError("--cuda-mirror is only used with --cuda-source redist", "add --cuda-source redist")
+
+
+def _check_shell_rc(options: InstallOptions) -> None:
+    """An rc that cannot be edited safely (a directory, unreadable, unbalanced markers) is
+    refused before any step changes anything (exit 6 / 5)."""
+    if options.shell_rc is not None:
+        from tfgpu_install.steps.shell_rc import validate_shell_rc
+
+        validate_shell_rc(options.shell_rc, options.env)
+
+
+def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOptions:
+    resolution = resolved.resolution
+    choice = resolution.choice
+    assert choice is not None
+    explicit_python = resolved.explicit_python
+    r = req.resolve
+    if r.backend:
+        backend = r.backend
+    elif r.conda_name:
+        backend = "conda"
+    else:
+        backend = "venv" if (explicit_python or choice.python_path) else "conda"
+    if r.conda_name:
+        from tfgpu_install.steps.env import conda_named_env_path
+
+        env = conda_named_env_path(ctx, r.conda_name)
+    elif req.env:
+        env = user_path(req.env)
+    else:
+        env = default_env_path(ctx, choice)
+    return InstallOptions(
+        env=env,
+        backend=backend,
+        name=r.conda_name,
+        python=explicit_python or choice.python_path,
+        system_ldconfig=req.system_ldconfig,
+        seed_pip=req.seed_pip,
+        shell_rc=Path(os.path.expanduser(req.shell_rc)) if req.shell_rc else None,
+        allow_cpu=bool(r.allow_cpu or resolution.cpu_only),
+        cudnn_source=req.cudnn_source,
+        cudnn_mirror=req.cudnn_mirror,
+        cudnn_archive=Path(req.cudnn_archive) if req.cudnn_archive else None,
+        cudnn_prefix=Path(req.cudnn_prefix) if req.cudnn_prefix else None,
+        quarantine_stale=req.quarantine_stale,
+        index_url=req.index_url,
+        conda_channel=req.conda_channel,
+        cuda_source=req.cuda_source,
+        cuda_mirror=req.cuda_mirror,
+        extra={"profiles_dir": str(ctx.profiles_dir)} if ctx.profiles_dir else {},
+    )
+
+
+def _verified_before(ctx: Context, env: Path) -> bool:
+    """A complete env: the stored verification said the GPU works."""
+    try:
+        from tfgpu_install.verify.host import read_record
+
+        doc = read_record(ctx, env) or {}
+    except Exception:
+        return False
+    report = doc.get("report") or {}
+    return bool(report.get("ok") and report.get("gpu_verified", doc.get("gpu_verified")))
+
+
+# --- the result ---------------------------------------------------------------------------
+
+_MARK = {"done": "done", "unchanged": "unchanged", "applied": "applied", "pending": "to do"}
+
+
+def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport) -> list[Block]:
+    choice = resolution.choice
+    assert choice is not None
+    cuda = f"CUDA {choice.cuda}, cuDNN {choice.cudnn}" if choice.cuda else "CPU build"
+    blocks: list[Block] = [
+        Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
+        Text(f"env: {options.env} ({options.backend})"),
+    ]
+    if resolution.cpu_only:
+        blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
+    if resolution.warnings:
+        blocks.append(Bullets("warnings", tuple(resolution.warnings), "warn"))
+    blocks.append(table("steps", ("step", "state", "what"),
+                        [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps]))
+    return blocks
+
+
+def _gpu_verified(resolution: Resolution, options: InstallOptions, results: dict[str, Any]) -> bool:
+    if resolution.cpu_only:
+        return False
+    verify = results.get("verify.run")
+    if isinstance(verify, dict) and "gpu_verified" in verify:
+        return bool(verify["gpu_verified"])
+    return bool(results.get("verified_before"))
+
+
+def _result(
+    ctx: Context,
+    resolution: Resolution,
+    options: InstallOptions,
+    report: ExecReport,
+    head: list[Block],
+    dry_run: bool,
+    results: dict[str, Any],
+) -> Result:
+    blocks = list(head)
+    if dry_run:
+        pending = sum(1 for s in report.steps if s.status == "pending")
+        blocks[-1] = table("steps (dry run: nothing was changed)", ("step", "state", "what"),
+                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
+        blocks.append(Text(f"{pending} step(s) would run", "dim"))
+    elif report.changed:
+        blocks[-1] = table("steps", ("step", "state", "what"),
+                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
+        blocks += verification_findings(ctx, options.env)
+        blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
+                           f"`{options.env}/bin/tfgpu-run`", "ok"))
+    else:
+        blocks = [Text(noop_message(options.env), "ok")]
+    data: dict[str, Any] = {
+        "env": str(options.env),
+        "dry_run": dry_run,
+        "changed": report.changed,
+        "resolution": resolution.to_json(),
+        "options": options_to_json(options),
+        "steps": report.to_json(),
+        "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
+    }
+    return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def noop_message(env: Path) -> str:
+    """The whole answer on a complete env (also what the no-op fast path, app/noop.py, prints)."""
+    return f"{env} is already installed and verified: nothing to do"
+
+
+def verification_findings(ctx: Context, env: Path) -> list[Block]:
+    """What verification found, for the last screen: per GPU its name, compute capability, the
+    layers passed, matmul GFLOP/s and speed-up, mixed precision; or that only the CPU was checked."""
+    from tfgpu_install.verify.host import VerifyReport, read_record
+
+    try:
+        doc = read_record(ctx, env) or {}
+        report = VerifyReport.from_json(doc.get("report") or {})
+    except (OSError, TfgpuError, ValueError, TypeError, AttributeError):  # no findings is no reason to fail
+        return []
+    if not report.layers:
+        return []
+    passed = [f"{lay.layer} {lay.name}" for lay in report.layers if lay.status == "pass"]
+    items: list[str] = []
+    if not report.gpu_verified:
+        items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
+    else:
+        driver = report.layer(1)
+        for dev in (driver.measured.get("devices") if driver else None) or []:
+            mem = f", {dev['memory_mib']} MiB" if dev.get("memory_mib") else ""
+            items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
+                         f"{dev.get('compute_capability') or '?'}{mem})")
+        six = report.layer(6)
+        bench = (six.measured.get("benchmark") if six else None) or {}
+        if bench.get("sizes"):
+            top = bench["sizes"][-1]
+            items.append(f"matmul {top['n']}x{top['n']}: {top['gpu_gflops']} GFLOP/s on {bench.get('device')}, "
+                         f"{top['speedup']}x the CPU")
+        mp = report.extras.get("mixed_precision")
+        if mp:
+            items.append(f"mixed precision: {'eligible' if mp.get('eligible') else 'not recommended'}"
+                         + (f" ({mp['why']})" if mp.get("why") else ""))
+    items.append(f"layers passed: {', '.join(passed) or 'none'}")
+    return [Bullets("Verification", tuple(items), "ok" if report.ok else "error")]

@@ -1,0 +1,203 @@
+"""`install`'s no-op fast path: a re-run on a complete env answers from what the last
+successful run left (a stamp), before importing the step machinery, rich, yaml or packaging.
+
+The stamp (<state dir>/noop/<key>.json) is found by the invocation: the tool's version and
+location, the arguments, the working directory and the environment (all of it but a few
+variables a shell changes between commands). It holds the answer a full no-op run gives and
+what that answer depends on, re-read on every use (`watch`):
+
+- the env's fingerprint (installed distributions, activation files, CUDA/cuDNN libraries),
+- the journal (a rollback, a failed or another run change it), the verification record's
+  verdict and fingerprint,
+- every file the journal's steps touched (a shell rc file, an ld.so.conf.d entry),
+- the driver (/proc/driver/nvidia/version), the NVIDIA devices on the PCI bus and in /dev,
+- what the probe looks at: the PATH directories, pyenv's versions, conda's env list, CUDA
+  toolkits under /usr/local and /opt, the loader cache (/etc/ld.so.cache),
+- the knowledge files (the profiles directory).
+
+Any difference, a stamp that does not parse, or anything unreadable: no answer, and the full
+path runs (and leaves a new stamp). The answer itself is the one the full path gives on a
+complete env: each step done (or unchanged since it last ran), nothing changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import tfgpu_install
+from tfgpu_install.context import Context
+
+FORMAT = 1
+# Variables a shell changes between two runs of the same command; they change nothing here.
+_VOLATILE = frozenset({
+    "PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
+    "WINDOWID", "TERM_SESSION_ID", "XDG_SESSION_ID", "MAIL", "HISTFILE", "PS1", "PS2",
+})
+_UNCHANGED = "nothing changed since it last ran"  # the executor's detail for a fingerprinted step
+
+
+def invocation_key(argv: Sequence[str], environ: Mapping[str, str], cwd: str) -> str:
+    doc = {
+        "version": tfgpu_install.__version__, "tool": os.path.dirname(tfgpu_install.__file__ or ""),
+        "argv": list(argv), "cwd": cwd,
+        "environ": sorted((k, v) for k, v in environ.items() if k not in _VOLATILE),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def stamp_path(ctx: Context, key: str) -> Path:
+    return ctx.state_dir / "noop" / f"{key[:40]}.json"
+
+
+def _stat(path: Path) -> list[Any]:
+    """What changes when a file is replaced or edited (or a directory gains/loses an entry)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ["missing"]
+    return [st.st_mode >> 12, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _verification(path: Path) -> list[Any]:
+    """What install reads from the verification record (`verify` rewrites it with a new date)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        report = doc.get("report") or {}
+        return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
+    except (OSError, ValueError, AttributeError):
+        return ["unreadable"]
+
+
+def _knowledge_dir(ctx: Context) -> Path:
+    if ctx.profiles_dir is not None:
+        return ctx.profiles_dir
+    try:  # as knowledge.load.profiles_dir() finds it, without importing the loader
+        import tfgpu_install.profiles  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return Path(__file__).resolve().parents[2] / "profiles"
+    return Path(tfgpu_install.profiles.__file__).resolve().parent
+
+
+def _nvidia_devices(ctx: Context) -> list[str]:
+    found: list[str] = []
+    pci = ctx.sys_path("/sys/bus/pci/devices")
+    try:
+        for dev in sorted(os.listdir(pci)):
+            if _read(pci / dev / "vendor").strip() == "0x10de":
+                found.append(f"{dev}:{_read(pci / dev / 'device').strip()}")
+    except OSError:
+        pass
+    try:
+        found += sorted(n for n in os.listdir(ctx.sys_path("/dev")) if n.startswith("nvidia"))
+    except OSError:
+        pass
+    return found
+
+
+def _touched(journal: Path) -> list[str]:
+    """Every path the journal's steps said they touch (read with the journal's own reader)."""
+    from tfgpu_install.engine.journal import Journal, current_epoch
+
+    paths: set[str] = set()
+    for e in current_epoch(Journal(journal).entries()):
+        if e.event == "begin":
+            paths.update(str(p) for p in e.data.get("touches") or ())
+    return sorted(paths)
+
+
+def watch(ctx: Context, env: Path) -> dict[str, Any]:
+    """Everything the no-op answer depends on, as plain data (compared for equality)."""
+    from tfgpu_install.engine.fingerprint import env_fingerprint
+    from tfgpu_install.engine.journal import env_state_dir
+
+    state = env_state_dir(ctx, env)
+    journal = state / "journal.jsonl"
+    home = ctx.home
+    pyenv = Path(ctx.environ.get("PYENV_ROOT") or home / ".pyenv") / "versions"
+    looked_at = [journal, pyenv, home / ".conda" / "environments.txt",
+                 ctx.sys_path("/usr/local"), ctx.sys_path("/opt"), ctx.sys_path("/etc/ld.so.cache")]
+    looked_at += [Path(d) for d in (ctx.environ.get("PATH") or "").split(os.pathsep) if d]
+    knowledge = _knowledge_dir(ctx)
+    try:
+        looked_at += sorted(knowledge.glob("*.yaml"))
+    except OSError:
+        pass
+    return {
+        "env": env_fingerprint(env),
+        "verification": _verification(state / "verify.json"),
+        "stats": {str(p): _stat(p) for p in looked_at},
+        # Directories a step created change with what is inside them: files are what a user
+        # edits. The tool's own records for the env are read above (`verify` rewrites its record).
+        "touched": {p: _stat(Path(p)) for p in _touched(journal)
+                    if not os.path.isdir(p) and not p.startswith(str(state) + os.sep)},
+        "driver": _read(ctx.sys_path("/proc/driver/nvidia/version")),
+        "devices": _nvidia_devices(ctx),
+        "knowledge": str(knowledge),
+    }
+
+
+def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
+    """The stored no-op answer ({"data": ..., "message": ...}) when nothing it depends on
+    changed; None (run the full path) otherwise. Never raises."""
+    try:
+        key = invocation_key(argv, ctx.environ, os.getcwd())
+        with open(stamp_path(ctx, key), encoding="utf-8") as fh:
+            stamp = json.load(fh)
+        if not isinstance(stamp, dict) or stamp.get("format") != FORMAT or stamp.get("key") != key:
+            return None
+        env = Path(str(stamp["env"]))
+        if not env.is_dir() or stamp.get("watch") != watch(ctx, env):
+            return None
+        if not isinstance(stamp.get("data"), dict) or not isinstance(stamp.get("message"), str):
+            return None
+        return {"data": stamp["data"], "message": stamp["message"]}
+    except Exception:  # a damaged stamp, a vanished file: the full path decides
+        return None
+
+
+def noop_data(data: Mapping[str, Any], fingerprinted: set[str]) -> dict[str, Any]:
+    """What a full re-run says once this run's steps are in place: every step done (a
+    fingerprinted one "unchanged"), nothing changed. A step's check() passes after its apply:
+    that is the contract resume relies on."""
+    steps = []
+    for s in data.get("steps") or []:
+        s = dict(s)
+        if s.get("status") == "applied":
+            unchanged = s.get("id") in fingerprinted
+            s["status"], s["detail"] = ("unchanged", _UNCHANGED) if unchanged else ("done", "")
+        steps.append(s)
+    return {**data, "changed": False, "steps": steps}
+
+
+def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message: str) -> None:
+    """After a successful install (not a dry run): the stamp the next identical run answers from.
+    Best effort: a full disk or a read-only state dir only costs the next run its fast path."""
+    from tfgpu_install.engine.journal import Journal, current_epoch, env_state_dir
+    from tfgpu_install.files import atomic_write
+
+    try:
+        env = Path(str(data["env"]))
+        key = invocation_key(argv, ctx.environ, os.getcwd())
+        journal = Journal(env_state_dir(ctx, env) / "journal.jsonl")
+        fingerprinted = {str(e.step) for e in current_epoch(journal.entries())
+                         if e.event == "done" and e.data.get("fingerprint")}
+        stamp = {"format": FORMAT, "key": key, "env": str(env), "watch": watch(ctx, env),
+                 "data": noop_data(data, fingerprinted), "message": message}
+        atomic_write(stamp_path(ctx, key), json.dumps(stamp, default=str).encode())
+    except Exception:
+        try:
+            os.unlink(stamp_path(ctx, invocation_key(argv, ctx.environ, os.getcwd())))
+        except OSError:
+            pass

@@ -1,0 +1,118 @@
+"""One provisioning path for `install` and `snapshot restore`.
+
+    preview (every step's check, read-only) -> [dry run / nothing to do: stop]
+    -> confirm -> env lock -> rollback point -> remember env -> run the steps (journaled)
+
+Install and restore differ only in the steps they hand in (a resolution's, or a snapshot's
+pinned ones) and in what a failed run leaves: an install stays resumable (run it again), a
+restore is undone at once (`undo_on_failure`), so a refused package never leaves a half-env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from tfgpu_install.app.confirm import confirm
+from tfgpu_install.app.envs import last_env, remember_env
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import ExecReport, Executor
+from tfgpu_install.engine.journal import Journal, step_states
+from tfgpu_install.errors import TfgpuError, VerifyFailed
+from tfgpu_install.report import Block
+from tfgpu_install.snapshot.envstate import site_packages
+from tfgpu_install.steps.base import Step
+
+
+@dataclass(frozen=True)
+class ProvisionRequest:
+    env: Path
+    steps: Sequence[Step]
+    plan: dict[str, Any]  # the journaled plan: rollback rebuilds the same steps from it
+    # What the user confirms: the plan as blocks, made from the preview (each step's state).
+    head: Callable[[ExecReport], Sequence[Block]] = lambda preview: ()
+    facts: Any = None  # the probe's Facts, recorded by the snapshot step
+    yes: bool = False
+    dry_run: bool = False
+    wait: bool = False  # queue behind another run on the same env instead of exit 10
+    progress: bool = False  # live progress on the terminal (never under --json)
+    undo_on_failure: bool = False
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    preview: ExecReport  # every step's state before anything ran
+    report: Optional[ExecReport]  # None: dry run, or nothing was pending
+    results: Mapping[str, Any] = field(default_factory=dict)  # step id -> its record, this run
+    rollback_point: Optional[str] = None  # the snapshot id recorded before the first change
+
+    @property
+    def pending(self) -> bool:
+        return any(s.status == "pending" for s in self.preview.steps)
+
+
+def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
+    ctx = replace(ctx, facts=req.facts)
+    ex = Executor(ctx, req.env, plan=req.plan)
+    preview = ex.run(req.steps, dry_run=True)
+    if req.dry_run or not any(s.status == "pending" for s in preview.steps):
+        return Provisioned(preview, None)
+    confirm(ctx, req.yes, list(req.head(preview)))
+    progress = None
+    if req.progress:
+        from tfgpu_install.console import Progress  # the console is the only printer
+
+        progress = Progress(enabled=True)
+        ex = Executor(replace(ctx, progress=progress), req.env, plan=req.plan)
+    try:
+        with ex.lock(wait=req.wait):
+            entries = ex.journal.entries()
+            before = entries[-1].seq if entries else 0
+            point = _rollback_point(ctx, req.env, req.facts)
+            previous = last_env(ctx)
+            remember_env(ctx, req.env)
+            try:
+                report = ex.run(req.steps)
+            except VerifyFailed:
+                raise  # provisioned but not working: left in place for `doctor` or `rollback`
+            except TfgpuError as err:
+                if not req.undo_on_failure:
+                    raise  # resumable: the journal says where it stopped
+                try:
+                    ex.rollback(req.steps, to_seq=before)
+                except TfgpuError:
+                    raise err  # the journal still holds it: `tfgpu-install rollback` finishes the undo
+                if previous is not None:
+                    remember_env(ctx, previous)
+                raise undone(err, req.env) from err
+    finally:
+        if progress is not None:
+            progress.close()
+    return Provisioned(preview, report, dict(report.results), point)
+
+
+def _rollback_point(ctx: Context, env: Path, facts: Any) -> Optional[str]:
+    """Before the first change to an env that already exists, keep what it held as a
+    `rollback-point` snapshot (`rollback --to ID` / `snapshot restore ID` return to it).
+    A new env needs none (rollback removes it); a resumed run took its point when it started."""
+    if site_packages(env) is None:
+        return None
+    journal = Journal.for_env(ctx, env)
+    if journal.exists() and set(step_states(journal.entries()).values()) & {"interrupted", "failed"}:
+        return None
+    from tfgpu_install.snapshot.build import build
+    from tfgpu_install.snapshot.model import save
+
+    snap = build(ctx, env, "rollback-point", facts=facts, hashes=False)
+    save(ctx.state_dir, snap)
+    return snap.id
+
+
+def undone(err: TfgpuError, env: Path) -> TfgpuError:
+    """The same error, saying the partial run was undone."""
+    tail = f" (the run was undone: {env} is as it was before)"
+    try:
+        return type(err)(err.message + tail, err.hint, ref=err.ref, code=err.code)
+    except TypeError:  # a subclass with its own constructor: keep it as it is
+        return err

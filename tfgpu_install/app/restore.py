@@ -1,0 +1,262 @@
+"""`snapshot restore` and `snapshot bundle`: rebuild the env a snapshot describes.
+
+Restore = the install's executor fed the snapshot's pinned packages instead of a
+resolution: env.create, packages.install (every package ==, with its hashes; pip/uv
+--require-hashes when all have one), packages.sync (extras removed), activation.write,
+verify.run, snapshot.record, all journaled, so `tfgpu-install rollback` undoes a restore.
+
+Before anything is written the host is checked against the snapshot's contract
+(tfgpu_install/contract.py) and, offline, the bundle against its manifest.
+
+Exit codes: 12 INCOMPATIBLE_HOST (refused: every reason listed), 5 BAD_INPUT (damaged
+snapshot or bundle manifest, malformed hash), 8 DOWNLOAD (a package's hash does not match
+the snapshot's, the bundle is altered or incomplete, the index is unreachable),
+9 VERIFY_FAILED (restored but verification failed, or the result differs from the snapshot),
+10 LOCKED. A restore that fails before verification undoes what it did: nothing is left
+half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.engine.executor import ExecReport
+from tfgpu_install.envlayout import user_path
+from tfgpu_install.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
+from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.plan.options import InstallOptions
+from tfgpu_install.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
+from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+from tfgpu_install.snapshot import model as snap_mod
+from tfgpu_install.snapshot.model import Snapshot
+
+_HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-f]{64,128}$")
+_HASH_MISMATCH = ("Hash mismatch", "DO NOT MATCH THE HASHES", "hash mismatch")
+
+
+def _check_hashes(snap: Snapshot) -> list[str]:
+    """Malformed hashes refuse (BAD_INPUT); missing ones are warnings."""
+    bad = [f"{p.requirement()}: {h!r}" for p in snap.packages for h in p.hashes if not _HASH.match(h)]
+    if bad:
+        raise BadInputError(f"snapshot {snap.id} has malformed hashes: " + "; ".join(bad[:5]),
+                            "hashes look like sha256:<64 hex digits>; export the snapshot again", ref="bad-hash")
+    missing = [p.requirement() for p in snap.packages if not p.hashes]
+    if not missing:
+        return []
+    why = "a format-1 snapshot records no hashes" if snap.format == 1 else "no hash recorded"
+    return [f"{why}: {len(missing)} package(s) restored without a hash check ({', '.join(missing[:5])}"
+            + (" ..." if len(missing) > 5 else "") + ")"]
+
+
+def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
+    from tfgpu_install.snapshot import bundle
+
+    if req.offline:
+        bdir = Path(os.path.abspath(req.offline))
+        bsnap, _ = bundle.verify(bdir)
+        if Path(req.file).is_dir() and os.path.abspath(req.file) == str(bdir):
+            return bsnap, bdir
+        _, snap = snap_mod.find(ctx.state_dir, req.file)
+        if snap.id != bsnap.id:
+            raise BadInputError(f"the bundle {bdir} holds snapshot {bsnap.id}, not {snap.id}",
+                                f"pass the bundle's own snapshot: --offline {bdir} {bdir}", ref="bundle-other-snapshot")
+        return bsnap, bdir
+    if Path(req.file).is_dir() and (Path(req.file) / "manifest.json").is_file():
+        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {req.file}")
+    return snap_mod.find(ctx.state_dir, req.file)[1], None
+
+
+def _placed_files(snap: Snapshot) -> list[str]:
+    """Library files no package installs (placed by the cuDNN steps): restore cannot recreate them."""
+    return [f.path for f in snap.files if "/site-packages/" not in f.path]
+
+
+def _python_path(facts: Any, minor: str) -> Optional[str]:
+    for p in facts.pythons:
+        if p.minor == minor and os.path.exists(p.path):
+            return str(p.path)
+    return None
+
+
+# --- restore ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    file: str  # a snapshot file, a stored id, or (with offline) the bundle dir
+    env: Optional[str] = None
+    offline: Optional[str] = None  # a bundle made by `snapshot bundle`
+    index_url: Optional[str] = None
+    allow_cpu: bool = False
+    assume: AssumeFlags = field(default_factory=AssumeFlags)
+    yes: bool = False
+    dry_run: bool = False
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class BundleRequest:
+    file: str
+    output: str
+    index_url: Optional[str] = None
+
+
+def restore(ctx: Context, req: RestoreRequest) -> Result:
+    from tfgpu_install.app.provision import ProvisionRequest, provision
+    from tfgpu_install.facts.probe import assumptions, gather
+    from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge
+    from tfgpu_install.plan.options import options_to_json
+    from tfgpu_install.snapshot.contract import check_host, choice_of
+
+    snap, bundle_dir = _load(req, ctx)
+    warnings = _check_hashes(snap)
+    knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
+    facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
+    tools = facts.tools
+    conda = bool(tools.conda or tools.mamba or tools.micromamba)
+    verdict = check_host(snap, facts, knowledge, allow_cpu=req.allow_cpu, conda_available=conda)
+    if not verdict.ok:
+        raise IncompatibleHost(
+            f"snapshot {snap.id} cannot be restored on this host:\n  - " + "\n  - ".join(verdict.refusals),
+            hint="restore it on a machine that meets its contract (`tfgpu-install snapshot show "
+            f"{snap.id}`), or install for this machine instead: `tfgpu-install --profile stable`",
+        )
+    warnings += list(verdict.warnings)
+    placed = _placed_files(snap)
+    if placed:
+        warnings.append(f"{len(placed)} library file(s) outside the packages (a cuDNN placed from a redist or "
+                        f"archive, e.g. {placed[0]}) are not restored: run `tfgpu-install --env ENV "
+                        "--cudnn-source redist|archive` after the restore to place them again")
+    backend = str(snap.env.get("backend") or "venv")
+    backend = backend if backend in ("venv", "conda") else "venv"
+    py_path = _python_path(facts, str(choice_of(snap).get("python"))) if backend == "venv" else None
+    resolution = pinned_resolution(snap, py_path, cpu_only=not verdict.gpu)
+    choice = resolution.choice
+    assert choice is not None
+    env, taken_at = _target_env(ctx, req.env, snap, choice)
+    extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
+    extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
+    options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
+                             index_url=None if bundle_dir else req.index_url, extra=extra)
+    require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
+    plan = {
+        "resolution": resolution.to_json(), "options": options_to_json(options),
+        "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
+                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in snap.packages]},
+    }
+
+    def head(preview: ExecReport) -> list[Block]:
+        blocks: list[Block] = [
+            Heading(f"restore snapshot {snap.id} into {env}"),
+            Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
+                 f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
+            *([Text(taken_at, "dim")] if taken_at else []),
+            table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
+        ]
+        if warnings:
+            blocks.append(Bullets("warnings", tuple(warnings), "warn"))
+        return blocks
+
+    try:
+        done = provision(ctx, ProvisionRequest(
+            env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes), plan=plan,
+            head=head, facts=facts, yes=req.yes, dry_run=req.dry_run, progress=req.progress,
+            undo_on_failure=True,
+        ))
+    except TfgpuError as err:
+        raise _hash_mismatch(err)
+    if req.dry_run:
+        return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
+                       "steps": done.preview.to_json(),
+                       "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
+                      [*head(done.preview), Text("dry run: nothing was changed", "dim")])
+    report = done.report or done.preview
+    recorded = done.results.get("snapshot.record") or {}
+    result = _result(snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
+    result.data["rollback_point"] = done.rollback_point
+    result.data["taken_at"] = snap.env.get("path")
+    return result
+
+
+def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any) -> tuple[Path, str]:
+    """--env, else the default env location for the snapshot's combination (as install picks it).
+    The path the snapshot was taken at is only shown: a snapshot from another machine or user
+    must not silently choose where this one writes. Returns (env, a line for the plan)."""
+    from tfgpu_install.app.envs import default_env_path
+
+    env = user_path(given) if given else default_env_path(ctx, choice)
+    taken = str(snap.env.get("path") or "")
+    if not taken or os.path.abspath(taken) == str(env):
+        return env, ""
+    how = "" if given else f" (pass --env {taken} to restore there)"
+    return env, f"snapshot was taken at {taken}{how}"
+
+
+def _hash_mismatch(err: TfgpuError) -> TfgpuError:
+    """pip/uv refusing a package whose hash differs from the snapshot's: DOWNLOAD, ref hash-mismatch."""
+    if not any(sign in err.message for sign in _HASH_MISMATCH):
+        return err
+    return DownloadError(
+        "a package does not match the hash the snapshot records: " + err.message,
+        "the snapshot file was edited or the index serves different files; use an untouched snapshot, "
+        "or the index it was exported from (--index-url)",
+        ref="hash-mismatch",
+    )
+
+
+def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
+            warnings: list[str], recorded: Optional[str]) -> Result:
+    from tfgpu_install.snapshot.drift import compare, to_jsonable
+    from tfgpu_install.snapshot.envstate import capture
+
+    live = capture(env)
+    old_root = str(snap.env.get("path") or "")
+    activation = {k: v.replace(old_root, str(env)) if old_root else v for k, v in snap.activation.items()}
+    if snap.format == 1:  # format 1 recorded packages only: files and activation cannot be compared
+        d = compare((snap.packages, live.packages), (live.files, live.files), (live.activation, live.activation))
+    else:
+        # Files no package installs (a placed cuDNN) are not restored: warned about, not compared.
+        ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
+        theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
+        d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
+    blocks = list(head[:2])
+    blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
+    if warnings:
+        blocks.append(Bullets("warnings", tuple(warnings), "warn"))
+    if verdict.checked:
+        blocks.append(Bullets("host contract met", tuple(verdict.checked), "dim"))
+    code = ExitCode.OK
+    if d.clean:
+        blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages and "
+                           f"{len(live.files)} library files identical", "ok"))
+    else:
+        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()), "error"))
+        code = ExitCode.VERIFY_FAILED
+    data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
+            "identical": d.clean, "drift": to_jsonable(d), "warnings": warnings, "checked": list(verdict.checked),
+            "gpu": verdict.gpu, "recorded": recorded}
+    return Result(data, blocks, exit_code=int(code))
+
+
+# --- bundle -------------------------------------------------------------------------------
+
+
+def bundle(ctx: Context, req: BundleRequest) -> Result:
+    from tfgpu_install.snapshot import bundle as bundle_mod
+
+    _, snap = snap_mod.find(ctx.state_dir, req.file)
+    out = Path(os.path.abspath(req.output))
+    manifest = bundle_mod.make(ctx, snap, out, index_url=req.index_url)
+    wheels = sorted(k for k in manifest["files"] if k.startswith("wheels/"))
+    blocks: list[Block] = [
+        Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
+             f"({', '.join(manifest['platforms'])})", "ok"),
+        Text(f"on the offline machine: tfgpu-install snapshot restore {out} --offline {out}"),
+    ]
+    return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json")},
+                  blocks)

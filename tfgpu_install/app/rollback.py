@@ -1,0 +1,101 @@
+"""`rollback`: undo the last install (or restore), or go back to the point where a known-good
+snapshot was recorded.
+
+Undoes the journal's open entries newest first: files restored byte-identical, the env
+removed if the install created it, the ld.so.conf.d entry removed and ldconfig re-run.
+A rollback killed half-way resumes when run again. It asks first (it may delete a
+multi-GB env); -y skips the question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.app.confirm import confirm
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.report import Block, Heading, Result, Text, table
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    env: Optional[str] = None  # None: the last env installed
+    to: Optional[str] = None  # a known-good snapshot (id, id prefix or file)
+    wait: bool = False
+    yes: bool = False
+
+
+def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
+    """Every step any journaled run of this env planned (newest plan wins per step id)."""
+    from tfgpu_install.engine.journal import current_epoch
+    from tfgpu_install.plan.journaled import steps_from_plan
+
+    by_id: dict[str, Any] = {}
+    for e in current_epoch(entries):
+        plan = e.data.get("plan")
+        if e.event != "run" or not isinstance(plan, dict) or "resolution" not in plan:
+            continue
+        for step in steps_from_plan(plan):  # a restore's plan too (plan/journaled.py)
+            by_id[step.id] = step
+    return list(by_id.values())
+
+
+def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
+    from tfgpu_install.engine.journal import current_epoch
+    from tfgpu_install.snapshot.model import find
+
+    path, snap = find(ctx.state_dir, ref)
+    wanted = {str(Path(path).resolve()), snap.id}
+    for e in current_epoch(entries):
+        undo = e.data.get("undo") or {}
+        if e.event == "done" and e.step == "snapshot.record":
+            rec_path = str(Path(str(undo.get("path", ""))).resolve()) if undo.get("path") else ""
+            if rec_path in wanted or undo.get("id") in wanted or str(undo.get("id", "")).startswith(ref):
+                return int(e.seq)
+    raise BadInputError(
+        f"snapshot '{ref}' was not recorded by an install of this env (or it was already rolled back)",
+        hint="`tfgpu-install snapshot list` shows the snapshots; `tfgpu-install status` shows this env's history; "
+        "to rebuild an env from any snapshot use `tfgpu-install snapshot restore`",
+    )
+
+
+def rollback(ctx: Context, req: RollbackRequest) -> Result:
+    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.engine.executor import Executor
+    from tfgpu_install.engine.journal import Journal, open_entries
+
+    env = target_env(ctx, req.env)
+    journal = Journal.for_env(ctx, env)
+    ex = Executor(ctx, env, journal=journal)
+    with ex.lock(wait=req.wait):
+        entries = journal.entries()
+        to_seq: Optional[int] = _seq_of_snapshot(ctx, entries, req.to) if req.to else None
+        todo = [e for e in open_entries(entries) if to_seq is None or e.seq > to_seq]
+        if not todo:
+            return Result(
+                data={"env": str(env), "undone": [], "changed": False},
+                blocks=[Text(f"nothing to roll back for {env}", "ok")],
+            )
+        confirm(ctx, req.yes, _question(env, req.to, todo))
+        report = ex.rollback(journal_steps(ctx, entries), to_seq=to_seq)
+    what = f"back to snapshot {req.to}" if req.to else "back to before the install"
+    return Result(
+        data={"env": str(env), "to": req.to, "undone": report.to_json(), "changed": True},
+        blocks=[
+            table(f"rolled back {env} {what}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
+            Text("rollback complete", "ok"),
+        ],
+        exit_code=int(ExitCode.OK),
+    )
+
+
+def _question(env: Path, to: Optional[str], todo: list[Any]) -> list[Block]:
+    created = any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
+                  for e in todo)
+    what = f"back to snapshot {to}" if to else "back to before the install"
+    blocks: list[Block] = [Heading(f"roll back {env} {what}: {len(todo)} step(s) to undo")]
+    if created:
+        blocks.append(Text(f"this removes the env {env} and everything installed in it", "warn"))
+    return blocks

@@ -1,0 +1,182 @@
+"""The snapshot and check commands' work (the CLI modules stay thin)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError, ExitCode, UsageError
+from tfgpu_install.report import Bullets, Heading, Result, Text, table
+from tfgpu_install.snapshot import model as snap_mod
+
+
+def _facts(ctx: Context) -> Any:
+    """This host's facts; TFGPU_OVERRIDE_* apply."""
+    from tfgpu_install.facts.model import AssumeFlags
+    from tfgpu_install.facts.probe import assumptions, gather
+
+    return gather(ctx, assumptions(AssumeFlags(), ctx))
+
+
+def _env_path(ctx: Context, given: Optional[str]) -> Path:
+    from tfgpu_install.app.envs import target_env
+
+    env = target_env(ctx, given)
+    if not env.is_dir():
+        raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
+    return env
+
+
+def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+    found = snap_mod.latest_for_env(ctx.state_dir, env)
+    return found[1].verification if found else None
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    env: Optional[str] = None  # None: the last env installed
+    output: Optional[str] = None  # -o FILE; the native format defaults to the store
+    format: str = "tfgpu"  # tfgpu | requirements | conda | pylock
+    no_hashes: bool = False
+    index_url: Optional[str] = None
+
+
+def export(ctx: Context, req: ExportRequest) -> Result:
+    from tfgpu_install.snapshot.build import build
+
+    env = _env_path(ctx, req.env)
+    kind = "export"
+    fmt = req.format
+    snap = build(
+        ctx, env, kind, facts=_facts(ctx), verification=_last_verification(ctx, env),
+        # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
+        hashes=not req.no_hashes and fmt != "pylock", index_url=req.index_url,
+    )
+    if fmt == "tfgpu":
+        if req.output:
+            out = Path(req.output)
+            snap_mod.write(out, snap)
+        else:
+            out = snap_mod.save(ctx.state_dir, snap)
+    else:
+        if not req.output:
+            raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
+        out = Path(req.output)
+        from tfgpu_install.files import atomic_write
+
+        if fmt == "requirements":
+            from tfgpu_install.snapshot.exports import requirements_txt
+
+            atomic_write(out, requirements_txt(snap))
+        elif fmt == "conda":
+            from tfgpu_install.snapshot.exports import conda_environment_yml
+
+            atomic_write(out, conda_environment_yml(snap))
+        else:
+            from tfgpu_install.snapshot.pylock import compile_lock
+
+            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=req.index_url,
+                                glibc=snap.host.glibc, arch=snap.host.arch)
+            atomic_write(out, lock.text)
+    data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
+            "files": len(snap.files), "notes": list(snap.notes)}
+    blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
+                   f"{len(snap.files)} library files)", "ok")]
+    if snap.notes:
+        blocks.append(Bullets("notes", snap.notes, "warn"))
+    return Result(data, blocks)
+
+
+def list_(ctx: Context) -> Result:
+    from tfgpu_install.snapshot.contract import choice_of
+
+    store = snap_mod.scan(ctx.state_dir)
+    stored = store.snapshots
+    rows = [
+        (s.id, s.kind, s.created, s.env.get("path"), choice_of(s).get("tensorflow"),
+         "yes" if (s.verification or {}).get("ok") else "-")
+        for _, s in stored
+    ]
+    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.get("path"),
+                           "tensorflow": choice_of(s).get("tensorflow"), "path": str(p)} for p, s in stored]}
+    blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
+    if not stored:
+        blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
+    return _with_skipped(Result(data, blocks), store)
+
+
+def _with_skipped(result: Result, store: snap_mod.Store) -> Result:
+    """Damaged files in the store: a warning (and `skipped` in --json), never a failed command."""
+    if store.damaged:
+        result.data["skipped"] = list(store.damaged)
+        result.blocks.append(Bullets("warnings", tuple(store.warnings()), "warn"))
+    return result
+
+
+def show(ctx: Context, ref: str) -> Result:
+    """One snapshot, by id, unique id prefix or file."""
+    path, snap = snap_mod.find(ctx.state_dir, ref)
+    from tfgpu_install.snapshot.contract import choice_of
+
+    d = snap.to_dict()
+    res = choice_of(snap)
+    blocks: list[Any] = [
+        Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
+        Text(f"env: {snap.env.get('path')} ({snap.env.get('backend')}, Python {snap.env.get('python')})"),
+        Text(f"TensorFlow {res.get('tensorflow', '?')}, CUDA {res.get('cuda', '-')}, cuDNN {res.get('cudnn', '-')}"),
+        Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
+             f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
+                 f"{g.get('name')} (cc {g.get('compute_capability')})" for g in snap.host.gpus) or "none")),
+        table("packages", ("name", "version", "hashes"), [(p.name, p.version, len(p.hashes)) for p in snap.packages]),
+    ]
+    return Result({**d, "path": str(path)}, blocks)
+
+
+def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
+    from tfgpu_install.snapshot.drift import compare, to_jsonable
+
+    _, a = snap_mod.find(ctx.state_dir, ref_a)
+    _, b = snap_mod.find(ctx.state_dir, ref_b)
+    d = compare((a.packages, b.packages), (a.files, b.files), (a.activation, b.activation), (a.host, b.host))
+    blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
+    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("identical", "ok"))
+    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks)
+
+
+def check(ctx: Context, env_given: Optional[str]) -> Result:
+    """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
+    from tfgpu_install.snapshot.build import host_contract
+    from tfgpu_install.snapshot.drift import compare, to_jsonable
+    from tfgpu_install.snapshot.envstate import capture
+
+    env = _env_path(ctx, env_given)
+    # The last known-good record; an env never installed by this tool can be watched from an export.
+    store = snap_mod.scan(ctx.state_dir)
+    found = snap_mod.latest_for_env(ctx.state_dir, env, store=store) or snap_mod.latest_for_env(
+        ctx.state_dir, env, "export", store=store)
+    if found is None:
+        raise BadInputError(
+            f"no known-good snapshot for {env}",
+            "a successful install records one; or record the env as it is now with "
+            f"`tfgpu-install snapshot export --env {env}`"
+            + "".join(f"; {w}" for w in store.warnings()),
+            ref="no-snapshot",
+        )
+    _, good = found
+    live = capture(env, previous_files={f.path: f for f in good.files})
+    host = host_contract(_facts(ctx)) if good.host.driver else None
+    d = compare(
+        (good.packages, live.packages), (good.files, live.files), (good.activation, live.activation),
+        (good.host, host) if host is not None else None,
+    )
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d)}
+    if d.clean:
+        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")]), store)
+    blocks: list[Any] = [
+        Text(f"{env} drifted from its known-good snapshot {good.id}", "warn"),
+        Bullets("", tuple(d.lines()), "warn"),
+        Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
+    ]
+    return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

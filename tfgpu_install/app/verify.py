@@ -1,0 +1,89 @@
+"""`verify`: the layered GPU check inside an env (layers 0-5, stopping at the first failure; 6 with
+--benchmark/--burn), recorded for `status` and snapshots; exit 9 when a layer fails. With
+host_only, or when no env is installed yet, the host layers 0-4 (no env needed) and exit 3 when
+there is no NVIDIA GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.envlayout import user_path
+from tfgpu_install.errors import ExitCode, UsageError
+from tfgpu_install.report import Result, Text
+
+
+def default_env(ctx: Context) -> Path:
+    """The env most recently installed or verified (newest journal or record under the state dir)."""
+    from tfgpu_install.engine.journal import known_envs
+
+    for env in known_envs(ctx):
+        return env
+    raise UsageError("no environment given and none installed yet",
+                     hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    env: Optional[str] = None  # None: the env most recently installed or verified
+    benchmark: bool = False
+    burn: float = 0.0  # seconds of sustained matmuls (host-only: a cuBLAS SGEMM burn)
+    cpu_ok: bool = False
+    timeout: Optional[float] = None
+    host_only: bool = False
+    search: tuple[str, ...] = ()  # host-only: more Python envs / site dirs to find CUDA wheels in
+
+
+def verify(ctx: Context, req: VerifyRequest) -> Result:
+    from tfgpu_install.verify.host import (
+        CheckPlan,
+        plan_from_env,
+        read_record,
+        report_blocks,
+        run_verification,
+        verify_fingerprint,
+        write_record,
+    )
+
+    if req.burn < 0:
+        raise UsageError("--burn takes a number of seconds >= 0")
+    if req.host_only:
+        return host_result(req, ctx, no_env=False)
+    if req.env:
+        env = user_path(req.env)
+    else:
+        try:
+            env = default_env(ctx)
+        except UsageError:  # nothing installed yet: say what this machine has, then how to install
+            return host_result(req, ctx, no_env=True)
+    record = read_record(ctx, env) if (env / "bin" / "python").exists() else None
+    plan = CheckPlan.from_json(record["plan"]) if record and record.get("plan") else plan_from_env(env)
+    if req.cpu_ok and not plan.cpu_only:
+        from dataclasses import replace
+
+        plan = replace(plan, cpu_only=True)
+    report = run_verification(ctx, env, plan, benchmark=req.benchmark, burn=req.burn, timeout=req.timeout)
+    path = write_record(ctx, env, report, verify_fingerprint(ctx, env, plan), plan)
+    data = dict(report.to_json(), plan=plan.to_json(), record=str(path))
+    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
+    return Result(data=data, blocks=report_blocks(report), exit_code=int(code))
+
+
+def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
+    from tfgpu_install.verify.host import report_blocks
+    from tfgpu_install.verify.hostcheck import HOW_TO_INSTALL, NO_GPU, found_no_gpu, run_host_check
+
+    report = run_host_check(ctx, [Path(s).expanduser() for s in req.search], burn=req.burn, timeout=req.timeout)
+    data = dict(report.to_json(), env=None)
+    blocks = report_blocks(report)
+    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
+    if found_no_gpu(report):
+        lay0 = report.layer(0)
+        data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
+        code = ExitCode.NO_GPU
+    if no_env:
+        data["next"] = HOW_TO_INSTALL
+        blocks.append(Text(HOW_TO_INSTALL, "warn"))
+    return Result(data=data, blocks=blocks, exit_code=int(code))

@@ -1,0 +1,177 @@
+"""The command line: an argparse table and a thin dispatch. No logic lives here."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+
+from tfgpu_install import __version__
+from tfgpu_install.commands import COMMANDS
+from tfgpu_install.errors import ExitCode, TfgpuError, UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from tfgpu_install.runner import Runner
+
+
+def _parser_class() -> "type[argparse.ArgumentParser]":
+    """argparse is imported only when a parser is built: the no-op fast path needs none."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise UsageError(message, hint=f"see `{self.prog} --help`")
+
+    return _Parser
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"tfgpu_install.commands.{COMMANDS[name][0]}")
+
+
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole parser, or (`only`: the command being run) just that command's subparser:
+    each subparser imports its command module and costs argparse set-up, and a run needs one.
+    `--help` and a bare `tfgpu-install` still build them all."""
+    parser_class = _parser_class()
+    common = parser_class(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+    common.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    parser = parser_class(
+        prog="tfgpu-install",
+        description="A working, verified TensorFlow GPU environment from one command.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
+    for name, (_, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        _module(name).add_arguments(p)
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`tfgpu-install --profile stable` means `tfgpu-install install --profile stable`.
+
+    Only the global flags may stand before a command name; anything else starts an install.
+    """
+    for arg in argv:
+        if arg in ("-h", "--help", "--version"):
+            return argv
+        if arg in ("--json", "--debug"):
+            continue
+        if arg in COMMANDS:
+            return argv
+        break
+    return ["install"] + argv
+
+
+def _keep_global_flags(args: argparse.Namespace, full: list[str]) -> None:
+    """`tfgpu-install --json probe`: argparse lets the subcommand's own --json default (False)
+    overwrite the one given before the command name; the flags count wherever they stand."""
+    before = full[: full.index(args.command)] if args.command in full else []
+    args.json = args.json or "--json" in before
+    args.debug = args.debug or "--debug" in before
+
+
+def main(
+    argv: Optional[Sequence[str]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    runner: Optional["Runner"] = None,
+) -> int:
+    """`runner` lets tests run a command in-process against recorded outputs (ReplayRunner)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args_list
+    debug = "--debug" in args_list
+    try:
+        full = _with_default_command(args_list)
+        lead = [a for a in full if a not in ("--json", "--debug")][:1]
+        chosen = lead[0] if lead and lead[0] in COMMANDS else None  # None: --help/--version/nothing
+        if chosen == "install" and runner is None and not {"-h", "--help"} & set(full):
+            fast = _noop_fast_path(full, environ, as_json, debug)
+            if fast is not None:
+                return fast
+        parser = build_parser(only=chosen)
+        if not args_list:
+            parser.print_help()
+            return int(ExitCode.USAGE)
+        args = parser.parse_args(full)
+        _keep_global_flags(args, full)
+        from tfgpu_install.console import render
+        from tfgpu_install.context import build_context
+
+        ctx = build_context(environ, runner=runner, debug=args.debug)
+        result = _module(args.command).run(args, ctx)
+        render(result, as_json=args.json)
+        if args.command == "install" and runner is None and result.exit_code == 0 and not result.data.get("dry_run"):
+            from tfgpu_install.app.install import noop_message
+            from tfgpu_install.app.noop import remember
+
+            remember(full, ctx, result.data, noop_message(result.data["env"]))
+        return int(result.exit_code)
+    except TfgpuError as err:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        from tfgpu_install.console import render_error
+
+        render_error(err, as_json)
+        return int(err.code)
+    except OSError as exc:
+        from tfgpu_install.errors import disk_full, is_disk_full
+
+        if not is_disk_full(exc):
+            return _internal_error(exc, as_json, debug)
+        # The last net: a write no layer below wrapped still says what is full, exit 6.
+        no_space = disk_full(exc.filename or "?", exc)
+        from tfgpu_install.console import render_error
+
+        render_error(no_space, as_json)
+        return int(no_space.code)
+    except KeyboardInterrupt:
+        from tfgpu_install.console import render_error
+        from tfgpu_install.errors import Interrupted
+
+        stop = Interrupted("interrupted", "run the same command again to resume, or `tfgpu-install rollback`")
+        render_error(stop, as_json)  # under --json still one document on stdout
+        return int(stop.code)
+    except Exception as exc:  # a bug: one readable line unless --debug
+        return _internal_error(exc, as_json, debug)
+
+
+def _noop_fast_path(full: list[str], environ: Optional[Mapping[str, str]], as_json: bool, debug: bool) -> Optional[int]:
+    """`install` again on a complete env, nothing it depends on changed: the last run's answer,
+    without the parser, the probe or the steps (tfgpu_install/app/noop.py says what is checked)."""
+    from tfgpu_install.app.noop import answer
+    from tfgpu_install.context import build_context
+
+    found = answer(full, build_context(environ, debug=debug))
+    if found is None:
+        return None
+    from tfgpu_install.console import render
+    from tfgpu_install.report import Result, Text
+
+    render(Result(data=found["data"], blocks=[Text(found["message"], "ok")]), as_json=as_json)
+    return int(ExitCode.OK)
+
+
+def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:
+    if debug:
+        raise exc
+    from tfgpu_install.console import render_error
+
+    render_error(
+        TfgpuError(f"internal error: {type(exc).__name__}: {exc}", "re-run with --debug and report the traceback"),
+        as_json,
+    )
+    return int(ExitCode.FAILURE)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""`tfgpu-install doctor`: diagnose this machine bottom-up, or classify a pasted log.
+
+Exit codes:
+  machine walk      0 every layer checked is fine (warnings may be listed)
+                    13 (DIAGNOSED) a layer is broken: what, why and the fix are printed
+                    3 (NO_GPU) no NVIDIA GPU and no driver here: nothing GPU-related to diagnose
+  --log FILE|-      13 (DIAGNOSED) a known cause was found in the text
+                    0 nothing wrong found: only known-harmless lines, or no known cause
+                      (then the layer-by-layer checks are printed; never a guess)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from tfgpu_install.commands.common import non_empty
+from tfgpu_install.context import Context
+from tfgpu_install.errors import ExitCode, UsageError
+from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.doctor.rules import RuleSet
+
+_EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cause);
+13 a broken layer (or, with --log, a known cause) was found; 3 no NVIDIA GPU or driver here."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = _EPILOG
+    p.add_argument("--env", metavar="PATH", type=non_empty,
+                   help="the environment to check (default: the active venv/conda env, if any)")
+    p.add_argument("--log", metavar="FILE", type=non_empty,
+                   help="classify a saved TensorFlow / pip / nvidia-smi / loader output ('-' for stdin) instead "
+                        "of walking this machine")
+    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)  # another errors.yaml (tests, drafts)
+
+
+def _read_log(name: str) -> str:
+    if name == "-":
+        return sys.stdin.read()
+    try:
+        return Path(name).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read log file {name}: {exc.strerror}", hint="give a readable file, or '-' for stdin") from exc
+
+
+def run(args: argparse.Namespace, ctx: Context) -> Result:
+    from tfgpu_install.doctor.rules import load_rules
+    from tfgpu_install.knowledge.load import knowledge_dir
+
+    rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
+    if getattr(args, "log", None):
+        return _log_result(_read_log(args.log), rules)
+    from tfgpu_install.app.envs import last_env
+
+    last = last_env(ctx)
+    env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
+           or (str(last) if last is not None and last.is_dir() else None))
+    return _walk_result(ctx, rules, env)
+
+
+# ------------------------------------------------------------------ --log
+
+
+def _log_result(text: str, rules: "RuleSet") -> Result:
+    from tfgpu_install.doctor.classify import CAUSE, HARMLESS_ONLY, classify
+
+    diag = classify(text, rules)
+    blocks: list[Block] = [Heading("Log diagnosis")]
+    if diag.status == CAUSE and diag.primary is not None:
+        f = diag.primary
+        blocks += [
+            Text(f"Cause ({_layer_title(rules, f.layer)}): {f.cause}", "error"),
+            Text(f"Fix: {f.fix}", "warn"),
+            Bullets("Evidence", f.evidence),
+            Text(f"Source: {f.source}  [rule {f.rule_id}]", "dim"),
+        ]
+    elif diag.status == HARMLESS_ONLY:
+        blocks.append(Text("Nothing wrong in this log: the lines below are known noise, not a failure. "
+                           "If something still fails, its cause is not in this text; check the layers in order:", "ok"))
+    else:
+        blocks.append(Text("No known cause in this log (doctor does not guess). Check the layers bottom-up:", "warn"))
+    if diag.advice:
+        blocks.append(Bullets("", diag.advice))
+    others = [f for f in diag.others if f.severity != "info"]
+    context = [f for f in diag.others if f.severity == "info"]
+    if others:
+        blocks.append(Bullets("Also found (symptoms or secondary)", tuple(f"[{f.rule_id}] {f.cause}" for f in others)))
+    if context:
+        blocks.append(Bullets("Context", tuple(f.cause for f in context), "dim"))
+    if diag.harmless:
+        blocks.append(Bullets("Known harmless (not the cause)", tuple(f"[{f.rule_id}] {f.cause}" for f in diag.harmless), "dim"))
+    smi_info = _smi_context(text)
+    if smi_info:
+        blocks.append(Text(smi_info["text"], "dim"))
+    code = ExitCode.DIAGNOSED if diag.status == CAUSE else ExitCode.OK
+    data = {"mode": "log", **diag.to_json(), "nvidia_smi": smi_info.get("reading") if smi_info else None}
+    return Result(data=data, blocks=blocks, exit_code=int(code))
+
+
+def _smi_context(text: str) -> dict[str, Any]:
+    """A pasted nvidia-smi table says the driver answered: worth stating next to a loader error."""
+    from tfgpu_install.facts.gpu import OK, parse_nvidia_smi
+
+    r = parse_nvidia_smi(text)
+    if r.state != OK or not r.driver_version:
+        return {}
+    cuda = f", supports CUDA <= {r.cuda_version}" if r.cuda_version else ""
+    return {
+        "text": f"nvidia-smi in this text: driver {r.driver_version}{cuda}: the driver itself answered.",
+        "reading": {"driver_version": r.driver_version, "cuda_version": r.cuda_version,
+                    "gpus": [g.name for g in r.gpus]},
+    }
+
+
+def _layer_title(rules: "RuleSet", layer_id: str) -> str:
+    for layer in rules.layers:
+        if layer.id == layer_id:
+            return layer.title
+    return layer_id
+
+
+# ------------------------------------------------------------------ machine walk
+
+
+def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
+    from tfgpu_install.doctor.chain import ABSENT, WARN, walk
+
+    report = walk(ctx, rules, env)
+    blocks: list[Block] = [Heading("tfgpu-install doctor: bottom-up")]
+    blocks.append(table("", ("layer", "check", "status", "seen"),
+                        [(_layer_title(rules, c.layer), c.name, c.status, c.summary) for c in report.checks]))
+    if report.no_gpu:
+        absent = next(c for c in report.checks if c.status == ABSENT)
+        status, code = "no-gpu", ExitCode.NO_GPU
+        blocks += [Text(f"No NVIDIA GPU or driver found: {absent.summary}", "warn"),
+                   Text(f"What it means: {absent.cause}"), Text(f"What to do: {absent.fix}")]
+    elif report.broken is not None:
+        b = report.broken
+        status, code = "broken", ExitCode.DIAGNOSED
+        blocks += [Text(f"Broken: {_layer_title(rules, b.layer)} ({b.name}): {b.summary}", "error"),
+                   Text(f"Why: {b.cause}"), Text(f"Fix: {b.fix}", "warn")]
+        if b.evidence:
+            blocks.append(Bullets("Evidence", b.evidence))
+        blocks.append(Text("Layers above this one were not checked: fix this first, then run doctor again.", "dim"))
+    else:
+        status, code = "healthy", ExitCode.OK
+        blocks.append(Text("Every layer checked is fine. If training is slow with low GPU-Util, the input pipeline is "
+                           "the usual bottleneck: tf.data .cache() and .prefetch(tf.data.AUTOTUNE).", "ok"))
+    warnings = [c for c in report.checks if c.status == WARN]
+    if warnings:
+        blocks.append(Bullets("Warnings met on the way", tuple(f"{c.summary}: {c.cause} Fix: {c.fix}" for c in warnings), "warn"))
+    data = {
+        "mode": "machine", "status": status, "env": env, "wsl": report.wsl, "container": report.container,
+        "broken": report.broken.to_json() if report.broken else None,
+        "checks": [c.to_json() for c in report.checks],
+        "warnings": [c.to_json() for c in warnings],
+    }
+    return Result(data=data, blocks=blocks, exit_code=int(code))
+

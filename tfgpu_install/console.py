@@ -1,0 +1,183 @@
+"""The only module that imports rich: renders Results and errors, or JSON with --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional, TextIO
+
+from tfgpu_install.errors import TfgpuError
+from tfgpu_install.report import Bullets, Heading, Result, Table, Text, human_bytes
+
+_STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
+
+
+def _console(stream: TextIO) -> Any:
+    from rich.console import Console
+
+    return Console(file=stream, highlight=False, soft_wrap=False)
+
+
+# Plain blocks (and every table when the output is not a terminal) are written without rich:
+# importing it costs 30-100 ms, most of a no-op re-run's "already installed" line. The same
+# text and colours (SGR codes, only on a terminal, NO_COLOR respected as rich does).
+_SGR = {"ok": "32", "warn": "33", "error": "1;31", "dim": "2", "bold": "1"}
+
+
+def _colour(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _paint(text: str, style: str, colour: bool) -> str:
+    code = _SGR.get(style)
+    return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
+
+
+def _render_plain(result: Result, out: TextIO) -> None:
+    c = _colour(out)
+    lines: list[str] = []
+    for block in result.blocks:
+        if isinstance(block, Heading):
+            lines.append(_paint(block.text, "bold", c))
+        elif isinstance(block, Text):
+            lines.append(_paint(block.text, block.style, c))
+        elif isinstance(block, Bullets):
+            if block.title:
+                lines.append(_paint(block.title, "bold", c))
+            lines += [_paint(f"  - {item}", block.style, c) for item in block.items]
+        elif isinstance(block, Table):
+            lines += _plain_table(block)
+    out.write("".join(line + "\n" for line in lines))
+
+
+def _plain_table(table: Table) -> list[str]:
+    """A table for a log or a pipe: aligned columns indented under the title, a dashed rule under
+    the header, one line per row (nothing folded, so grep finds a whole row), no box drawing."""
+    rows = [[" ".join(str(cell).split()) for cell in row] for row in table.rows]
+    widths = [max([len(col)] + [len(r[i]) for r in rows if i < len(r)]) for i, col in enumerate(table.columns)]
+
+    def line(cells: list[str]) -> str:
+        return "  " + "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
+
+    out = [table.title] if table.title else []
+    out += [line(list(table.columns)), line(["-" * w for w in widths])]
+    return out + [line(r) for r in rows]
+
+
+def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> None:
+    out = stream or sys.stdout
+    if as_json:
+        out.write(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str) + "\n")
+        return
+    if not _isatty(out) or not any(isinstance(b, Table) for b in result.blocks):
+        # rich draws the tables on a terminal; a log or a pipe gets plain text, without the
+        # 30-50 ms of importing and laying out rich
+        _render_plain(result, out)
+        return
+    from rich.markup import escape
+    from rich.table import Table as RichTable
+
+    con = _console(out)
+    for block in result.blocks:
+        if isinstance(block, Heading):
+            con.print(f"[bold]{escape(block.text)}[/bold]")
+        elif isinstance(block, Text):
+            style = _STYLES.get(block.style, "")
+            con.print(f"[{style}]{escape(block.text)}[/{style}]" if style else escape(block.text))
+        elif isinstance(block, Bullets):
+            if block.title:
+                con.print(f"[bold]{escape(block.title)}[/bold]")
+            style = _STYLES.get(block.style, "")
+            for item in block.items:
+                line = f"  - {escape(item)}"
+                con.print(f"[{style}]{line}[/{style}]" if style else line)
+        elif isinstance(block, Table):
+            t = RichTable(title=block.title or None, title_justify="left", show_lines=False)
+            for col in block.columns:
+                t.add_column(col, overflow="fold")
+            for row in block.rows:
+                t.add_row(*(escape(c) for c in row))
+            con.print(t)
+
+
+def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None) -> None:
+    out = stream or sys.stderr
+    if as_json:
+        # Errors in --json mode go to stdout as a document too, so scripts can read them.
+        sys.stdout.write(json.dumps(err.to_json(), indent=2) + "\n")
+        return
+    c = _colour(out)
+    out.write(f"{_paint('error', 'error', c)} [{err.ref}]: {err.message}\n")
+    if err.hint:
+        out.write(f"{_paint('fix:', 'warn', c)} {err.hint}\n")
+
+
+class Progress:
+    """A progress sink for long work: a rich bar on a terminal, plain lines otherwise (a log, CI),
+    at most one per PLAIN_EVERY seconds for the same task. Never used under --json.
+
+    A task is named by the text before ": " (e.g. "installing 15 requirements with uv: 3/12
+    downloads, ..."): the rest is its changing detail."""
+
+    PLAIN_EVERY = 5.0
+
+    def __init__(self, enabled: bool, stream: Optional[TextIO] = None) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.rich = enabled and _isatty(self.stream)
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._last: dict[str, tuple[float, tuple[str, float]]] = {}
+        self._start: dict[str, float] = {}
+
+    def __call__(self, what: str, done: float, total: Optional[float]) -> None:
+        if not self.enabled:
+            return
+        key = what.split(": ", 1)[0]
+        if not self.rich:
+            return self._plain(key, what, done, total)
+        if self._bar is None:
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(console=_console(self.stream), transient=True)
+            self._bar.start()
+        if key not in self._tasks:
+            self._tasks[key] = self._bar.add_task(what, total=total)
+        self._bar.update(self._tasks[key], completed=done, total=total, description=what)
+
+    def _plain(self, key: str, what: str, done: float, total: Optional[float]) -> None:
+        now = self._clock()
+        last = self._last.get(key)
+        start = self._start.setdefault(key, now)
+        counter = total is not None and total <= 100  # steps or layers, not bytes
+        finished = total is not None and done >= total
+        if last is not None:
+            same = last[1] == (what, done) or (finished and last[1][1] == done)  # the rate alone moved
+            if same or not (finished or counter or now - last[0] >= self.PLAIN_EVERY):
+                return
+        self._last[key] = (now, (what, done))
+        if counter:
+            line = f"{what} [{done:.0f}/{total:.0f}]"
+        elif done > 0 and "/s" not in what:  # bytes: how many and how fast
+            rate = done / max(now - start, 1e-3)
+            line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "") + \
+                f" ({human_bytes(rate)}/s)"
+        else:
+            line = what
+        self.stream.write(f"  ... {line}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())

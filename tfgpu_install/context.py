@@ -1,0 +1,99 @@
+"""The Context: built once in main(), passed everywhere, never changed (a frozen dataclass;
+a variant is made with dataclasses.replace, e.g. the executor's per-step view of earlier results).
+
+It carries everything the core reads from the world: the runner, the process environment,
+the root prefix, home, the tool's own dirs, the profiles dir, stdin. Nothing else reads
+os.environ or Path.home() directly, so a test can point the whole tool at a temp root
+(TFGPU_ROOT) and temp state/cache/data dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional, TextIO
+
+from tfgpu_install.dirs import home_of, user_dirs
+from tfgpu_install.runner import Runner, SubprocessRunner
+
+# Called by long steps to report progress: (what, done, total or None).
+ProgressFn = Callable[[str, float, Optional[float]], None]
+
+
+def _no_progress(what: str, done: float, total: Optional[float]) -> None:
+    return None
+
+
+@dataclass
+class Hooks:
+    """The one test-only seam: fault injection and test speed knobs. Inert unless a test sets them
+    (in-process, or through TFGPU_TEST_KILL_AT / _STOP_AT / _FAIL_AT for a real CLI process).
+    Mutable on purpose: a test arms a fault, runs, and disarms it on the same context."""
+
+    kill_at: Optional[str] = None  # "<step-id>:before|middle|after|undo": SIGKILL there
+    stop_at: Optional[str] = None  # SIGSTOP there (concurrency and Ctrl-C tests)
+    fail_at: Optional[str] = None  # "<step-id>:<where>:enospc|eacces|erofs|eio": raise that OSError there
+    download_backoff: float = 0.5  # seconds before the first download retry
+
+
+@dataclass(frozen=True)
+class Context:
+    runner: Runner
+    environ: Mapping[str, str]
+    root: Path  # prefix for system paths (/proc, /sys, /etc, /usr/local); "/" for real use
+    home: Path
+    state_dir: Path  # journals, locks, snapshots
+    cache_dir: Path  # downloads keyed by sha256
+    data_dir: Path  # default location of created envs
+    overrides: Mapping[str, str] = field(default_factory=dict)  # TFGPU_OVERRIDE_* without prefix, lower-case
+    progress: ProgressFn = _no_progress
+    debug: bool = False
+    profiles_dir: Optional[Path] = None  # TFGPU_PROFILES_DIR: another knowledge dir (a site's data; tests)
+    stdin: Optional[TextIO] = None  # where questions are answered; None: the process's stdin
+    facts: Any = None  # this run's probe (tfgpu_install.facts.model.Facts), for the snapshot step
+    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # step id -> record of the steps this run applied before
+    hooks: Hooks = field(default_factory=Hooks)
+
+    def input(self) -> TextIO:
+        return self.stdin if self.stdin is not None else sys.stdin
+
+    def sys_path(self, path: str) -> Path:
+        """A system path (absolute, e.g. '/proc/driver/nvidia/version') under the root prefix."""
+        return self.root / path.lstrip("/") if str(self.root) != "/" else Path(path)
+
+    def env(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        return self.environ.get(name, default)
+
+
+def build_context(
+    environ: Optional[Mapping[str, str]] = None,
+    runner: Optional[Runner] = None,
+    debug: bool = False,
+) -> Context:
+    """The one place that reads the process environment."""
+    env = dict(os.environ if environ is None else environ)
+    home = home_of(env)
+    root = Path(env.get("TFGPU_ROOT", "/"))
+    state, cache, data = user_dirs(env, home)
+    overrides = {
+        k[len("TFGPU_OVERRIDE_"):].lower(): v for k, v in env.items() if k.startswith("TFGPU_OVERRIDE_")
+    }
+    hooks = Hooks(kill_at=env.get("TFGPU_TEST_KILL_AT") or None, stop_at=env.get("TFGPU_TEST_STOP_AT") or None,
+                      fail_at=env.get("TFGPU_TEST_FAIL_AT") or None)
+    profiles = env.get("TFGPU_PROFILES_DIR")
+    return Context(
+        runner=runner if runner is not None else SubprocessRunner(path=env.get("PATH")),
+        environ=env,
+        root=root,
+        home=home,
+        state_dir=state,
+        cache_dir=cache,
+        data_dir=data,
+        overrides=overrides,
+        debug=debug,
+        profiles_dir=Path(profiles) if profiles else None,
+        hooks=hooks,
+    )

@@ -1,0 +1,63 @@
+"""The machine walk, bottom-up: driver -> toolkit -> libraries/cuDNN -> env -> import -> devices ->
+compute capability. It stops at the first broken layer (everything above it would fail for that
+reason) and collects the warnings met on the way.
+
+Files are read through ctx.sys_path (the root prefix: tests plant broken layouts in a temp root);
+commands go through ctx.runner (tests replay recorded nvidia-smi outputs).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from tfgpu_install.context import Context
+from tfgpu_install.doctor.cpu_check import check_cpu_features
+from tfgpu_install.doctor.env_layers import check_compute_capability, check_env, check_import, check_ptxas
+from tfgpu_install.doctor.envcheck import probe_import, read_env
+from tfgpu_install.doctor.rules import RuleSet
+from tfgpu_install.doctor.system_layers import (
+    check_driver,
+    check_gpu_memory,
+    check_libraries,
+    check_toolkits,
+    check_visible_devices,
+    check_wsl_linux_driver,
+    gather_host,
+)
+from tfgpu_install.doctor.walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
+
+__all__ = ["walk", "ChainReport", "Check", "OK", "WARN", "BROKEN", "ABSENT", "SKIP"]
+
+# ------------------------------------------------------------------ the walk
+
+
+def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport:
+    w = Walk(ctx=ctx, rules=rules, env=env)
+    gather_host(w)
+    steps: list[Callable[[Walk], Sequence[Optional[Check]]]] = [
+        lambda w: [check_driver(w)], lambda w: [check_wsl_linux_driver(w)], lambda w: [check_gpu_memory(w)],
+        check_toolkits, lambda w: [check_cpu_features(w)], lambda w: _load_env(w), check_libraries,
+        lambda w: [check_visible_devices(w)], check_env, check_import, check_compute_capability, check_ptxas,
+    ]
+    broken = None
+    for step in steps:
+        for c in step(w):
+            if c is None:
+                continue
+            w.checks.append(c)
+            if c.status in (BROKEN, ABSENT):
+                broken = c
+                break
+        if broken is not None:
+            break
+    return ChainReport(tuple(w.checks), broken if broken and broken.status == BROKEN else None,
+                       no_gpu=bool(broken and broken.status == ABSENT), wsl=w.wsl, container=w.container)
+
+
+def _load_env(w: Walk) -> list[Check]:
+    """Read the env once the driver layer is fine (the import is the slow part: run it once)."""
+    if w.env is not None:
+        w.env_files = read_env(w.ctx, w.env)
+        if w.env_files.exists and w.env_files.python:
+            w.probe = probe_import(w.ctx, w.env_files.python, launcher=w.env_files.launcher)
+    return []

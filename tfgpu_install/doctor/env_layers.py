@@ -1,0 +1,163 @@
+"""The upper layers of the walk: the env (activation block), `import tensorflow` in it, the device
+list, the build's compute capabilities against the GPUs, and the ptxas XLA will use."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from tfgpu_install.doctor.classify import classify
+from tfgpu_install.doctor.walkstate import BROKEN, OK, SKIP, WARN, Check, Walk, split_path, version_tuple
+from tfgpu_install.facts import gpu as smi
+
+# ------------------------------------------------------------------ env, import, devices, CC
+
+
+def check_env(w: Walk) -> list[Check]:
+    e = w.env_files
+    if e is None:
+        return [Check("import", "environment", SKIP, "no env given (--env PATH, or activate it): TensorFlow not checked")]
+    if not e.exists or e.python is None:
+        return [Check("import", "environment", BROKEN, f"{e.path} is not a Python environment",
+                      "The env path does not exist or has no bin/python.",
+                      f"Check the path, or create it: `tfgpu-install install --env {e.path}`.")]
+    out = []
+    if not e.activation:
+        out.append(Check("import", "activation", WARN, f"no tfgpu-install activation block in {e.path}",
+                         "The env has no activation block, so LD_LIBRARY_PATH (its CUDA/cuDNN libraries) and PATH "
+                         "(ptxas for XLA) are not set when it is activated.",
+                         f"Re-run `tfgpu-install install --env {e.path}` (it writes the block), or use its bin/tfgpu-run."))
+    else:
+        out.append(Check("import", "activation", OK, f"activation block in {', '.join(e.activation)}"))
+    return out
+
+
+def check_import(w: Walk) -> list[Check]:
+    e, p = w.env_files, w.probe
+    if e is None or p is None:
+        return []
+    if not p.installed:
+        return [Check("import", "tensorflow", BROKEN, f"TensorFlow is not installed in {e.path}",
+                      "There is no TensorFlow in this env.", f"`tfgpu-install install --env {e.path}`.")]
+    if p.tf_version is None:
+        diag = classify(p.log + "\n" + (p.error or ""), w.rules)
+        if diag.primary is not None:
+            f = diag.primary
+            return [Check("import", "import tensorflow", BROKEN, p.error or "import failed", f.cause, f.fix,
+                          evidence=f.evidence, rule=f.rule_id)]
+        return [Check("import", "import tensorflow", BROKEN, p.error or "import failed",
+                      "`import tensorflow` failed with an error doctor does not know.",
+                      "Read the traceback: `" + (e.python or "python") + " -c 'import tensorflow'`; try "
+                      "`tfgpu-install doctor --log FILE` on its output.")]
+    via = " through bin/tfgpu-run" if e.launcher else ""
+    out = [Check("import", "import tensorflow", OK, f"TensorFlow {p.tf_version} imports{via} "
+                 f"(built for CUDA {p.build.get('cuda_version', '?')}, cuDNN {p.build.get('cudnn_version', '?')})")]
+    if p.gpus:
+        out.append(Check("devices", "device list", OK, f"TensorFlow lists {len(p.gpus)} GPU(s)"))
+        return out
+    drv_ok = w.reading is not None and w.reading.state == smi.OK
+    diag = classify(p.log, w.rules)
+    if w.ctx.env("SUDO_USER") and not w.ctx.env("LD_LIBRARY_PATH"):
+        rule = w.rules.by_id("sudo-strips-ld-library-path")
+        out.append(Check("devices", "device list", BROKEN, "running under sudo without LD_LIBRARY_PATH; TensorFlow lists no GPU",
+                         rule.cause, rule.fix, rule=rule.id))
+    elif e.tf_version and e.tf_version.startswith("2.16") and e.nvidia_lib_dirs and not e.activation \
+            and not any(d in split_path(w.ctx.env("LD_LIBRARY_PATH")) for d in e.nvidia_lib_dirs):
+        rule = w.rules.by_id("tf216-pip-libs-off-path")
+        out.append(Check("devices", "device list", BROKEN, "TensorFlow 2.16 lists no GPU; its nvidia libs are off LD_LIBRARY_PATH",
+                         rule.cause, rule.fix, rule=rule.id))
+    elif diag.primary is not None:
+        f = diag.primary
+        out.append(Check("devices", "device list", BROKEN, "TensorFlow lists no GPU", f.cause, f.fix,
+                         evidence=f.evidence, rule=f.rule_id))
+    elif not e.activation and e.nvidia_lib_dirs and _needs_loader_path(e.tf_version):
+        out.append(Check("devices", "device list", BROKEN, "TensorFlow lists no GPU; the env has no activation block",
+                         "The env's CUDA/cuDNN wheels are installed but nothing puts them on the loader path.",
+                         f"Re-run `tfgpu-install install --env {e.path}` (writes the activation), then activate the env."))
+    else:
+        out.append(Check("devices", "device list", BROKEN if drv_ok else WARN, "TensorFlow lists no GPU",
+                         "TensorFlow imported but registered no GPU and its log names no known cause.",
+                         "Run `TF_CPP_MAX_VLOG_LEVEL=3 python -c 'import tensorflow as tf; "
+                         "tf.config.list_physical_devices()' 2>&1 | tfgpu-install doctor --log -`."))
+    return out
+
+
+def _needs_loader_path(tf_version: Optional[str]) -> bool:
+    """TensorFlow 2.14/2.15 and >= 2.17 find their nvidia-* wheels by themselves; older releases and
+    2.16 (tensorflow/tensorflow#63362) need LD_LIBRARY_PATH, which the activation block sets."""
+    v = version_tuple(tf_version or "")
+    return not v or v < (2, 14) or v[:2] == (2, 16)
+
+
+def _sm(cc: str) -> int:
+    major, minor = cc.split(".")[:2]
+    return int(major) * 10 + int(minor)
+
+
+def check_compute_capability(w: Walk) -> list[Check]:
+    if w.probe is None or w.reading is None:
+        return []
+    archs = w.probe.build.get("cuda_compute_capabilities") or []
+    if isinstance(archs, str):
+        archs = re.findall(r"(?:sm|compute)_\d+a?", archs)
+    sass = [int(m.group(1)) for a in archs if (m := re.match(r"sm_(\d+)$", str(a)))]
+    ptx = [int(m.group(1)) for a in archs if (m := re.match(r"compute_(\d+)$", str(a)))]
+    if not sass and not ptx:
+        return []
+    out = []
+    for g in w.gpus:
+        if not g.compute_capability:
+            continue
+        cc = _sm(g.compute_capability)
+        if any(s // 10 == cc // 10 and s <= cc for s in sass):
+            out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", OK, "the build has SASS for it"))
+        elif any(p <= cc for p in ptx):
+            out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", WARN,
+                             f"no SASS for {g.compute_capability}; PTX {max(p for p in ptx if p <= cc)} will be JIT-compiled",
+                             "Kernels are JIT-compiled from PTX on first use (slow start; may fail on new architectures).",
+                             "Install a TensorFlow whose build has SASS for this GPU (`tfgpu-install plan`); keep the JIT "
+                             "cache: CUDA_CACHE_MAXSIZE=4294967296."))
+        else:
+            out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", BROKEN,
+                             f"the build covers {', '.join(map(str, archs))}",
+                             f"This TensorFlow has neither SASS nor usable PTX for compute capability {g.compute_capability}: "
+                             "the GPU is listed but no kernel can run ('no kernel image is available').",
+                             "Install a TensorFlow release whose build covers this GPU (`tfgpu-install plan`), or run on CPU."))
+    return out
+
+
+_PTXAS_RELEASE = re.compile(r"release (\d+\.\d+)")
+
+
+def check_ptxas(w: Walk) -> list[Check]:
+    """The ptxas XLA will use (the env's nvidia-cuda-nvcc wheel first, then PATH) must know the GPU."""
+    ccs = sorted({g.compute_capability for g in w.gpus if g.compute_capability})
+    if not ccs or not w.rules.ptxas_min_cuda:
+        return []
+    candidates: list[tuple[str, str]] = []  # (path to run, path shown)
+    if w.env_files is not None and w.env_files.site_packages:
+        p = Path(w.env_files.site_packages) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
+        if p.exists():
+            candidates.append((str(p), str(p)))
+    for d in split_path(w.ctx.env("PATH")):
+        if w.ctx.sys_path(f"{d}/ptxas").exists():
+            candidates.append((f"{d}/ptxas", f"{d}/ptxas"))
+    if not candidates:
+        return []
+    run_path, shown = candidates[0]
+    res = w.ctx.runner.run([run_path, "--version"], desc="ptxas --version", timeout=30)
+    m = _PTXAS_RELEASE.search(res.stdout)
+    if not m:
+        return []
+    have = m.group(1)
+    for cc in ccs:
+        need = w.rules.ptxas_min_cuda.get(cc)
+        if need and version_tuple(have) < version_tuple(need):
+            return [Check("xla", "ptxas", WARN, f"{shown} is CUDA {have}; compute capability {cc} needs >= {need}",
+                          f"XLA compiles with the first ptxas it finds; CUDA {have}'s ptxas does not know sm_{cc.replace('.', '')}, "
+                          "so XLA-compiled ops (jit_compile, Keras' XLA) fail or fall back to the driver.",
+                          f"Put a ptxas from CUDA >= {need} first on PATH: `pip install nvidia-cuda-nvcc-cu12` in the env "
+                          f"(its activation puts nvidia/cuda_nvcc/bin on PATH), or a newer /usr/local/cuda-X.Y/bin "
+                          f"(source: {w.rules.ptxas_source}).")]
+    return [Check("xla", "ptxas", OK, f"{shown} (CUDA {have}) knows compute capability {', '.join(ccs)}")]

@@ -1,0 +1,224 @@
+"""The per-environment journal: append-only JSON lines, each fsynced before we act.
+
+Events (every one carries "ts"):
+  {"event": "run", "env", "plan": {...}}                   an install run starts changing things
+  {"event": "begin", "step", "touches": [...], "pre": [...]} about to apply a step
+  {"event": "done", "step", "undo": {...}, "fingerprint"?}   the step's effect is in place
+  {"event": "failed", "step", "error"}                     apply raised (begin stays open)
+  {"event": "undone", "step", "seq"}                       rollback undid the entry at line `seq`
+  {"event": "rolled-back", "to"?}                          a rollback finished
+A kill can tear the last line only; reading skips a line that does not parse.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import disk_full, is_disk_full
+
+
+def env_key(env: Path) -> str:
+    """A directory name for an env: its basename plus a hash of its absolute path."""
+    absolute = os.path.abspath(str(env))
+    digest = hashlib.sha256(absolute.encode()).hexdigest()[:12]
+    base = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(absolute).name) or "env"
+    return f"{base}-{digest}"
+
+
+def env_state_dir(ctx: Context, env: Path) -> Path:
+    return ctx.state_dir / "envs" / env_key(env)
+
+
+def known_envs(ctx: Context) -> list[Path]:
+    """The envs this tool has journaled or verified, the most recently changed first: each
+    state dir's verify.json or journal (its "run" lines) names its env."""
+    candidates = []
+    for d in (ctx.state_dir / "envs").glob("*"):
+        for name in ("verify.json", "journal.jsonl"):
+            f = d / name
+            try:
+                candidates.append((f.stat().st_mtime, f))
+            except OSError:
+                continue
+    found: dict[str, None] = {}
+    for _, f in sorted(candidates, reverse=True):
+        env = _env_named_in(f)
+        if env:
+            found.setdefault(env)
+    return [Path(e) for e in found]
+
+
+def _env_named_in(f: Path) -> Optional[str]:
+    try:
+        if f.name == "verify.json":
+            return str(json.loads(f.read_text()).get("env") or "") or None
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("event") == "run" and entry.get("env"):
+                    return str(entry["env"])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int  # line number in the journal (0-based): stable id of this entry
+    data: dict[str, Any]
+
+    @property
+    def event(self) -> str:
+        return str(self.data.get("event", ""))
+
+    @property
+    def step(self) -> Optional[str]:
+        s = self.data.get("step")
+        return str(s) if s is not None else None
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def for_env(cls, ctx: Context, env: Path) -> "Journal":
+        return cls(env_state_dir(ctx, env) / "journal.jsonl")
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def append(self, event: str, durable: bool = True, **fields: Any) -> None:
+        """One whole line, fsynced unless `durable` is False (a record whose loss only means a
+        step is checked again: the next durable append syncs it along)."""
+        record = {"event": event, "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields}
+        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        data = line.encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND + one write + fsync: the line is on disk before the caller acts.
+            fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, len(data), "appending to the journal") from exc
+            raise
+        try:
+            self._heal_torn_tail(fd)
+            self._write_whole(fd, data, durable)
+        finally:
+            os.close(fd)
+
+    def _write_whole(self, fd: int, data: bytes, durable: bool = True) -> None:
+        """All of the line or none of it: a full disk can take part of a write; cutting the file
+        back keeps the journal a list of whole records (and the caller does not act)."""
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+            if durable:
+                os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # a torn last line is still skipped by entries() and healed by the next append
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc, len(data), "appending to the journal") from exc
+            raise
+
+    def _heal_torn_tail(self, fd: int) -> None:
+        """A kill mid-write can leave a last line without its newline: end it, so the next
+        record starts on its own line (the torn one is skipped when reading)."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                os.write(fd, b"\n")
+
+    def entries(self) -> list[Entry]:
+        if not self.path.is_file():
+            return []
+        out: list[Entry] = []
+        with open(self.path, encoding="utf-8", errors="replace") as fh:
+            for seq, line in enumerate(fh):
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue  # torn by a kill
+                if isinstance(data, dict):
+                    out.append(Entry(seq, data))
+        return out
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries())
+
+
+def current_epoch(entries: list[Entry]) -> list[Entry]:
+    """The entries after the last completed full rollback (what a rollback would undo)."""
+    start = 0
+    for i, e in enumerate(entries):
+        if e.event == "rolled-back" and not e.data.get("to"):
+            start = i + 1
+    return entries[start:]
+
+
+def open_entries(entries: list[Entry]) -> list[Entry]:
+    """The "done" entries, and "begin" entries with no "done" (killed or failed mid-apply),
+    that no rollback has undone yet: what to undo, newest first."""
+    epoch = current_epoch(entries)
+    undone = {int(e.data["seq"]) for e in epoch if e.event == "undone" and "seq" in e.data}
+    todo: list[Entry] = []
+    pending_begin: dict[str, Entry] = {}
+    for e in epoch:
+        if e.event == "begin" and e.step:
+            # A second begin for a step means the first was interrupted: it stays open
+            # (its pre-state is the one from before anything was touched).
+            if e.step in pending_begin:
+                todo.append(pending_begin[e.step])
+            pending_begin[e.step] = e
+        elif e.event == "done" and e.step:
+            pending_begin.pop(e.step, None)
+            todo.append(e)
+    todo.extend(pending_begin.values())
+    return sorted((e for e in todo if e.seq not in undone), key=lambda e: e.seq, reverse=True)
+
+
+def last_plan(entries: list[Entry]) -> Optional[dict[str, Any]]:
+    """The plan (resolution + options) of the newest "run" entry in the current epoch."""
+    for e in reversed(current_epoch(entries)):
+        if e.event == "run" and isinstance(e.data.get("plan"), dict):
+            return dict(e.data["plan"])
+    return None
+
+
+def step_states(entries: list[Entry]) -> dict[str, str]:
+    """step id -> "done" | "interrupted" | "failed" | "undone" from the current epoch."""
+    states: dict[str, str] = {}
+    by_seq = {e.seq: e for e in entries}
+    for e in current_epoch(entries):
+        if e.step is None and e.event != "undone":
+            continue
+        if e.event == "begin":
+            states[str(e.step)] = "interrupted"
+        elif e.event == "done":
+            states[str(e.step)] = "done"
+        elif e.event == "failed":
+            states[str(e.step)] = "failed"
+        elif e.event == "undone":
+            target = by_seq.get(int(e.data.get("seq", -1)))
+            if target is not None and target.step:
+                states[target.step] = "undone"
+    return states

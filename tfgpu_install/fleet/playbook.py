@@ -1,0 +1,150 @@
+"""ansible-playbook, run through the injected runner: the argv (pure), where the collection is,
+and a run that reports each host's result file as the role writes it (the live table)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import tfgpu_install
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.fleet.results import HostResult, host_result, read_result
+from tfgpu_install.runner import Completed, Runner
+
+# How often the live table looks for new per-host result files.
+POLL_S = 0.5
+# How long an interrupted ansible-playbook gets to stop its workers before SIGKILL.
+STOP_GRACE_S = 15.0
+COLLECTIONS_ENV = "TFGPU_ANSIBLE_COLLECTIONS"
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    inventory: Path
+    mode: str  # install | status | snapshot | restore
+    results_dir: Path
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    limit: Optional[str] = None
+    forks: Optional[int] = None
+    serial: Optional[int] = None
+    check: bool = False
+    timeout_s: float = 3600.0
+
+
+def collections_root(environ: Mapping[str, str]) -> Path:
+    """The directory holding ansible_collections/tfgpu/install (this checkout's, or $TFGPU_ANSIBLE_COLLECTIONS)."""
+    given = environ.get(COLLECTIONS_ENV)
+    root = Path(given) if given else Path(tfgpu_install.__file__).resolve().parents[1]
+    if not (root / "ansible_collections" / "tfgpu" / "install" / "playbooks" / "site.yml").is_file():
+        raise EnvironmentProblem(
+            f"the tfgpu.install Ansible collection is not under {root}",
+            hint=f"run from a checkout of tfgpu-install, or set {COLLECTIONS_ENV} to the directory that holds "
+            "ansible_collections/",
+        )
+    return root
+
+
+def site_playbook(root: Path) -> Path:
+    return root / "ansible_collections" / "tfgpu" / "install" / "playbooks" / "site.yml"
+
+
+def playbook_argv(tool: str, playbook: Path, run: PlaybookRun) -> list[str]:
+    extra = dict(run.extra_vars)
+    extra.update(tfgpu_mode=run.mode, tfgpu_results_dir=str(run.results_dir))
+    if run.serial:
+        extra["tfgpu_serial"] = run.serial
+    argv = [tool, "-i", str(run.inventory), str(playbook), "-e", json.dumps(extra, sort_keys=True)]
+    if run.limit:
+        argv += ["--limit", run.limit]
+    if run.forks:
+        argv += ["--forks", str(run.forks)]
+    if run.check:
+        argv.append("--check")
+    return argv
+
+
+def playbook_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The collection on Ansible's search path; bounded ssh waits unless the user set their own."""
+    env = {"ANSIBLE_COLLECTIONS_PATH": str(root), "ANSIBLE_RETRY_FILES_ENABLED": "False",
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    env["ANSIBLE_TIMEOUT"] = environ.get("ANSIBLE_TIMEOUT", "20")
+    return env
+
+
+_VERSION = re.compile(r"^ansible-playbook \[core ([^\]]+)\]")
+
+
+def engine_version(runner: Runner, tool: str) -> str:
+    done = runner.run([tool, "--version"], desc="ansible-playbook --version", timeout=60)
+    m = _VERSION.match(done.stdout.strip()) if done.ok else None
+    return f"ansible-playbook {m.group(1)}" if m else "ansible-playbook (unknown version)"
+
+
+def stop_playbook(pidfile: Path, worker: threading.Thread, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGINT to ansible-playbook's process group (it stops its workers), SIGKILL if it lingers."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        worker.join(grace_s)
+        if not worker.is_alive():
+            return
+
+
+def run_playbook(
+    runner: Runner, tool: str, playbook: Path, run: PlaybookRun, env: Mapping[str, str],
+    hosts: Sequence[str], on_result: Callable[[HostResult], None],
+) -> Completed:
+    """ansible-playbook in a worker thread; this thread reports each host's result file once it appears."""
+    run.results_dir.mkdir(parents=True, exist_ok=True)
+    for stale in run.results_dir.glob("*.json"):
+        stale.unlink()
+    # The runner starts programs in their own session (a terminal's Ctrl-C does not reach them):
+    # the shell records ansible-playbook's pid, so an interrupt here can stop it and its ssh workers.
+    pidfile = run.results_dir.with_suffix(".pid")
+    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), *playbook_argv(tool, playbook, run)]
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["done"] = runner.run(argv, desc=f"ansible-playbook ({run.mode})", env=env, timeout=run.timeout_s,
+                                     mutating=not run.check)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="ansible-playbook", daemon=True)
+    worker.start()
+    reported: set[str] = set()
+
+    def report_new() -> None:
+        for name in hosts:
+            if name in reported:
+                continue
+            doc = read_result(run.results_dir / f"{name}.json")
+            if doc is not None:
+                reported.add(name)
+                on_result(host_result(name, doc))
+
+    try:
+        while worker.is_alive():
+            worker.join(POLL_S)
+            report_new()
+    except KeyboardInterrupt:
+        stop_playbook(pidfile, worker)
+        raise
+    report_new()
+    if "error" in box:
+        raise box["error"]
+    done: Completed = box["done"]
+    return done

@@ -1,0 +1,205 @@
+"""The fleet commands' work: resolve the tools, ship the wheel, run the playbook per mode, collect
+one row per host. Typed requests in, a FleetReport out; printing is the caller's (on_result)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import EnvironmentProblem, UnsatisfiableError
+from tfgpu_install.files import atomic_write
+from tfgpu_install.fleet.inventory import list_hosts
+from tfgpu_install.fleet.playbook import (
+    PlaybookRun,
+    collections_root,
+    engine_version,
+    playbook_env,
+    run_playbook,
+    site_playbook,
+)
+from tfgpu_install.fleet.results import HostResult, collect, parse_recap
+from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
+
+OnResult = Callable[[HostResult], None]
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    inventory: Path
+    mode: str  # install | status | snapshot | restore
+    limit: Optional[str] = None
+    forks: Optional[int] = None
+    serial: Optional[int] = None
+    check: bool = False
+    profile: str = "stable"
+    snapshot: Optional[Path] = None  # restore (or install --snapshot)
+    offline: bool = False  # restore from a bundle the controller builds and ships
+    same: bool = False
+    wheel: Optional[Path] = None
+    index_url: Optional[str] = None
+    allow_cpu: bool = False
+    env: Optional[str] = None
+    fetch_dir: Optional[Path] = None  # snapshot: where the host snapshots land
+    timeout_s: float = 3600.0
+
+
+@dataclass
+class FleetReport:
+    engine: str
+    mode: str
+    hosts: list[HostResult]
+    playbook_rc: int
+    log: str
+    same: Optional[dict[str, Any]] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _tool(ctx: Context, name: str) -> str:
+    found = ctx.runner.which(name)
+    if not found:
+        raise EnvironmentProblem(f"{name} is not installed here (the controller)",
+                                 hint="install the fleet extra: `pip install 'tfgpu-install[fleet]'` "
+                                 "(or `pip install .[fleet]` in a checkout), or put ansible-core on PATH")
+    return found
+
+
+def _tool_wheel(ctx: Context, root: Path) -> Path:
+    """This checkout's tfgpu-install wheel, built once per source state (cached by a hash of the sources)."""
+    h = hashlib.sha256()
+    for path in sorted([root / "pyproject.toml", *root.joinpath("tfgpu_install").rglob("*.py"),
+                        *root.joinpath("profiles").glob("*.yaml")]):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    out = ctx.cache_dir / "fleet-wheel" / h.hexdigest()[:16]
+    found = sorted(out.glob("tfgpu_install-*.whl"))
+    if found:
+        return found[0]
+    done = ctx.runner.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           str(root), "-w", str(out)], desc="build the tfgpu-install wheel", timeout=600,
+                          mutating=True)
+    found = sorted(out.glob("tfgpu_install-*.whl"))
+    if not done.ok or not found:
+        raise EnvironmentProblem(f"could not build the tfgpu-install wheel: {done.stderr.strip()[-600:]}",
+                                 hint="build it yourself (`pip wheel --no-deps . -w dist`) and pass --wheel")
+    return found[0]
+
+
+def _common_vars(req: FleetRequest, wheel: Path) -> dict[str, Any]:
+    extra: dict[str, Any] = {"tfgpu_wheel": str(wheel), "tfgpu_profile": req.profile,
+                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.timeout_s)}
+    if req.index_url:
+        extra["tfgpu_index_url"] = req.index_url
+    if req.env:
+        extra["tfgpu_env"] = req.env
+    return extra
+
+
+class _Fleet:
+    """One command's playbook runs, sharing the tools, hosts, wheel and logs."""
+
+    def __init__(self, ctx: Context, req: FleetRequest) -> None:
+        self.ctx, self.req = ctx, req
+        self.root = collections_root(ctx.environ)
+        self.playbook_tool = _tool(ctx, "ansible-playbook")
+        self.env = playbook_env(self.root, ctx.environ)
+        self.hosts = list_hosts(ctx.runner, _tool(ctx, "ansible-inventory"), req.inventory, req.limit, self.env)
+        self.engine = engine_version(ctx.runner, self.playbook_tool)
+        self.wheel = req.wheel or _tool_wheel(ctx, self.root)
+        self.work = ctx.state_dir / "fleet"
+        self.rc = 0
+
+    def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
+        results_dir = self.work / "results" / tag
+        run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.req.forks,
+                          self.req.serial, check, self.req.timeout_s)
+        done = run_playbook(self.ctx.runner, self.playbook_tool, site_playbook(self.root), run, self.env,
+                            self.hosts, on_result)
+        atomic_write(self.log(tag), done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr else ""))
+        self.rc = done.returncode
+        return collect(results_dir, self.hosts, parse_recap(done.stdout))
+
+    def log(self, tag: str) -> Path:
+        return self.work / f"{tag}-playbook.log"
+
+    def report(self, mode: str, hosts: list[HostResult], tag: str, **kw: Any) -> FleetReport:
+        return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), **kw)
+
+
+def fleet_install(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
+    if req.snapshot is not None:
+        return fleet_restore(ctx, req, on_result)
+    f = _Fleet(ctx, req)
+    extra = _common_vars(req, f.wheel)
+    same: Optional[dict[str, Any]] = None
+    if req.same:
+        extra["tfgpu_profile"], same = _same_profile(f, req, extra)
+    hosts = f.play("install", extra, on_result, req.check, "install")
+    return f.report("install", hosts, "install", same=same)
+
+
+def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Plan (check mode) on every host under a falling ceiling until all pick one release."""
+    from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge, load_policy
+
+    knowledge = load_knowledge(knowledge_dir(f.ctx), cache_dir=f.ctx.cache_dir)
+    policy = load_policy(req.profile, knowledge)
+    profile = req.profile
+    first: Optional[dict[str, Optional[str]]] = None
+    limited_by: tuple[str, ...] = ()
+    for round_no in range(len(f.hosts) + 1):
+        planned = f.play("install", {**extra, "tfgpu_profile": profile}, lambda r: None, True, f"same-{round_no}")
+        reachable = {r.name: r.tensorflow for r in planned if r.state != "unreachable"}
+        first = first or reachable
+        step = next_round(reachable)
+        if step.common is not None:
+            limited_by = limited_by or step.limited_by
+            return profile, {"tensorflow": step.common, "profile": profile,
+                             "explain": explain(step.common, first, limited_by), "rounds": round_no + 1}
+        if step.ceiling is None:
+            raise UnsatisfiableError(
+                "no TensorFlow release fits every host: " + ", ".join(step.missing) + " can run none under the "
+                "common ceiling", hint="drop --same (each host gets its own best), or --limit the fleet")
+        limited_by = step.limited_by
+        path = f.work / "same-profile.yaml"
+        atomic_write(path, ceiling_policy_yaml(policy, step.ceiling))
+        profile = str(path)
+    raise UnsatisfiableError("the hosts did not settle on one release", hint="drop --same, or --limit the fleet")
+
+
+def fleet_status(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
+    f = _Fleet(ctx, req)
+    hosts = f.play("status", _common_vars(req, f.wheel), on_result, False, "status")
+    return f.report("status", hosts, "status")
+
+
+def fleet_snapshot(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
+    f = _Fleet(ctx, req)
+    fetch_dir = req.fetch_dir or (f.work / "snapshots")
+    extra = {**_common_vars(req, f.wheel), "tfgpu_fetch_dir": str(fetch_dir)}
+    hosts = f.play("snapshot", extra, on_result, req.check, "snapshot")
+    files = {r.name: str(fetch_dir / f"{r.name}.tfgpu.yaml") for r in hosts if r.ok}
+    return f.report("snapshot", hosts, "snapshot", extra={"snapshots": files})
+
+
+def fleet_restore(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
+    assert req.snapshot is not None
+    f = _Fleet(ctx, req)
+    extra = {**_common_vars(req, f.wheel), "tfgpu_snapshot_file": str(req.snapshot)}
+    if req.offline:
+        extra["tfgpu_bundle_dir"] = str(_bundle(f, req))
+    hosts = f.play("restore", extra, on_result, req.check, "restore")
+    return f.report("restore", hosts, "restore", extra={"snapshot": str(req.snapshot), "offline": req.offline})
+
+
+def _bundle(f: _Fleet, req: FleetRequest) -> Path:
+    """One bundle for the whole fleet, built here (`snapshot bundle`) and shipped to every node."""
+    from tfgpu_install.snapshot.bundle import make
+    from tfgpu_install.snapshot.model import find
+
+    assert req.snapshot is not None
+    out = f.work / "bundle"
+    make(f.ctx, find(f.ctx.state_dir, str(req.snapshot))[1], out, index_url=req.index_url)
+    return out

@@ -1,0 +1,226 @@
+"""YAML reading for the knowledge files: plain data that remembers its line numbers.
+
+Every mapping loads as an `LDict` (a dict with `.line` and `.key_lines`) and every
+sequence as an `LList` (a list with `.line` and `.item_lines`), so a validation error
+can name `profiles/matrix.yaml:123`.  Parsing uses libyaml (CSafeLoader) when PyYAML
+was built with it: the knowledge is read on every `probe`/`plan` start.
+
+`Checker` walks that data with a path ("releases[4].cuda") and raises BadInputError
+"<file>:<line>: <path>: <what is wrong>" with a hint.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NoReturn, Optional
+
+from tfgpu_install.errors import BadInputError
+
+
+class LDict(dict):  # type: ignore[type-arg]
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+class LList(list):  # type: ignore[type-arg]
+    line: int = 0
+    item_lines: list[int]
+
+
+def _loader_class() -> type:
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+    class LineLoader(base):  # type: ignore[misc, valid-type]
+        """A safe loader whose mappings and sequences remember where they start."""
+
+    def construct_map(loader: Any, node: Any) -> Iterator[LDict]:
+        data = LDict()
+        data.line = node.start_mark.line + 1
+        data.key_lines = {}
+        yield data
+        loader.flatten_mapping(node)
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                import yaml
+
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value", key_node.start_mark
+                )
+            if key in data:
+                # PyYAML silently keeps the last duplicate; a data file must not.
+                data.dup = (key, key_node.start_mark.line + 1)  # type: ignore[attr-defined]
+            data[key] = loader.construct_object(value_node, deep=True)
+            data.key_lines[str(key)] = key_node.start_mark.line + 1
+
+    def construct_seq(loader: Any, node: Any) -> Iterator[LList]:
+        data = LList()
+        data.line = node.start_mark.line + 1
+        data.item_lines = [n.start_mark.line + 1 for n in node.value]
+        yield data
+        data.extend(loader.construct_object(n, deep=True) for n in node.value)
+
+    LineLoader.add_constructor("tag:yaml.org,2002:map", construct_map)
+    LineLoader.add_constructor("tag:yaml.org,2002:seq", construct_seq)
+    return LineLoader
+
+
+_LOADER: Optional[type] = None
+
+
+def read_yaml(path: Path, label: str) -> Any:
+    """Parse one file; malformed YAML -> BadInputError naming file:line."""
+    import yaml
+
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = _loader_class()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                            hint="save the file as UTF-8") from exc
+    except OSError as exc:
+        raise BadInputError(
+            f"{label}: cannot read ({exc.strerror or exc})",
+            hint="check the path; the built-in files live in the installed profiles/ directory",
+        ) from exc
+    try:
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 0
+        what = exc.problem or exc.context or "malformed YAML"
+        raise BadInputError(
+            f"{label}:{line}: malformed YAML: {what}",
+            hint="fix the YAML syntax at that line (indentation, quotes, a missing ':')",
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"{label}: malformed YAML: {exc}", hint="fix the YAML syntax") from exc
+
+
+VERSION2 = re.compile(r"^\d+\.\d+$")  # "12.3", "3.10", "8.6"
+VERSION_ANY = re.compile(r"^\d+(\.\d+){0,3}(\.post\d+)?$")  # "9", "12.5.1", "8.9.4.25", "8.6.1.post1"
+TF_VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")  # "2.15.1", "2.15.0.post1"
+DRIVER = re.compile(r"^\d+(\.\d+){1,2}$")  # "525.60.13", "331.62"
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class Checker:
+    """Typed access to loaded YAML with file:line error messages."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def fail(self, where: int, path: str, what: str, hint: Optional[str] = None) -> NoReturn:
+        raise BadInputError(
+            f"{self.label}:{where}: {path}: {what}",
+            hint=hint or f"fix {self.label} (each file's header comment documents its schema)",
+        )
+
+    def line_of(self, parent: Any, key: Any) -> int:
+        if isinstance(parent, LDict):
+            return parent.key_lines.get(str(key), parent.line)
+        if isinstance(parent, LList) and isinstance(key, int) and key < len(parent.item_lines):
+            return parent.item_lines[key]
+        return getattr(parent, "line", 0)
+
+    def mapping(
+        self,
+        value: Any,
+        path: str,
+        line: int,
+        required: Iterable[str] = (),
+        optional: Iterable[str] = (),
+    ) -> LDict:
+        if not isinstance(value, dict):
+            self.fail(line, path, f"expected a mapping, got {_kind(value)}")
+        allowed = set(required) | set(optional)
+        dup = getattr(value, "dup", None)
+        if dup is not None:
+            self.fail(dup[1], _join(path, dup[0]), "duplicate key", "remove one of the two entries")
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = f"did you mean `{close[0]}`?" if close else "allowed: " + ", ".join(sorted(allowed))
+                self.fail(self.line_of(value, key), _join(path, key), "unknown key", hint)
+        for key in required:
+            if key not in value or value[key] is None or value[key] == "":
+                self.fail(getattr(value, "line", line), _join(path, key), "missing (required)",
+                          f"add `{key}:`" + (" with where the row's data came from (URL, wheel file)"
+                                             if key == "source" else ""))
+        return value  # type: ignore[return-value]
+
+    def seq(self, value: Any, path: str, line: int) -> LList:
+        if not isinstance(value, list):
+            self.fail(line, path, f"expected a list, got {_kind(value)}")
+        return value  # type: ignore[return-value]
+
+    def string(self, parent: Any, key: Any, path: str, *, pattern: Optional[re.Pattern[str]] = None,
+               example: str = "", optional: bool = False, choices: Iterable[str] = ()) -> Optional[str]:
+        value = parent.get(key) if isinstance(parent, dict) else parent[key]
+        line = self.line_of(parent, key)
+        if value is None and optional:
+            return None
+        if isinstance(value, (datetime.date,)) and pattern is DATE:
+            return value.isoformat()
+        if not isinstance(value, str):
+            like = f' like "{example}"' if example else ""
+            hint = (f'quote it: "{value}" (YAML reads an unquoted 3.10 as the number 3.1)'
+                    if isinstance(value, (float, int)) and not isinstance(value, bool) else None)
+            self.fail(line, path, f"expected a {'version ' if pattern else ''}string{like}, got {_kind(value)}"
+                      + (f" {value!r}" if isinstance(value, (int, float)) else ""), hint)
+        choices = tuple(choices)
+        if choices and value not in choices:
+            self.fail(line, path, f"expected one of {', '.join(choices)}, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            self.fail(line, path, f'expected a version string like "{example}", got {value!r}')
+        return value
+
+    def strings(self, parent: Any, key: str, path: str, *, pattern: Optional[re.Pattern[str]] = None,
+                example: str = "") -> tuple[str, ...]:
+        value = parent.get(key)
+        if value is None:
+            return ()
+        items = self.seq(value, path, self.line_of(parent, key))
+        return tuple(
+            self.string(items, i, f"{path}[{i}]", pattern=pattern, example=example) or ""
+            for i in range(len(items))
+        )
+
+    def str_map(self, parent: Any, key: str, path: str, *, pattern: Optional[re.Pattern[str]] = None,
+                example: str = "") -> dict[str, str]:
+        value = parent.get(key)
+        if value is None:
+            return {}
+        m = self.mapping(value, path, self.line_of(parent, key), optional=[str(k) for k in value] if isinstance(value, dict) else ())
+        return {str(k): self.string(m, k, f"{path}.{k}", pattern=pattern, example=example) or "" for k in m}
+
+    def boolean(self, parent: Any, key: str, path: str, default: bool) -> bool:
+        value = parent.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(self.line_of(parent, key), path, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def integer(self, parent: Any, key: str, path: str, default: int) -> int:
+        value = parent.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            self.fail(self.line_of(parent, key), path, f"expected a whole number >= 0, got {value!r}")
+        return value
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number",
+            float: "a number"}.get(type(value).__mro__[-2] if type(value) in (LDict, LList) else type(value),
+                                  type(value).__name__)

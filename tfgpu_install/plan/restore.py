@@ -1,0 +1,92 @@
+"""The steps of a `snapshot restore`: the install's steps fed a pinned resolution (the snapshot's
+exact packages, with hashes), plus removing what the snapshot does not list. Pure: builds objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from tfgpu_install.plan.options import InstallOptions, options_from_json
+from tfgpu_install.resolver.model import Choice, Resolution, resolution_from_json
+from tfgpu_install.snapshot.contract import choice_of
+from tfgpu_install.snapshot.model import Package, Snapshot
+from tfgpu_install.steps.base import Step
+
+
+def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
+                  require_hashes: bool) -> list[Step]:
+    from tfgpu_install.steps.activation import WriteActivation
+    from tfgpu_install.steps.env import CreateEnv, TargetEnv
+    from tfgpu_install.steps.packages import InstallPackages
+    from tfgpu_install.steps.record import RecordSnapshot
+    from tfgpu_install.steps.sync import SyncPackages
+    from tfgpu_install.steps.verify import VerifyEnv
+    from tfgpu_install.verify.host import CheckPlan
+
+    choice = resolution.choice
+    assert choice is not None
+    cpu_only = resolution.cpu_only or options.allow_cpu
+    target = TargetEnv.at(options.env, options.backend, options.name)
+    base = options.python or choice.python_path
+    extra = options.extra or {}
+    install = InstallPackages(
+        target, [p.requirement() for p in packages],
+        hashes={p.name: list(p.hashes) for p in packages if p.hashes},
+        require_hashes=require_hashes,
+        index_url=options.index_url,
+        find_links=[u for u in extra.get("find_links", "").split() if u],
+        no_index=bool(extra.get("no_index")),
+    )
+    conda = _pinned_conda_cuda(choice, options, target.path)
+    lib_dirs = [target.path / "lib"] if conda else []
+    return [
+        CreateEnv(target, choice.python, Path(base) if base else None, channel=extra.get("conda_channel")),
+        install,
+        *conda,
+        SyncPackages(target, [p.name for p in packages]),
+        WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
+        VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
+        RecordSnapshot(target.path, options.backend, resolution.to_json(), cpu_only=cpu_only),
+    ]
+
+
+def conda_restore_extra(snap: Snapshot) -> dict[str, str]:
+    """What a restore needs of a conda env's snapshot, as InstallOptions.extra (journaled with
+    the options): the exact conda packages and the channel they came from."""
+    records = [r for r in snap.env.get("conda_packages") or () if isinstance(r, dict) and r.get("name")]
+    if not records:
+        return {}
+    pins = " ".join(f"{r['name']}={r.get('version', '')}={r.get('build', '')}" for r in records)
+    channel = next((str(r["channel"]) for r in records if r.get("channel")), "")
+    return {"conda_pins": pins, **({"conda_channel": channel} if channel else {})}
+
+
+def _pinned_conda_cuda(choice: Choice, options: InstallOptions, env: Path) -> list[Step]:
+    from tfgpu_install.steps.conda_packages import pinned_conda_cuda_step
+
+    extra = options.extra or {}
+    pins = (extra.get("conda_pins") or "").split()
+    if options.backend != "conda" or not pins or choice.cuda_from != "system":
+        return []
+    profiles = Path(extra["profiles_dir"]) if extra.get("profiles_dir") else None
+    step = pinned_conda_cuda_step(env, choice.cuda, pins, extra.get("conda_channel"), options.name, profiles)
+    return [step] if step is not None else []
+
+
+def steps_from_restore_plan(plan: dict[str, Any]) -> list[Step]:
+    r = plan["restore"]
+    pkgs = [Package(str(p["name"]), str(p["version"]), tuple(p.get("hashes") or ())) for p in r.get("packages") or ()]
+    return restore_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]), pkgs,
+                         bool(r.get("require_hashes")))
+
+
+def pinned_resolution(snap: Snapshot, python_path: Optional[str], cpu_only: bool) -> Resolution:
+    c = choice_of(snap)
+    choice = Choice(
+        tensorflow=str(c.get("tensorflow") or "?"), cuda=c.get("cuda"), cudnn=c.get("cudnn"),
+        python=str(c.get("python")), jit_only=bool(c.get("jit_only")), package=str(c.get("package") or "tensorflow"),
+        python_path=python_path, cuda_from=str(c.get("cuda_from") or "pip"), pins=dict(c.get("pins") or {}),
+        constraints=dict(c.get("constraints") or {}),
+    )
+    return Resolution(profile=f"snapshot:{snap.id}", choice=choice,
+                      reasons=(f"pinned by snapshot {snap.id} ({snap.created})",), rejected=(), cpu_only=cpu_only)

@@ -1,0 +1,294 @@
+"""The only door to the operating system for commands.
+
+Every module that needs to run a program takes a Runner (through the Context).
+The real one wraps subprocess; tests use ReplayRunner with recorded outputs, or
+the real one where the real tool exists here (venv, pip, uv, gcc, ldconfig).
+No other module imports subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Protocol, Sequence
+
+from tfgpu_install.errors import RunnerError
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Runner(Protocol):
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        desc: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
+    ) -> Completed:
+        """Run argv; return its result. Raise RunnerError only when it cannot start
+        or times out. `mutating` marks commands that change the system (dry runs
+        and tests assert none reach the runner). `on_line` gets each line of the
+        command's stderr as it is written (progress of long installs); the whole
+        stderr is still in the result."""
+        ...
+
+    def which(self, name: str) -> Optional[str]:
+        """Absolute path of an executable on the runner's PATH, or None."""
+        ...
+
+
+# Exit code used in Completed when the program does not exist (as a shell does).
+NOT_FOUND = 127
+TIMED_OUT = 124
+
+
+class SubprocessRunner:
+    """The real runner. `path` is the PATH it searches (from the Context)."""
+
+    def __init__(self, path: Optional[str] = None, base_env: Optional[Mapping[str, str]] = None) -> None:
+        self.path = path
+        self.base_env = dict(base_env) if base_env is not None else None
+        self.log: list[tuple[str, ...]] = []
+
+    def which(self, name: str) -> Optional[str]:
+        return shutil.which(name, path=self.path)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        desc: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
+    ) -> Completed:
+        args = tuple(str(a) for a in argv)
+        self.log.append(args)
+        if on_line is not None:
+            return self._streamed(args, env, timeout, cwd, input, desc, on_line)
+        full_env = None
+        if env is not None or self.base_env is not None:
+            full_env = dict(self.base_env if self.base_env is not None else os.environ)
+            if env is not None:
+                full_env.update(env)
+        try:
+            # A new session: on timeout the child is killed with its whole group (a wedged driver call
+            # may sit in a helper the child started).
+            proc = subprocess.Popen(
+                args,
+                env=full_env,
+                cwd=cwd,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
+        except PermissionError as exc:
+            raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self._stop(proc, args, f"timed out after {timeout}s: {desc or args[0]}")
+        except BaseException:  # Ctrl-C: leave no child of ours behind
+            self._stop(proc, args, "interrupted")
+            raise
+        return Completed(args, proc.returncode, out, err)
+
+    # Seconds to wait after SIGTERM, then after SIGKILL. Bounded: a child stuck in the kernel
+    # (uninterruptible sleep in a hung driver) survives SIGKILL, and we must not wait on it forever.
+    term_grace: float = 2.0
+    kill_grace: float = 5.0
+
+    def _stop(self, proc: "subprocess.Popen[str]", args: tuple[str, ...], why: str) -> Completed:
+        """End the child's process group (SIGTERM, then SIGKILL), each wait bounded; say what would not end."""
+        notes = [why]
+        for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is gone already
+            try:
+                out, err = proc.communicate(timeout=grace)
+                return Completed(args, TIMED_OUT, out or "", "\n".join(x for x in (err, *notes) if x))
+            except subprocess.TimeoutExpired:
+                continue
+        out, err = self._partial_output(proc)
+        if proc.poll() is None:
+            notes.append(f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, "
+                         "usually a hung driver); it was left behind: check `dmesg`, a reboot may be needed")
+        else:
+            notes.append(f"pid {proc.pid} ended, but a process that left its group still holds its output "
+                         "pipes: stopped reading them")
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        return Completed(args, TIMED_OUT, out, "\n".join(x for x in (err, *notes) if x))
+
+    @staticmethod
+    def _partial_output(proc: "subprocess.Popen[str]") -> tuple[str, str]:
+        """What communicate() had read before giving up (CPython keeps it between calls, as bytes or str)."""
+        got = getattr(proc, "_fileobj2output", None) or {}
+        parts = []
+        for pipe in (proc.stdout, proc.stderr):
+            chunks = got.get(pipe, []) if pipe is not None else []
+            data = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+            parts.append(data.decode(errors="replace"))
+        return parts[0], parts[1]
+
+    def _env(self, env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+        if env is None and self.base_env is None:
+            return None
+        full = dict(self.base_env if self.base_env is not None else os.environ)
+        full.update(env or {})
+        return full
+
+    def _streamed(self, args: tuple[str, ...], env: Optional[Mapping[str, str]], timeout: Optional[float],
+                  cwd: Optional[str], input: Optional[str], desc: str,
+                  on_line: Callable[[str], None]) -> Completed:
+        """run() with stderr handed to `on_line` line by line as it comes. Both pipes are read by
+        threads, so every wait stays bounded: the child's own (timeout), then the readers' (a
+        detached grandchild may hold the pipes open long after the child is gone)."""
+        try:
+            proc = subprocess.Popen(
+                args, env=self._env(env), cwd=cwd, text=True, errors="replace",
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except FileNotFoundError:
+            return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
+        except PermissionError as exc:
+            raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
+        out: list[str] = []
+        err: list[str] = []
+
+        def pump_out() -> None:
+            assert proc.stdout is not None
+            out.append(proc.stdout.read())
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err.append(line)
+                try:
+                    on_line(line.rstrip("\n"))
+                except Exception:  # progress is a courtesy: it never fails the command
+                    pass
+
+        # A blocking waitpid on its own thread: Popen.wait(timeout) polls with sleeps of up to
+        # 50 ms, which every streamed install paid after its child had already exited.
+        exited = threading.Event()
+
+        def reap() -> None:
+            proc.wait()
+            exited.set()
+
+        readers = [threading.Thread(target=pump_out, daemon=True), threading.Thread(target=pump_err, daemon=True)]
+        for t in [*readers, threading.Thread(target=reap, daemon=True)]:
+            t.start()
+        try:
+            if input is not None and proc.stdin is not None:
+                proc.stdin.write(input)
+                proc.stdin.close()
+            if not exited.wait(timeout):
+                notes = self._end_group(proc, f"timed out after {timeout}s: {desc or args[0]}", exited)
+                for t in readers:
+                    t.join(self.term_grace)
+                return Completed(args, TIMED_OUT, "".join(out), "\n".join(x for x in ("".join(err), *notes) if x))
+        except BaseException:  # Ctrl-C: leave no child of ours behind
+            self._end_group(proc, "interrupted", exited)
+            raise
+        for t in readers:
+            t.join(self.term_grace)
+        return Completed(args, proc.returncode, "".join(out), "".join(err))
+
+    def _end_group(self, proc: "subprocess.Popen[str]", why: str, exited: threading.Event) -> list[str]:
+        """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end.
+        `exited` is set by the thread that reaps the child."""
+        for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if exited.wait(grace):
+                return [why]
+        return [why, f"pid {proc.pid} survived SIGKILL: it is stuck in the kernel (uninterruptible sleep, usually a "
+                     "hung driver); it was left behind: check `dmesg`, a reboot may be needed"]
+
+
+@dataclass
+class ReplayRunner:
+    """A runner fed with recorded outputs. Any command it was not given fails the test.
+
+    `responses` maps an argv tuple to a Completed (or a callable returning one).
+    `executables` is what `which` finds. `calls` records every argv run.
+    """
+
+    responses: dict[tuple[str, ...], "Completed | Callable[[tuple[str, ...]], Completed]"] = field(
+        default_factory=dict
+    )
+    executables: dict[str, str] = field(default_factory=dict)
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    mutating_calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def add(self, argv: Sequence[str], stdout: str = "", returncode: int = 0, stderr: str = "") -> None:
+        key = tuple(argv)
+        self.responses[key] = Completed(key, returncode, stdout, stderr)
+        # What a recorded command names is, by construction, installed.
+        self.executables.setdefault(key[0].rsplit("/", 1)[-1], key[0] if "/" in key[0] else f"/usr/bin/{key[0]}")
+
+    def which(self, name: str) -> Optional[str]:
+        return self.executables.get(name)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        desc: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+        input: Optional[str] = None,
+        mutating: bool = False,
+        on_line: Optional[Callable[[str], None]] = None,
+    ) -> Completed:
+        key = tuple(str(a) for a in argv)
+        self.calls.append(key)
+        if mutating:
+            self.mutating_calls.append(key)
+        if key not in self.responses:
+            raise AssertionError(f"ReplayRunner: unexpected command {key!r} ({desc})")
+        resp = self.responses[key]
+        done = resp(key) if callable(resp) else resp
+        if on_line is not None:  # as the real runner does, line by line, after the fact
+            for line in done.stderr.splitlines():
+                on_line(line)
+        return done

@@ -1,0 +1,88 @@
+"""Build a Snapshot of a live environment: its state on disk, the host contract, the
+resolution it was built from, and (optionally) each package's published hashes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install import __version__
+from tfgpu_install.context import Context
+from tfgpu_install.facts.model import Facts
+from tfgpu_install.snapshot.envstate import EnvState, capture
+from tfgpu_install.snapshot.model import HostContract, Snapshot, new_id, now_iso
+
+
+def host_contract(facts: Optional[Facts]) -> HostContract:
+    if facts is None:
+        return HostContract()
+    return HostContract(
+        driver=facts.driver.version,
+        max_cuda=facts.driver.max_cuda,
+        glibc=facts.host.glibc,
+        arch=facts.host.arch,
+        os=facts.host.os,
+        gpus=tuple({"name": g.name, "compute_capability": g.compute_capability} for g in facts.gpus),
+    )
+
+
+def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
+    """The resolution the install journaled for this env (its last "run" event), if any."""
+    from tfgpu_install.engine.journal import Journal, last_plan
+
+    journal = Journal.for_env(ctx, env)
+    plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
+    return dict(plan["resolution"]) if isinstance(plan.get("resolution"), dict) else plan
+
+
+def build(
+    ctx: Context,
+    env: Path,
+    kind: str,
+    *,
+    facts: Optional[Facts] = None,
+    resolution: Optional[dict[str, Any]] = None,
+    verification: Optional[dict[str, Any]] = None,
+    hashes: bool = True,
+    index_url: Optional[str] = None,
+    find_links: Optional[str] = None,
+    state: Optional[EnvState] = None,
+) -> Snapshot:
+    env = Path(os.path.abspath(str(env)))
+    state = state or capture(env)
+    packages = state.packages
+    notes: list[str] = []
+    if hashes and packages:
+        from tfgpu_install.snapshot.pylock import compile_lock, with_hashes
+
+        host = host_contract(facts)
+        lock = compile_lock(ctx, packages, state.python or "3", index_url=index_url, find_links=find_links,
+                            glibc=host.glibc, arch=host.arch)
+        packages = with_hashes(packages, lock)
+        unhashed = [p.requirement() for p in packages if not p.hashes]
+        if unhashed:
+            notes.append("no published hash found for: " + ", ".join(unhashed))
+    return Snapshot(
+        id=new_id(kind),
+        kind=kind,
+        created=now_iso(),
+        env={"path": str(env), "backend": state.backend, "python": state.python, **conda_pins(env)},
+        host=host_contract(facts),
+        resolution=dict(resolution if resolution is not None else recorded_plan(ctx, env)),
+        packages=packages,
+        files=state.files,
+        activation=dict(state.activation),
+        verification=verification,
+        tool=f"tfgpu-install {__version__}",
+        notes=tuple(notes),
+    )
+
+
+def conda_pins(env: Path) -> dict[str, Any]:
+    """A conda env's packages (name, version, build, channel, sha256) under env.conda_packages:
+    the CUDA/cuDNN conda packages are part of what made the env work. Absent for a venv."""
+    from tfgpu_install.conda.prefix import installed
+
+    records = installed(env)
+    return {"conda_packages": [r.to_json() for r in records]} if records else {}

@@ -1,0 +1,186 @@
+"""Offline bundles: every wheel a snapshot needs, hash-checked, for a machine without internet.
+
+Layout of DIR (written to a temp dir beside it and renamed into place, so a failed or
+killed bundle leaves nothing that looks complete):
+
+    DIR/snapshot.yaml       the snapshot
+    DIR/requirements.txt    its pins with --hash lines (what pip downloaded)
+    DIR/wheels/*.whl        one wheel per package, for the snapshot's Python and platform
+    DIR/manifest.json       sha256 of each file above (checked before an offline restore)
+
+The wheels come from the pip of the tool's own interpreter (independent of any env), with
+--require-hashes and --platform/--python-version set to the snapshot's, so a bundle made
+on one machine installs on the snapshot's kind of machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.envlayout import canonical_name
+from tfgpu_install.errors import BadInputError, DownloadError, UsageError
+from tfgpu_install.files import atomic_write, sha256_file
+from tfgpu_install.snapshot.model import Snapshot, dumps, now_iso
+
+MANIFEST = "manifest.json"
+SNAPSHOT = "snapshot.yaml"
+WHEELS = "wheels"
+FORMAT = 1
+
+
+def platform_tags(snap: Snapshot) -> list[str]:
+    """pip --platform values: manylinux for the snapshot host's glibc (pip accepts every older
+    manylinux_2_N under it) and the legacy manylinux2014 alias."""
+    arch = snap.host.arch or "x86_64"
+    m = re.match(r"(\d+)\.(\d+)", snap.host.glibc or "")
+    major, minor = (int(m.group(1)), int(m.group(2))) if m else (2, 17)
+    tags = [f"manylinux_{major}_{minor}_{arch}"]
+    if (major, minor) >= (2, 17):
+        tags.append(f"manylinux2014_{arch}")
+    return tags
+
+
+def _python(snap: Snapshot) -> str:
+    from tfgpu_install.snapshot.contract import choice_of
+
+    py = str(choice_of(snap).get("python") or "")
+    if not re.match(r"3\.\d+$", py):
+        raise BadInputError(f"snapshot {snap.id} does not say which Python its env used",
+                            "export the snapshot again from the env")
+    return py
+
+
+def wheel_name_version(filename: str) -> Optional[tuple[str, str]]:
+    parts = filename[: -len(".whl")].split("-") if filename.endswith(".whl") else []
+    return (canonical_name(parts[0]), parts[1]) if len(parts) >= 5 else None
+
+
+def wheel_problems(snap: Snapshot, wheels: dict[str, str]) -> list[str]:
+    """What is missing or does not match: wheels maps a wheel file name to its sha256 hex."""
+    found: dict[tuple[str, str], str] = {}
+    for fname, digest in wheels.items():
+        nv = wheel_name_version(fname)
+        if nv:
+            found[nv] = digest
+    problems = []
+    for p in snap.packages:
+        got = found.get((p.key, p.version)) or found.get((p.key, _norm_version(p.version)))
+        if got is None:
+            problems.append(f"no wheel for {p.requirement()}")
+        elif p.hashes and f"sha256:{got}" not in p.hashes:
+            problems.append(f"{p.requirement()}: the wheel's sha256 {got[:16]}... is not one the snapshot lists")
+    return problems
+
+
+def _norm_version(v: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(v))
+    except InvalidVersion:
+        return v
+
+
+def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = None) -> dict[str, Any]:
+    from tfgpu_install.snapshot.exports import requirements_txt
+    from tfgpu_install.steps.env import _last_lines, _tool_env
+
+    unhashed = [p.requirement() for p in snap.packages if not p.hashes]
+    if unhashed:
+        raise BadInputError(
+            f"snapshot {snap.id} has no hashes for: {', '.join(unhashed[:8])}; a bundle is hash-checked",
+            "export the snapshot again with hashes (`tfgpu-install snapshot export`, without --no-hashes)",
+            ref="snapshot-unhashed",
+        )
+    out = Path(os.path.abspath(out))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out} exists and is not empty", "give -o a new or empty directory", ref="bundle-exists")
+    py = _python(snap)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        atomic_write(tmp / SNAPSHOT, dumps(snap))
+        atomic_write(tmp / "requirements.txt", requirements_txt(snap))
+        argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "-q",
+                "--no-deps", "--require-hashes", "--only-binary=:all:", "--implementation", "cp",
+                "--python-version", py, "-r", str(tmp / "requirements.txt"), "-d", str(tmp / WHEELS)]
+        for tag in platform_tags(snap):
+            argv += ["--platform", tag]
+        if index_url:
+            argv += ["--index-url", index_url]
+        done = ctx.runner.run(argv, desc=f"download {len(snap.packages)} wheels for the bundle", env=_tool_env(ctx),
+                              timeout=3600)
+        if not done.ok:
+            text = done.stderr + done.stdout
+            if "No module named pip" in text:
+                raise DownloadError("the tool's own Python has no pip, which bundles are downloaded with",
+                                    f"install pip for {sys.executable} (`{sys.executable} -m ensurepip`)",
+                                    ref="pip-missing")
+            raise DownloadError(f"pip could not download the snapshot's wheels: {_last_lines(text, 6)}",
+                                "check the index is reachable (--index-url, PIP_INDEX_URL) and has wheels for "
+                                f"Python {py} on {', '.join(platform_tags(snap))}", ref="bundle-download")
+        files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+        bad = wheel_problems(snap, {Path(k).name: v for k, v in files.items() if k.startswith(WHEELS + "/")})
+        if bad:
+            raise DownloadError("the downloaded wheels do not match the snapshot: " + "; ".join(bad[:5]),
+                                "make the bundle from the index the snapshot was exported from (--index-url)",
+                                ref="bundle-mismatch")
+        manifest = {"format": FORMAT, "snapshot_id": snap.id, "created": now_iso(), "python": py,
+                    "platforms": platform_tags(snap), "files": files}
+        atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        if out.is_dir():
+            out.rmdir()  # empty (checked above); rename needs it gone
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
+    """Check every file against the manifest; returns the bundle's snapshot and manifest."""
+    from tfgpu_install.snapshot.model import load
+
+    bundle = Path(bundle)
+    try:
+        manifest = json.loads((bundle / MANIFEST).read_text())
+        files = dict(manifest["files"])
+    except FileNotFoundError:
+        raise BadInputError(f"{bundle} is not a bundle (no {MANIFEST})",
+                            "make one with `tfgpu-install snapshot bundle FILE -o DIR`", ref="not-a-bundle")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again", ref="not-a-bundle")
+    bad = []
+    for rel, digest in sorted(files.items()):
+        p = bundle / rel
+        if ".." in Path(rel).parts or not p.is_file():
+            bad.append(f"{rel}: missing")
+        elif sha256_file(p) != digest:
+            bad.append(f"{rel}: sha256 differs from the manifest")
+    if bad:
+        raise DownloadError(f"the bundle {bundle} is damaged or was altered: " + "; ".join(bad[:5]),
+                            "copy the bundle again from where it was made, or make a new one", ref="bundle-corrupt")
+    snap = load(bundle / SNAPSHOT)
+    if snap.id != manifest.get("snapshot_id"):
+        raise DownloadError(f"the bundle's snapshot is {snap.id}, its manifest names {manifest.get('snapshot_id')}",
+                            "make the bundle again", ref="bundle-corrupt")
+    problems = wheel_problems(snap, {Path(k).name: v for k, v in files.items() if k.startswith(WHEELS + "/")})
+    if problems:
+        raise DownloadError("the bundle does not hold the snapshot's wheels: " + "; ".join(problems[:5]),
+                            "make the bundle again", ref="bundle-incomplete")
+    return snap, manifest
+
+
+def wheels_dir(bundle: Path) -> Path:
+    return Path(bundle) / WHEELS
+
+
+__all__ = ["make", "verify", "wheels_dir", "platform_tags", "wheel_problems"]

@@ -1,0 +1,285 @@
+"""The snapshot document's schema: a type check of reader.py's Node tree with file:line errors.
+
+check() validates the tree against the format (1 or 2) and returns plain data whose types
+model.from_dict can trust: strings without NUL bytes and of bounded length, library and
+activation paths inside the env, an id that is a plain file name. Plain dicts (tests,
+bundle manifests) go through reader.node_of() and the same check, without line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, NoReturn, Optional
+
+from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
+
+MAX_PATH = 4096
+ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")  # a file name in the store: no '/', no '..'
+
+
+# --- checking ------------------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+class Check:
+    """Typed access to a Node tree; every failure is BAD_INPUT '<where>:<line>: <path>: ...'."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, node: Node, path: str, what: str, hint: str = HINT) -> NoReturn:
+        bad(self.where, node.line, f"{path}: {what}" if path else what, hint)
+
+    def expect(self, node: Node, path: str, expected: str) -> NoReturn:
+        self.fail(node, path, f"expected {expected}, found {_kind(node.value)}")
+
+    def mapping(self, node: Node, path: str, required: Iterable[str] = ()) -> dict[str, Node]:
+        if not isinstance(node.value, dict):
+            self.expect(node, path, "a mapping")
+        dup = getattr(node.value, "duplicate", None)
+        if dup is not None:
+            bad(self.where, dup[1], f"{_join(path, dup[0])}: duplicate key", "remove one of the two entries")
+        for key in required:
+            if key not in node.value:
+                self.fail(node, path, f"missing key '{key}'", "the file is not a complete tfgpu-install snapshot; "
+                          "export it again")
+        return node.value
+
+    def seq(self, node: Node, path: str, what: str = "a list") -> list[Node]:
+        if not isinstance(node.value, list):
+            self.expect(node, path, what)
+        return node.value
+
+    def text(self, node: Node, path: str, *, null: bool = False, pattern: Optional["re.Pattern[str]"] = None,
+             example: str = "", limit: int = MAX_PATH) -> Optional[str]:
+        value = node.value
+        if value is None and null:
+            return None
+        if not isinstance(value, str):
+            like = f' like "{example}"' if example else ""
+            hint = (f'quote it: "{value}" (YAML reads an unquoted 12.10 as the number 12.1)'
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) else HINT)
+            self.fail(node, path, f"expected a string{like}" + (" or null" if null else "")
+                      + f", found {_kind(value)}", hint)
+        self._clean(node, path, value, limit)
+        if pattern is not None and not pattern.match(value):
+            self.fail(node, path, f"expected something like {example!r}, found {value[:60]!r}")
+        return value
+
+    def _clean(self, node: Node, path: str, value: str, limit: int) -> None:
+        if "\x00" in value:
+            self.fail(node, path, "contains a NUL byte: not a valid path or name")
+        if len(value) > limit:
+            self.fail(node, path, f"a string of {len(value)} characters ({limit} at most)")
+
+    def integer(self, node: Node, path: str) -> int:
+        value = node.value
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            self.fail(node, path, f"expected a whole number >= 0, found {_kind(value)}")
+        return value
+
+    def boolean(self, node: Node, path: str) -> bool:
+        if not isinstance(node.value, bool):
+            self.expect(node, path, "true or false")
+        return node.value
+
+    def strings(self, node: Node, path: str, limit: int = MAX_PATH) -> list[str]:
+        return [self.text(item, f"{path}[{i}]", limit=limit) or ""
+                for i, item in enumerate(self.seq(node, path, "a list of strings"))]
+
+    def str_map(self, node: Node, path: str, limit: int = MAX_PATH) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, item in self.mapping(node, path).items():
+            self._clean(item, _join(path, key), key, MAX_PATH)
+            out[key] = self.text(item, _join(path, key), limit=limit) or ""
+        return out
+
+    def plain(self, node: Node, path: str) -> Any:
+        """Free-form data (verification details, resolution reasons): any shape, NUL-free strings."""
+        value = node.value
+        if isinstance(value, dict):
+            self.mapping(node, path)
+            return {k: self.plain(v, _join(path, k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, str):
+            self._clean(node, path, value, MAX_SCALAR)
+        return value
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+# --- the formats ---------------------------------------------------------------------------
+
+
+def check(root: Node, where: str) -> dict[str, Any]:
+    """Validate a snapshot document; plain data with the types model.from_dict relies on."""
+    c = Check(where)
+    top = c.mapping(root, "", ())
+    if "format" not in top:
+        c.fail(root, "", "missing key 'format': not a tfgpu-install snapshot",
+               "pass a file written by `tfgpu-install snapshot export`")
+    fmt = top["format"].value
+    if fmt == 1 and not isinstance(fmt, bool):
+        return _check_v1(c, top)
+    if fmt == 2 and not isinstance(fmt, bool):
+        return _check_v2(c, root, top)
+    c.fail(top["format"], "format", f"snapshot format {fmt!r} is not one this version reads (1, 2)",
+           "upgrade tfgpu-install to read newer snapshots")
+
+
+def _opt_text(c: Check, m: dict[str, Node], key: str, path: str, **kw: Any) -> Optional[str]:
+    return c.text(m[key], _join(path, key), null=True, **kw) if key in m else None
+
+
+def _env(c: Check, node: Node) -> dict[str, Any]:
+    m = c.mapping(node, "env")
+    out: dict[str, Any] = {}
+    for key, item in m.items():
+        out[key] = c.text(item, f"env.{key}", null=True)
+    return out
+
+
+_CHOICE_TEXT = ("tensorflow", "cuda", "cudnn", "python", "package", "cuda_from", "python_path", "visible_devices")
+
+
+def _choice_fields(c: Check, m: dict[str, Node], path: str) -> None:
+    """The fields choice_of()/restore read: right types where present."""
+    for key in _CHOICE_TEXT:
+        if key in m:
+            c.text(m[key], _join(path, key), null=True)
+    for key in ("jit_only", "cpu_only"):
+        if key in m and m[key].value is not None:
+            c.boolean(m[key], _join(path, key))
+    for key in ("pins", "constraints"):
+        if key in m and m[key].value is not None:
+            c.str_map(m[key], _join(path, key))
+
+
+def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any]:
+    if node.value is None:
+        return {}
+    m = c.mapping(node, path)
+    _choice_fields(c, m, path)
+    if "choice" in m and m["choice"].value is not None:
+        _choice_fields(c, c.mapping(m["choice"], f"{path}.choice"), f"{path}.choice")
+    if "resolution" in m and path == "resolution":  # a journaled plan: {"resolution": {...}, "options"}
+        _resolution(c, m["resolution"], f"{path}.resolution")
+    return c.plain(node, path)  # type: ignore[no-any-return]
+
+
+def _host(c: Check, node: Node) -> dict[str, Any]:
+    m = c.mapping(node, "host")
+    out: dict[str, Any] = {k: _opt_text(c, m, k, "host") for k in ("driver", "max_cuda", "glibc", "arch", "os")}
+    gpus = []
+    if "gpus" in m and m["gpus"].value is not None:
+        for i, g in enumerate(c.seq(m["gpus"], "host.gpus")):
+            gm = c.mapping(g, f"host.gpus[{i}]")
+            gpus.append({k: c.text(v, f"host.gpus[{i}].{k}", null=True) for k, v in gm.items()})
+    out["gpus"] = gpus
+    return out
+
+
+def _package(c: Check, node: Node, path: str) -> dict[str, Any]:
+    m = c.mapping(node, path, ("name", "version"))
+    hashes = c.strings(m["hashes"], f"{path}.hashes") if "hashes" in m and m["hashes"].value is not None else []
+    return {"name": c.text(m["name"], f"{path}.name", limit=200),
+            "version": c.text(m["version"], f"{path}.version", limit=200), "hashes": hashes}
+
+
+def _relative(c: Check, node: Node, path: str) -> str:
+    value = c.text(node, path) or ""
+    if value.startswith("/") or ".." in value.split("/") or not value:
+        c.fail(node, path, f"expected a path inside the env (relative, no '..'), found {value[:80]!r}")
+    return value
+
+
+def _file(c: Check, node: Node, path: str) -> dict[str, Any]:
+    m = c.mapping(node, path, ("path", "sha256", "size"))
+    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.text(m["sha256"], f"{path}.sha256", limit=200),
+            "size": c.integer(m["size"], f"{path}.size"),
+            "mtime_ns": c.integer(m["mtime_ns"], f"{path}.mtime_ns") if "mtime_ns" in m else 0}
+
+
+def _present(m: dict[str, Node], key: str) -> bool:
+    return key in m and m[key].value is not None
+
+
+def _check_v2(c: Check, root: Node, top: dict[str, Node]) -> dict[str, Any]:
+    c.mapping(root, "", ("id", "env", "host", "packages"))
+    out: dict[str, Any] = {
+        "format": 2,
+        "id": c.text(top["id"], "id", pattern=ID, example="20261201T000000Z-known-good-1a2b3c"),
+        "kind": _opt_text(c, top, "kind", "", limit=100) or "export",
+        "created": _opt_text(c, top, "created", "", limit=100) or "",
+        "tool": _opt_text(c, top, "tool", "", limit=200) or "",
+        "env": _env(c, top["env"]),
+        "host": _host(c, top["host"]),
+        "resolution": _resolution(c, top["resolution"]) if "resolution" in top else {},
+        "packages": [_package(c, p, f"packages[{i}]") for i, p in enumerate(c.seq(top["packages"], "packages"))],
+        "files": [_file(c, f, f"files[{i}]") for i, f in enumerate(c.seq(top["files"], "files"))]
+        if _present(top, "files") else [],
+        "activation": c.str_map(top["activation"], "activation", MAX_SCALAR) if _present(top, "activation") else {},
+        "verification": c.plain(_mapping_node(c, top, "verification"), "verification")
+        if _present(top, "verification") else None,
+        "notes": c.strings(top["notes"], "notes", MAX_SCALAR) if _present(top, "notes") else [],
+    }
+    for key in out["activation"]:
+        _relative(c, Node(top["activation"].line, key), f"activation.{key}")
+    return out
+
+
+def _mapping_node(c: Check, m: dict[str, Node], key: str) -> Node:
+    """m[key], which must be a mapping."""
+    c.mapping(m[key], key)
+    return m[key]
+
+
+def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
+    """Format 1: {format: 1, env: PATH | {...}, resolution, packages: ["name==version" | {name, version}]}."""
+    env: dict[str, Any] = {}
+    if _present(top, "env"):
+        env = {"path": c.text(top["env"], "env")} if isinstance(top["env"].value, str) else _env(c, top["env"])
+    packages: list[dict[str, Any]] = []
+    if _present(top, "packages"):
+        for i, item in enumerate(c.seq(top["packages"], "packages")):
+            path = f"packages[{i}]"
+            if isinstance(item.value, str):
+                text = c.text(item, path) or ""
+                if "==" not in text:
+                    c.fail(item, path, f"expected 'name==version', found {text[:60]!r}")
+                name, version = text.split("==", 1)
+                packages.append({"name": name.strip(), "version": version.strip(), "hashes": []})
+            else:
+                m = c.mapping(item, path, ("name",))
+                packages.append({"name": c.text(m["name"], f"{path}.name", limit=200),
+                                 "version": _opt_text(c, m, "version", path, limit=200) or "", "hashes": []})
+    return {
+        "format": 1,
+        "id": (c.text(top["id"], "id", null=True, pattern=ID, example="legacy") if "id" in top else None) or "legacy",
+        "kind": _opt_text(c, top, "kind", "", limit=100) or "rollback-point",
+        "created": _opt_text(c, top, "created", "", limit=100) or "",
+        "tool": _opt_text(c, top, "tool", "", limit=200) or "",
+        "env": env,
+        "resolution": _resolution(c, top["resolution"]) if "resolution" in top else {},
+        "packages": packages,
+        "verification": c.plain(_mapping_node(c, top, "verification"), "verification")
+        if _present(top, "verification") else None,
+    }

@@ -1,0 +1,77 @@
+"""The step contract: check / apply / undo, talking to the system through ctx.runner.
+
+- `check(ctx)` is read-only, cheap and honest: True when the step's effect is in place.
+- `apply(ctx)` does the work and returns a JSON-able undo record. It must be safe to
+  re-run after a kill at any point (write to temp + rename; create-if-missing).
+- `undo(ctx, record)` reverses apply and tolerates partial state.
+- `touches(ctx)` lists the paths apply may change (journaled before acting).
+No step has an `if dry_run:` branch: a dry run is the executor stopping before apply.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from tfgpu_install.context import Context
+
+UndoRecord = dict[str, Any]
+
+
+class Step(ABC):
+    id: str = "step"
+    # modules apply() imports, warmed while earlier steps wait on child processes (engine/prefetch.py)
+    prefetch: tuple[str, ...] = ()
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def check(self, ctx: Context) -> bool: ...
+
+    @abstractmethod
+    def apply(self, ctx: Context) -> UndoRecord: ...
+
+    @abstractmethod
+    def undo(self, ctx: Context, record: UndoRecord) -> None: ...
+
+    def touches(self, ctx: Context) -> list[str]:
+        return []
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "describe": self.describe()}
+
+
+# --- test-only fault hooks (read from the environment; inert unless a test sets them) ---
+# TFGPU_TEST_KILL_AT="<step-id>:before|middle|after"  -> SIGKILL this process there
+# TFGPU_TEST_FAIL_AT="<step-id>:before|middle|after:enospc|eacces" -> raise that OSError there
+# TFGPU_TEST_STOP_AT="<step-id>:before|middle|after"  -> SIGSTOP there (concurrency tests)
+# The executor calls checkpoint() at "before" and "after" (and "undo", before undoing a step
+# in a rollback); a step calls it at its midpoint
+# (after it has changed something, before it has finished), so tests can interrupt it.
+
+
+def checkpoint(ctx: Context, step_id: str, where: str) -> None:
+    """A point where fault-injection tests may kill or fail this run. No-op in real use."""
+    here = f"{step_id}:{where}"
+    kill_at = ctx.hooks.kill_at
+    if kill_at and kill_at == here:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    stop_at = ctx.hooks.stop_at
+    if stop_at and stop_at == here:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSTOP)
+    fail_at = ctx.hooks.fail_at
+    if fail_at and fail_at.rsplit(":", 1)[0] == here:
+        import errno
+
+        kind = fail_at.rsplit(":", 1)[1]
+        code = {"enospc": errno.ENOSPC, "eacces": errno.EACCES, "erofs": errno.EROFS}.get(kind, errno.EIO)
+        import os
+
+        raise OSError(code, os.strerror(code), f"(test fault at {here})")

@@ -1,0 +1,86 @@
+"""What the cuDNN steps share: the cuDNN this install needs (plain data from the
+resolution and the options) and where its fetch record lives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform as _platform
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from tfgpu_install.context import Context
+
+if TYPE_CHECKING:
+    from tfgpu_install.plan.options import InstallOptions
+    from tfgpu_install.resolver.model import Resolution
+
+
+class Want:
+    """The cuDNN this install needs, from the resolution and the options (plain data)."""
+
+    def __init__(self, resolution: "Resolution", options: "InstallOptions", env: Path) -> None:
+        choice = resolution.choice
+        self.env = Path(env)
+        self.source = options.cudnn_source
+        self.tensorflow = choice.tensorflow if choice else "?"
+        self.built_with = choice.cudnn if choice else None  # TF's build cuDNN ("8.9")
+        self.cuda_major = choice.cuda.split(".")[0] if choice and choice.cuda else None
+        pin = next((v for k, v in sorted((choice.pins if choice else {}).items()) if k.startswith("nvidia-cudnn")), None)
+        # The exact version to fetch: an explicit one, else the wheel pin TF was tested with.
+        self.version = options.extra.get("cudnn_version") or pin or self.built_with
+        self.mirror = options.cudnn_mirror
+        self.base_url = options.cudnn_mirror or _redist_url()
+        self.archive = Path(options.cudnn_archive).expanduser() if options.cudnn_archive else None
+        self.prefix = Path(options.cudnn_prefix).expanduser() if options.cudnn_prefix else None
+        self.platform = options.extra.get("cudnn_platform") or _platform_key()
+
+    def key(self) -> str:
+        """Changes when the user asks for something else: a stale record is not reused."""
+        parts = [self.source, self.base_url, str(self.version), self.platform, str(self.cuda_major), str(self.archive)]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+    def record_path(self, ctx: Context) -> Path:
+        from tfgpu_install.engine.journal import env_state_dir
+
+        return env_state_dir(ctx, self.env) / "cudnn-fetch.json"
+
+    def record(self, ctx: Context) -> Optional[dict[str, Any]]:
+        """The fetch record, if it is for this request and its archive is still there."""
+        try:
+            rec = json.loads(self.record_path(ctx).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(rec, dict) or rec.get("key") != self.key():
+            return None
+        if not Path(str(rec.get("archive", ""))).is_file():
+            return None
+        return rec
+
+    def link(self) -> Optional[Path]:
+        return None if self.prefix else self.env / "lib" / "cudnn"
+
+    def dest(self, version: str) -> Path:
+        return self.prefix if self.prefix else self.env / "lib" / f"cudnn-{version}"
+
+
+def check_cudnn_inputs(source: Optional[str], archive: Optional[Path]) -> None:
+    """The cuDNN inputs checked before any step changes anything (issue 17): a missing,
+    unreadable or foreign --cudnn-archive fails here (exit 5), not after the env and
+    TensorFlow were installed. Reads the file's first bytes only."""
+    if source == "archive" and archive is not None:
+        from tfgpu_install.fetch.archive import check_archive_input
+
+        check_archive_input(Path(archive))
+
+
+def _redist_url() -> str:
+    from tfgpu_install.fetch.cudnn_redist import REDIST_URL
+
+    return REDIST_URL
+
+
+def _platform_key() -> str:
+    from tfgpu_install.fetch.cudnn_redist import platform_key
+
+    return platform_key(_platform.machine())

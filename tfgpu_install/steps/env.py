@@ -1,0 +1,493 @@
+"""Step env.create: a venv (uv or stdlib) or a conda env on the planned Python X.Y.
+
+The env's Python version is read from files, not by running it (pyvenv.cfg for venvs,
+conda-meta/python-*.json for conda envs), so a no-op re-run costs a stat or two.
+An env built on another Python is never reused or replaced silently: check() refuses
+with the two versions and the fix.
+
+Interrupted creation: before creating, apply() writes a marker in the env's state dir
+(not in the env, which may not exist yet). A half-made env with that marker is ours
+to remove and redo; without it, a directory we do not recognise is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.envlayout import site_packages_dirs
+from tfgpu_install.errors import EnvironmentProblem, StepFailed
+from tfgpu_install.files import atomic_write
+from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+
+BACKENDS = ("venv", "conda")
+CONDA_TOOLS = ("mamba", "conda", "micromamba")
+RATTLER = "rattler"  # the embedded engine (py-rattler) when no conda tool is installed
+
+
+@dataclass(frozen=True)
+class TargetEnv:
+    """The environment an install targets. `python` is the env's own interpreter."""
+
+    path: Path
+    backend: str  # "venv" | "conda"
+    python: Path
+    name: Optional[str] = None  # conda named env (-n NAME); path is then envs_dir/NAME
+
+    @classmethod
+    def at(cls, path: Path, backend: str = "venv", name: Optional[str] = None) -> "TargetEnv":
+        path = Path(os.path.abspath(str(path)))
+        return cls(path=path, backend=backend, python=path / "bin" / "python", name=name)
+
+    def bin_dir(self) -> Path:
+        return self.path / "bin"
+
+    def site_packages(self) -> Path:
+        """lib/pythonX.Y/site-packages (the first one when, oddly, there are several).
+        Before the env exists: the path it will have, guessed from the interpreter link name."""
+        found = site_packages_dirs(self.path)
+        if found:
+            return found[0]
+        ver = env_python_version(self) or "3"
+        return self.path / "lib" / f"python{'.'.join(ver.split('.')[:2])}" / "site-packages"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "backend": self.backend, "python": str(self.python), "name": self.name}
+
+
+# --- finding tools -------------------------------------------------------------------------
+
+
+def find_uv(ctx: Context) -> Optional[str]:
+    """uv on PATH, else the binary shipped in the `uv` PyPI package (a dependency of this
+    tool). TFGPU_NO_UV=1 forces the stdlib venv / pip path (tests, and users who want pip)."""
+    if ctx.env("TFGPU_NO_UV"):
+        return None
+    found = ctx.runner.which("uv")
+    if found:
+        return found
+    try:
+        import uv
+
+        path = uv.find_uv_bin()
+    except (ImportError, FileNotFoundError, AttributeError):
+        return None
+    return str(path) if path and os.access(str(path), os.X_OK) else None
+
+
+def find_conda(ctx: Context) -> Optional[str]:
+    """mamba, conda or micromamba on PATH (that order: mamba solves fastest), else the
+    CONDA_EXE / MAMBA_EXE that an initialised shell exports."""
+    for tool in CONDA_TOOLS:
+        found = ctx.runner.which(tool)
+        if found:
+            return found
+    for var in ("CONDA_EXE", "MAMBA_EXE"):
+        exe = ctx.env(var)
+        if exe and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def conda_named_env_path(ctx: Context, name: str, tool: Optional[str] = None) -> Path:
+    """Where `<tool> create -n NAME` puts the env: the first of `info --json`'s envs_dirs."""
+    exe = tool or find_conda(ctx)
+    if exe is None:
+        raise EnvironmentProblem(
+            "--backend conda needs conda, mamba or micromamba, and none was found",
+            hint="install miniforge (https://github.com/conda-forge/miniforge) or use --backend venv",
+            ref="conda-missing",
+        )
+    res = ctx.runner.run([exe, "info", "--json"], desc="conda info", timeout=60)
+    try:
+        info = json.loads(res.stdout) if res.ok else {}
+        envs_dirs = info.get("envs_dirs") or [str(Path(info["root_prefix"]) / "envs")]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise EnvironmentProblem(
+            f"could not learn where {Path(exe).name} keeps named envs ({exe} info --json failed)",
+            hint="pass --env PATH instead of --name",
+            ref="conda-info",
+        ) from None
+    return Path(envs_dirs[0]) / name
+
+
+# --- reading an env's Python version without running it ----------------------------------
+
+
+def _pyvenv_version(cfg: Path) -> Optional[str]:
+    try:
+        text = cfg.read_text(errors="replace")
+    except OSError:
+        return None
+    # stdlib venv writes "version = 3.11.7"; uv writes "version_info = 3.11.7".
+    m = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+(?:\.\d+)?)", text, re.M)
+    return m.group(1) if m else None
+
+
+def _conda_meta_version(meta: Path) -> Optional[str]:
+    # conda records each installed package as conda-meta/<name>-<version>-<build>.json
+    for p in sorted(meta.glob("python-[0-9]*.json")):
+        m = re.match(r"python-(\d+\.\d+(?:\.\d+)?)", p.name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def env_python_version(env: TargetEnv) -> Optional[str]:
+    """The env's Python version from its files ("3.11.7"), or None when it is not an env."""
+    if env.backend == "conda" and (env.path / "conda-meta").is_dir():
+        return _conda_meta_version(env.path / "conda-meta") or _pyvenv_version(env.path / "pyvenv.cfg")
+    return _pyvenv_version(env.path / "pyvenv.cfg")
+
+
+def minor_of(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+# --- the step ------------------------------------------------------------------------------
+
+
+class CreateEnv(Step):
+    id = "env.create"
+
+    def __init__(
+        self, env: TargetEnv, python_version: str, base_python: Optional[Path] = None, seed_pip: bool = False,
+        channel: Optional[str] = None,
+    ) -> None:
+        """python_version: "3.11" (the plan's X.Y). base_python: the interpreter a venv is
+        built from (the resolver's choice.python_path or --python); unused for conda.
+        seed_pip: give a uv-made venv pip too (offline, from the interpreter's ensurepip);
+        stdlib venvs always have it. Off by default: packages.install uses uv, not pip."""
+        if env.backend not in BACKENDS:
+            raise EnvironmentProblem(f"unknown backend {env.backend!r}", hint="use --backend venv or --backend conda")
+        self.env = env
+        self.python_version = minor_of(python_version)
+        self.base_python = Path(base_python) if base_python else None
+        self.seed_pip = seed_pip
+        self.channel = channel or "conda-forge"  # conda backend: where Python comes from
+
+    def describe(self) -> str:
+        kind = "conda env" if self.env.backend == "conda" else "venv"
+        return f"create {kind} {self.env.path} with Python {self.python_version}"
+
+    def touches(self, ctx: Context) -> list[str]:
+        return [str(self.env.path)]
+
+    def _marker(self, ctx: Context) -> Path:
+        from tfgpu_install.engine.journal import env_state_dir
+
+        return env_state_dir(ctx, self.env.path) / "env-creating.json"
+
+    # check ------------------------------------------------------------------------------
+
+    def check(self, ctx: Context) -> bool:
+        path = self.env.path
+        if self._marker(ctx).exists():
+            return False  # our own creation was interrupted: apply() redoes it
+        if path.is_symlink() and not path.exists():
+            raise EnvironmentProblem(f"env path {path} is a dangling symlink", hint="remove it or pick another --env")
+        if path.exists() and not path.is_dir():
+            raise EnvironmentProblem(
+                f"env path {path} exists and is a file, not a directory",
+                hint="pick another --env, or move that file away",
+                ref="env-is-file",
+            )
+        if not path.exists():
+            self._check_writable(path)
+            return False
+        have = env_python_version(self.env)
+        if have is None:
+            if not any(path.iterdir()):
+                self._check_writable(path)
+                return False  # an empty directory: fine to create the env in it
+            raise EnvironmentProblem(
+                f"{path} exists and is not a {'conda env' if self.env.backend == 'conda' else 'virtual env'}"
+                " (no pyvenv.cfg/conda-meta); refusing to write into it",
+                hint="pick another --env, or an empty/new directory",
+                ref="env-not-an-env",
+            )
+        if minor_of(have) != self.python_version:
+            raise EnvironmentProblem(
+                f"the env at {path} is built on Python {have}, but the plan needs Python {self.python_version}",
+                hint=f"use another --env, or delete {path} (rm -rf) and run again; "
+                f"or plan for Python {minor_of(have)} with --python {minor_of(have)}",
+                ref="env-wrong-python",
+            )
+        if self.env.backend == "conda" and not (path / "conda-meta").is_dir():
+            raise EnvironmentProblem(
+                f"{path} is a venv, not a conda env", hint="use --backend venv, or another --env", ref="env-wrong-backend"
+            )
+        if not os.path.exists(self.env.python):
+            raise EnvironmentProblem(
+                f"the env at {path} is broken: its interpreter {self.env.python} is missing "
+                "(was its base Python removed?)",
+                hint=f"delete {path} and run again, or use another --env",
+                ref="env-broken",
+            )
+        return True
+
+    @staticmethod
+    def _check_writable(path: Path) -> None:
+        parent = path
+        while not parent.exists():
+            parent = parent.parent
+        target = path if path.exists() else parent
+        if not target.is_dir() or not os.access(target, os.W_OK | os.X_OK):
+            raise EnvironmentProblem(
+                f"cannot create the env at {path}: no write permission on {target}",
+                hint="pick a writable --env (the default lives under your user data dir)",
+                ref="no-permission",
+            )
+
+    # apply ------------------------------------------------------------------------------
+
+    def apply(self, ctx: Context) -> UndoRecord:
+        path = self.env.path
+        marker = self._marker(ctx)
+        # Everything that can be known before acting is checked before the first change.
+        if self.env.backend == "conda":
+            self._conda_exe(ctx)
+        else:
+            self._check_base_version(ctx, self._base_interpreter())
+        if marker.exists():
+            # Resume after a kill mid-creation: what is there is our half-made env.
+            prior = json.loads(marker.read_text())
+            if path.exists() and not prior.get("existed_empty"):
+                shutil.rmtree(path)
+            elif path.exists():
+                _empty_dir(path)
+        else:
+            prior = {"existed_empty": path.is_dir(), "path": str(path)}
+            atomic_write(marker, json.dumps(prior))
+        try:
+            if self.env.backend == "conda":
+                # conda/micromamba want to make the prefix themselves (micromamba refuses an
+                # existing non-conda folder); an empty one the user made is given back by undo.
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if path.is_dir():
+                    path.rmdir()
+                self._check_writable(path)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+        except EnvironmentProblem:
+            marker.unlink(missing_ok=True)
+            raise
+        except OSError as exc:
+            marker.unlink(missing_ok=True)
+            raise EnvironmentProblem(
+                f"cannot create the env directory {path}: {exc.strerror}",
+                hint="pick a writable --env with free space",
+                ref="no-permission" if exc.errno in (1, 13, 30) else "env-create",
+            ) from exc
+        checkpoint(ctx, self.id, "middle")
+        if self.env.backend == "conda":
+            tool = self._create_conda(ctx)
+        else:
+            tool = self._create_venv(ctx)
+        got = env_python_version(self.env)
+        if got is None or minor_of(got) != self.python_version or not os.path.exists(self.env.python):
+            raise StepFailed(
+                f"{tool} made {path}, but it holds Python {got or 'none'} instead of {self.python_version}",
+                hint="check the interpreter given with --python, then run again (or `tfgpu-install rollback`)",
+            )
+        marker.unlink(missing_ok=True)
+        return {
+            "created": True,
+            "path": str(path),
+            "backend": self.env.backend,
+            "tool": tool,
+            "python": got,
+            "existed_empty": bool(prior.get("existed_empty")),
+        }
+
+    def _base_interpreter(self) -> Path:
+        base = self.base_python
+        if base is None:
+            raise EnvironmentProblem(
+                f"no Python {self.python_version} interpreter was found for the venv",
+                hint=f"install Python {self.python_version} (e.g. `uv python install {self.python_version}`, pyenv, "
+                "or your distribution's package) and pass --python PATH, or use --backend conda",
+                ref="python-missing",
+            )
+        if not os.access(str(base), os.X_OK) or not base.exists():
+            raise EnvironmentProblem(
+                f"the interpreter {base} does not exist or is not executable",
+                hint=f"pass --python with a working Python {self.python_version}, or use --backend conda",
+                ref="python-missing",
+            )
+        return base
+
+    def _check_base_version(self, ctx: Context, base: Path) -> None:
+        """Ask the interpreter its version (read-only; remembered per binary) before building
+        anything on it."""
+        from tfgpu_install.facts.python import asked_version
+
+        exact = asked_version(ctx, str(base), timeout=60)
+        got = ".".join(exact.split(".")[:2]) if exact else ""
+        if got != self.python_version:
+            raise EnvironmentProblem(
+                f"the interpreter {base} is " + (f"Python {got}" if got else "not a working Python")
+                + f", but the plan needs Python {self.python_version}",
+                hint=f"pass --python with a Python {self.python_version} interpreter, or plan for "
+                + (f"Python {got} with --python {got}" if got else "another interpreter"),
+                ref="python-mismatch" if got else "python-missing",
+            )
+
+    def _create_venv(self, ctx: Context) -> str:
+        base = self._base_interpreter()
+        uv = find_uv(ctx)
+        if uv:
+            # --allow-existing: the directory is ours (new, empty, or our interrupted attempt).
+            argv = [uv, "venv", "--quiet", "--allow-existing", "--python", str(base), str(self.env.path)]
+            tool = "uv venv"
+        else:
+            argv = [str(base), "-m", "venv", str(self.env.path)]
+            tool = "python -m venv"
+        res = ctx.runner.run(
+            argv, desc=f"create venv {self.env.path}", env=_tool_env(ctx), timeout=600, mutating=True
+        )
+        if not res.ok:
+            raise StepFailed(
+                f"{tool} could not create {self.env.path}: {_last_lines(res.stderr or res.stdout)}",
+                hint="fix the cause above and run again (the step resumes), or `tfgpu-install rollback`",
+            )
+        if uv and self.seed_pip:
+            res = ctx.runner.run([str(self.env.python), "-m", "ensurepip", "--default-pip"],
+                                 desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
+            if not res.ok:
+                raise StepFailed(f"ensurepip failed in {self.env.path}: {_last_lines(res.stderr)}",
+                                 hint="run again, or create the env without pip (uv needs none)")
+        return tool
+
+    @staticmethod
+    def _conda_exe(ctx: Context) -> str:
+        """The conda tool, else "rattler" (py-rattler, the embedded engine), else refuse."""
+        exe = find_conda(ctx)
+        if exe is None:
+            from tfgpu_install.conda import rattler_engine
+
+            if rattler_engine.available():
+                return RATTLER
+            raise EnvironmentProblem(
+                "--backend conda needs conda, mamba, micromamba or the py-rattler package, and none was found",
+                hint="install miniforge (https://github.com/conda-forge/miniforge), the embedded engine "
+                "(`pip install 'tfgpu-install[conda]'`; scripts/install includes it), or use --backend venv",
+                ref="conda-missing",
+            )
+        return exe
+
+    def _create_rattler(self, ctx: Context) -> str:
+        """No conda tool: py-rattler makes the prefix. On the planned interpreter when there is
+        one (a venv made a conda prefix: conda-meta/ for the CUDA packages), else conda's own
+        Python from the channel."""
+        from tfgpu_install.conda import rattler_engine
+
+        if self.base_python is not None:
+            self._check_base_version(ctx, self._base_interpreter())
+            self.env.path.mkdir(parents=True, exist_ok=True)
+            tool = self._create_venv(ctx)
+            (self.env.path / "conda-meta").mkdir(exist_ok=True)
+            (self.env.path / "conda-meta" / "history").touch()
+            return f"rattler ({tool})"
+        rattler_engine.solve_install(ctx, self.env.path, [f"python={self.python_version}"], [self.channel],
+                                     keep_installed=False)
+        return "rattler"
+
+    def _create_conda(self, ctx: Context) -> str:
+        exe = self._conda_exe(ctx)
+        if exe == RATTLER:
+            return self._create_rattler(ctx)
+        where = ["-n", self.env.name] if self.env.name else ["-p", str(self.env.path)]
+        argv = [exe, "create", "-y", *where, f"python={self.python_version}"]
+        if Path(exe).name.startswith("micromamba") or self.channel != "conda-forge":
+            argv += ["-c", self.channel]  # micromamba has no default channel
+        res = ctx.runner.run(argv, desc=f"create conda env {self.env.path}", env=_tool_env(ctx), timeout=1800,
+                             mutating=True)
+        if not res.ok:
+            raise StepFailed(
+                f"{Path(exe).name} could not create {self.env.path}: {_last_lines(res.stderr or res.stdout)}",
+                hint="fix the cause above and run again (the step resumes), or `tfgpu-install rollback`",
+            )
+        return Path(exe).name
+
+    # undo -------------------------------------------------------------------------------
+
+    def undo(self, ctx: Context, record: UndoRecord) -> None:
+        marker = self._marker(ctx)
+        created = bool(record.get("created"))
+        existed_empty = bool(record.get("existed_empty"))
+        if record.get("partial"):
+            # Killed mid-create: only the marker proves the directory is ours.
+            if not marker.exists():
+                return
+            prior = json.loads(marker.read_text())
+            created, existed_empty = True, bool(prior.get("existed_empty"))
+        if not created:
+            return
+        path = Path(record.get("path") or self.env.path)
+        if self.env.backend == "conda" and path.exists():
+            exe = find_conda(ctx)
+            if exe:
+                where = ["-n", self.env.name] if self.env.name else ["-p", str(path)]
+                # Lets conda forget the env (environments.txt); failure is fine, rmtree follows.
+                verb = ["env", "remove", "-y"] if Path(exe).name.startswith("micromamba") else ["remove", "-y", "--all"]
+                ctx.runner.run([exe, *verb, *where], desc=f"remove conda env {path}",
+                               env=_tool_env(ctx), timeout=600, mutating=True)
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+        if existed_empty:
+            path.mkdir(parents=True, exist_ok=True)
+        marker.unlink(missing_ok=True)
+
+
+def _empty_dir(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _tool_env(ctx: Context) -> dict[str, str]:
+    """The variables a child tool gets: the context's environment (proxies, index URLs,
+    HOME for uv's cache), minus an activated env that would redirect pip/uv."""
+    env = {k: v for k, v in ctx.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME")}
+    # A user behind a TLS-intercepting proxy often configures pip's CA bundle only; uv reads
+    # SSL_CERT_FILE, so hand it the same bundle rather than fail on certificate checks.
+    if not env.get("SSL_CERT_FILE"):
+        bundle = env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
+        if bundle:
+            env["SSL_CERT_FILE"] = bundle
+    # uv trusts only its own bundled roots unless told otherwise, while a proxy that inspects TLS
+    # has its CA in the distribution's store (what curl, Python's ssl and a pip.conf `cert` use):
+    # with nothing else chosen, uv uses that store when the machine has one (UV_SYSTEM_CERTS,
+    # and UV_NATIVE_TLS, its older name; a minimal image without ca-certificates keeps uv's roots).
+    chosen = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
+    if not any(env.get(k) for k in chosen) and any(_nonempty(ctx.sys_path(p)) for p in SYSTEM_CA_STORES):
+        env["UV_SYSTEM_CERTS"] = env["UV_NATIVE_TLS"] = "1"
+    return env
+
+
+# Where Linux distributions keep their CA bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
+SYSTEM_CA_STORES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                    "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem")
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _last_lines(text: str, n: int = 5) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return " / ".join(lines[-n:]) if lines else "(no output)"

@@ -1,0 +1,99 @@
+"""Progress of a package install, read from what uv or pip print on stderr.
+
+Neither prints a progress bar when its stderr is not a terminal (ours is a pipe), but both name
+each download and its size:
+
+    uv:   "Resolved 15 packages in 1.2s" / "Downloading tensorflow (589.2MiB)" / " Downloaded tensorflow"
+          / "Installed 15 packages in 2s"
+    pip:  "Collecting numpy==1.26.4" / "  Downloading numpy-1.26.4-...whl (18.2 MB)" / "Installing collected
+          packages: ..." / "Successfully installed ..."
+
+Sizes are what the tools print (decimal for pip, binary for uv). What cannot be parsed is ignored:
+progress is a courtesy, never a reason to fail.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable, Optional
+
+from tfgpu_install.report import human_bytes
+
+ProgressFn = Callable[[str, float, Optional[float]], None]
+
+_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_UV_DOWNLOADING = re.compile(r"^\s*Downloading (\S+) \(([\d.]+)\s*([KMG]iB|B)\)\s*$")  # uv: binary units
+_UV_DOWNLOADED = re.compile(r"^\s*Downloaded (\S+)\s*$")
+_UV_RESOLVED = re.compile(r"^\s*Resolved (\d+) packages?")
+_PIP_DOWNLOADING = re.compile(r"^\s*Downloading (\S+?)(?:-[\d.]+[^ ]*)? \(([\d.]+)\s*([kMG]?B)\)\s*$", re.I)
+_PIP_COLLECTING = re.compile(r"^\s*Collecting (\S+)")
+_DONE = re.compile(r"^\s*(Installed \d+ packages?|Successfully installed)")
+
+
+def size_bytes(number: str, unit: str) -> float:
+    return float(number) * _UNITS.get(unit.lower(), 1)
+
+
+class InstallProgress:
+    """Feed it stderr lines; it reports "downloading N/M packages" with bytes done and total."""
+
+    def __init__(self, report: ProgressFn, label: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.report = report
+        self.label = label
+        self.clock = clock
+        self.started = clock()
+        self.packages: Optional[int] = None  # resolved (uv) or collected (pip)
+        self.sizes: dict[str, float] = {}  # download -> bytes
+        self.done: set[str] = set()
+        self._pip_current: Optional[str] = None
+
+    def start(self) -> None:
+        self._emit()
+
+    def feed(self, line: str) -> None:
+        m = _UV_RESOLVED.match(line)
+        if m:
+            self.packages = int(m.group(1))
+            return self._emit()
+        m = _UV_DOWNLOADING.match(line)
+        if m:
+            self.sizes[m.group(1)] = size_bytes(m.group(2), m.group(3))
+            return self._emit()
+        m = _UV_DOWNLOADED.match(line)
+        if m:
+            self.done.add(m.group(1))
+            return self._emit()
+        m = _PIP_COLLECTING.match(line)
+        if m:
+            self.packages = (self.packages or 0) + 1
+            if self._pip_current is not None:  # pip downloads one after another
+                self.done.add(self._pip_current)
+                self._pip_current = None
+            return self._emit()
+        m = _PIP_DOWNLOADING.match(line)
+        if m:
+            self._pip_current = m.group(1)
+            self.sizes[m.group(1)] = size_bytes(m.group(2), m.group(3))
+            return self._emit()
+        if _DONE.match(line):
+            self.done.update(self.sizes)
+            self._emit()
+
+    def bytes_done(self) -> float:
+        return sum(size for name, size in self.sizes.items() if name in self.done)
+
+    def describe(self) -> str:
+        total = sum(self.sizes.values())
+        parts = [self.label]
+        if self.sizes:
+            rate = self.bytes_done() / max(self.clock() - self.started, 1e-6)
+            parts.append(f"{len(self.done & set(self.sizes))}/{len(self.sizes)} downloads, "
+                         f"{human_bytes(self.bytes_done())} of {human_bytes(total)}, {human_bytes(rate)}/s")
+        elif self.packages:
+            parts.append(f"{self.packages} packages")
+        return ": ".join(parts)
+
+    def _emit(self) -> None:
+        total = sum(self.sizes.values())
+        self.report(self.describe(), self.bytes_done(), total or None)

@@ -1,0 +1,107 @@
+"""snapshot.record: the known-good snapshot written after verification, into <state>/snapshots/."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import TfgpuError
+from tfgpu_install.files import remove_file
+from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+
+
+def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+    """What verify.run found: this run's result, else its stored record (verify skipped)."""
+    res = ctx.results.get("verify.run")
+    out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
+    from tfgpu_install.verify.host import read_record
+
+    try:
+        doc = read_record(ctx, env)
+    except (OSError, TfgpuError):  # an unreadable record: the snapshot says so (None)
+        doc = None
+    if isinstance(doc, dict):
+        report = doc.get("report")
+        out.setdefault("ok", bool(report.get("ok")) if isinstance(report, dict) else None)
+        out.setdefault("report", report)
+        out.setdefault("verified_at", doc.get("created") or doc.get("ts"))
+    return out or None
+
+
+class RecordSnapshot(Step):
+    id = "snapshot.record"
+    prefetch = ("yaml", "tfgpu_install.snapshot.model", "tfgpu_install.snapshot.build")
+    fingerprinted = True  # re-recorded only when the env changed since the last record
+
+    def __init__(
+        self,
+        env: Path,
+        backend: str = "venv",
+        resolution: Optional[dict[str, Any]] = None,
+        cpu_only: bool = False,
+    ) -> None:
+        self.env = Path(env)
+        self.backend = backend
+        self.resolution = resolution or {}
+        self.cpu_only = cpu_only
+        self._id: Optional[str] = None
+
+    def snapshot_id(self) -> str:
+        """Chosen once per run, so touches() can name the file apply() writes (a kill right
+        after the write is then undone like any other touched file)."""
+        if self._id is None:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            self._id = f"{stamp}-known-good-{os.urandom(3).hex()}"
+        return self._id
+
+    def snapshot_path(self, ctx: Context) -> Path:
+        return self.snapshots_dir(ctx) / f"{self.snapshot_id()}.yaml"
+
+    def touches(self, ctx: Context) -> list[str]:
+        return [str(self.snapshot_path(ctx))]
+
+    def describe(self) -> str:
+        return "record the known-good snapshot"
+
+    def snapshots_dir(self, ctx: Context) -> Path:
+        return ctx.state_dir / "snapshots"  # = tfgpu_install.snapshot.model.store_dir(ctx.state_dir)
+
+    def check(self, ctx: Context) -> bool:
+        return False  # the executor's fingerprint check makes a re-run skip this
+
+    def _gpu_verified(self, verification: Optional[dict[str, Any]]) -> bool:
+        if self.cpu_only or not verification:
+            return False
+        if "gpu_verified" in verification:
+            return bool(verification["gpu_verified"])
+        return bool(verification.get("ok"))
+
+    def apply(self, ctx: Context) -> UndoRecord:
+        verification = _verification(ctx, self.env)
+        gpu_verified = self._gpu_verified(verification)
+        from dataclasses import replace
+
+        from tfgpu_install.snapshot import model as snapmod
+        from tfgpu_install.snapshot.build import build
+
+        checkpoint(ctx, self.id, "middle")
+        snap = build(
+            ctx,
+            self.env,
+            "known-good",
+            facts=ctx.facts,
+            resolution=self.resolution,
+            verification=dict(verification or {}, gpu_verified=gpu_verified),
+            hashes=False,  # known-good records are local; `snapshot export` adds published hashes
+        )
+        snap = replace(snap, id=self.snapshot_id())
+        path = snapmod.save(ctx.state_dir, snap)
+        return {"path": str(path), "id": snap.id, "gpu_verified": gpu_verified}
+
+    def undo(self, ctx: Context, record: UndoRecord) -> None:
+        # The record describes an env that no longer exists after rollback.
+        if record.get("path"):
+            remove_file(Path(record["path"]))

@@ -1,0 +1,297 @@
+"""The layered GPU check, run INSIDE the target environment as a script:
+
+    <env>/bin/python check.py --plan-json '{"cuda": "12.3", "cudnn": "8.9.7.29"}' [--cpu-ok]
+        [--benchmark] [--burn SECONDS] [--root /] [--layers 0,1,2] [--keep-going] [--tf-log FILE]
+
+Prints ONE JSON document on stdout (anything else that writes to stdout is sent to stderr);
+progress lines ("tfgpu-check: layer N begin") go to stderr so a host that sees a crash knows
+the layer in progress. stdlib + ctypes only: the env does not have the `tfgpu_install` package,
+so the sibling modules are imported from this file's directory.
+
+Layers: 0 hardware, 1 driver, 2 CUDA runtime, 3 cuDNN, 4 cuBLAS, 5 TensorFlow, 6 benchmark/burn.
+The first failure stops the run; later layers are reported as skipped.
+TFGPU_CHECK_TEST_DEVICE (tests only) pins layers 5-6 to another device, e.g. /CPU:0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# This file runs as a script inside the target env, where `tfgpu_install` is not installed: its
+# siblings are imported by file name. mypy reads them as the package's modules.
+if TYPE_CHECKING:
+    from tfgpu_install.verify.gpucheck import tfgpucheck_arch as arch
+    from tfgpu_install.verify.gpucheck import tfgpucheck_cuda as cuda
+    from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
+    from tfgpu_install.verify.gpucheck import tfgpucheck_sgemm as sgemm
+    from tfgpu_install.verify.gpucheck import tfgpucheck_tf as tfl
+else:
+    import tfgpucheck_arch as arch
+    import tfgpucheck_cuda as cuda
+    import tfgpucheck_nvml as nvml
+    import tfgpucheck_sgemm as sgemm
+    import tfgpucheck_tf as tfl  # cheap: numpy and TensorFlow are imported inside its functions
+
+FORMAT = 1
+NAMES = {0: "hardware", 1: "driver", 2: "cuda-runtime", 3: "cudnn", 4: "cublas", 5: "tensorflow",
+         6: "benchmark"}
+
+
+class Fd2Capture:
+    """Send fd 2 (where TF's C++ logging writes) to a file for the duration."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.saved = -1
+
+    def __enter__(self) -> "Fd2Capture":
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return self
+
+    def read(self) -> str:
+        sys.stderr.flush()
+        try:
+            with open(self.path, errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+
+
+_PROGRESS_FILE: list[int] = []  # an fd that survives our death: the host reads it after a timeout or crash
+
+
+def _progress(fd: int, text: str) -> None:
+    line = f"tfgpu-check: {text}\n".encode()
+    os.write(fd, line)
+    for extra in _PROGRESS_FILE:
+        os.write(extra, line)
+
+
+def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Mixed-precision eligibility, CUDA vs nvidia-smi numbering, MirroredStrategy coverage."""
+    out: dict[str, Any] = {}
+    ccs = [d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []]
+    ccs = [c for c in ccs if c]
+    if ccs:
+        ok = all(tuple(int(x) for x in c.split(".")) >= (7, 0) for c in ccs)
+        out["mixed_precision"] = {"eligible": ok, "compute_capabilities": ccs,
+                                  "why": "compute capability >= 7.0 has Tensor Cores (float16 fast)" if ok
+                                  else "a GPU below compute capability 7.0 has no Tensor Cores: mixed precision "
+                                  "would be slower"}
+    # Which nvidia-smi GPU each CUDA device is: NVML's UUIDs / bus ids (never positions in /sys).
+    nv = state.get("nvml") or {}
+    mapping = []
+    for d in state.get("devices", []):
+        gpu, how = nvml.match(d, nv.get("devices", []))
+        uuid = (("MIG-" if how == "mig-uuid" else "GPU-") + d["uuid"]) if d.get("uuid") else None
+        mapping.append({"cuda": d["index"], "nvidia_smi": gpu["nvidia_smi"] if gpu else None, "pci": d.get("pci"),
+                        "uuid": uuid, "matched_by": how or None, "name": d["name"]})
+    vis: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
+                           "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
+    if nv.get("error"):
+        vis["nvml_error"] = nv["error"]
+    note = nvml.order_note(mapping, environ)
+    if note:
+        vis["note"] = note
+    out["visible_devices"] = vis
+    tf_layer = state.get("tf_measured", {})
+    archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
+    if ccs and archs:
+        # The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use.
+        sass, ptx = arch.split_archs(archs)
+        seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
+        described = {c: (f"sass sm_{(a or '').replace('.', '')}" if how == "sass" else
+                         f"ptx compute_{(a or '').replace('.', '')}" if how == "ptx" else "none")
+                     for c, (how, a) in seen.items()}
+        jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
+        none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)
+        note = "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""
+        if none:
+            note = (note + "; " if note else "") + f"no kernels at all for cc {', '.join(none)} in this build"
+        out["ptx_jit"] = {"compute_capabilities": jit, "no_kernels": none, "coverage": described,
+                          "build_archs": archs, "note": note}
+    if "mirrored_replicas" in tf_layer:
+        gpus = len(tf_layer.get("gpus", []))
+        out["mirrored_strategy"] = {"replicas": tf_layer["mirrored_replicas"], "gpus": gpus,
+                                    "sees_all": tf_layer["mirrored_replicas"] == max(gpus, 1)}
+    return out
+
+
+def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, Any]:
+    started = time.monotonic()
+    plan: dict[str, Any] = json.loads(args.plan_json or "{}")
+    wanted = {int(x) for x in args.layers.split(",")} if args.layers else set(range(6))
+    if args.benchmark or args.burn or args.sgemm_burn:
+        wanted.add(6)
+    gpu_mode = not args.cpu_ok
+    device = os.environ.get("TFGPU_CHECK_TEST_DEVICE") or ("/GPU:0" if gpu_mode else "/CPU:0")
+    state: dict[str, Any] = {}
+    own_dir = "" if args.tf_log else tempfile.mkdtemp(prefix="tfgpu-check-")
+    tf_log_path = args.tf_log or os.path.join(own_dir, "tf.log")
+    capture = Fd2Capture(tf_log_path)
+
+    def tf_layer() -> dict[str, Any]:
+
+        # The test-only device override runs the GPU path's machinery on a machine without a GPU.
+        res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
+                                   require_gpu_list="TFGPU_CHECK_TEST_DEVICE" not in os.environ)
+        state["tf_measured"] = res["measured"]
+        return res
+
+    def bench_layer() -> dict[str, Any]:
+
+        target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
+        if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
+            return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size, nvml.Telemetry(target))
+        tf = state.get("tf")
+        if tf is None:
+            return cuda.outcome("skip", "needs TensorFlow (layer 5)")
+        if not gpu_mode and "TFGPU_CHECK_TEST_DEVICE" not in os.environ:
+            return cuda.outcome("skip", "CPU-only env: no GPU to benchmark or burn")
+        measured: dict[str, Any] = {}
+        parts = []
+        if args.benchmark:
+            sizes = [int(s) for s in args.bench_sizes.split(",")]
+            measured["benchmark"] = tfl.benchmark(tf, device, sizes)
+            top = measured["benchmark"]["sizes"][-1]
+            parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device}, {top['speedup']}x the CPU")
+        if args.burn:
+            b = tfl.burn(tf, device, float(args.burn), n=args.burn_size, telemetry=nvml.Telemetry(target))
+            measured["burn"] = b
+            parts.append(f"burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
+                         + (f", throttled ({', '.join(b['throttled'])})" if b["throttled"] else ""))
+            if b["mismatches"]:
+                return cuda.outcome("fail", "; ".join(parts), measured,
+                                    hint="the GPU computed wrong results under load: check `nvidia-smi -q` for "
+                                    "ECC/Xid errors, cooling and power; do not trust this card for training")
+            if b["throttled"]:
+                # Still a working GPU (laptops throttle by design): flagged, not failed.
+                return cuda.outcome("pass", "; ".join(parts), measured,
+                                    hint="the GPU slowed itself down under load: check cooling and power "
+                                    "(`nvidia-smi -q -d PERFORMANCE`)")
+        return cuda.outcome("pass", "; ".join(parts), measured)
+
+    hw_probe = cuda.layer_hardware(args.root)
+    layers: list[tuple[int, Callable[[], dict[str, Any]]]] = [
+        (0, lambda: hw_probe),
+        (1, lambda: cuda.layer_driver(plan, state)),
+        (2, lambda: cuda.layer_runtime(plan, state)),
+        (3, lambda: cuda.layer_cudnn(plan, state)),
+        (4, lambda: sgemm.layer_cublas(plan, state, args.sgemm_size)),
+        (5, tf_layer),
+        (6, bench_layer),
+    ]
+    results = []
+    stopped = None
+    for num, fn in layers:
+        if num not in wanted:
+            continue
+        entry: dict[str, Any] = {"layer": num, "name": NAMES[num]}
+        if stopped is not None:
+            entry.update(cuda.outcome("skip", f"not run: layer {stopped[0]} ({stopped[1]}) failed"))
+        elif not gpu_mode and num <= 4:
+            gpu_note = "; " + hw_probe["summary"] if num == 0 else ""
+            entry.update(cuda.outcome("skip", f"CPU-only env (--allow-cpu): GPU layer not checked{gpu_note}",
+                                      hw_probe["measured"] if num == 0 else None))
+        else:
+            _progress(progress_fd, f"layer {num} begin")
+            t0 = time.monotonic()
+            try:
+                if num >= 5:
+                    with capture:
+                        res = fn()
+                else:
+                    res = fn()
+            except Exception as exc:  # a misbehaving library must still give a report
+                if num >= 5:
+                    res = cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
+                                       hint="read TensorFlow's captured log in this report, or run "
+                                       "`tfgpu-install doctor`")
+                else:
+                    res = cuda.outcome("fail", f"check error in layer {num}: {type(exc).__name__}: {exc}")
+            entry.update(res)
+            entry["seconds"] = round(time.monotonic() - t0, 3)
+            _progress(progress_fd, f"layer {num} {entry['status']}")
+            if entry["status"] == "fail" and not args.keep_going:
+                stopped = (num, NAMES[num])
+        results.append(entry)
+    if state.get("devices"):
+        state["nvml"] = nvml.inventory()
+    failed = [r for r in results if r["status"] == "fail"]
+    log_text = capture.read()
+    tf_log: dict[str, Any] = {"path": tf_log_path, "tail": log_text.splitlines()[-40:]}
+    if log_text:
+
+        tf_log.update(tfl.parse_tf_log(log_text))
+    if own_dir:  # a run by hand: the log is in the report, leave nothing behind
+        import shutil
+
+        shutil.rmtree(own_dir, ignore_errors=True)
+        tf_log["path"] = None
+    return {
+        "format": FORMAT,
+        "ok": not failed,
+        "mode": "gpu" if gpu_mode else "cpu",
+        "gpu_verified": gpu_mode and not failed and any(r["layer"] == 5 and r["status"] == "pass" for r in results),
+        "device": device,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "plan": plan,
+        "layers": results,
+        "first_failure": ({k: failed[0].get(k) for k in ("layer", "name", "summary", "hint", "error")}
+                          if failed else None),
+        "extras": extras(state, hw_probe, dict(os.environ)),
+        "tf_log": tf_log,
+        "elapsed_seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="tfgpu-install's layered GPU check (runs inside the env)")
+    p.add_argument("--plan-json", default="{}", help="what the plan placed: cuda, cudnn, tensorflow, lib_dirs")
+    p.add_argument("--root", default="/", help="system root prefix (tests plant a /sys tree)")
+    p.add_argument("--cpu-ok", action="store_true", help="CPU-only env: skip layers 0-4, TF on /CPU:0")
+    p.add_argument("--layers", default="", help="comma-separated layers to run (default 0-5)")
+    p.add_argument("--keep-going", action="store_true", help="run every layer even after a failure")
+    p.add_argument("--benchmark", action="store_true")
+    p.add_argument("--bench-sizes", default="512,1024,2048,4096")
+    p.add_argument("--burn", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--burn-size", type=int, default=4096)
+    p.add_argument("--sgemm-size", type=int, default=64)
+    p.add_argument("--sgemm-burn", type=float, default=0.0, metavar="SECONDS",
+                   help="layer 6 without TensorFlow: cuBLAS SGEMMs for SECONDS while NVML samples the GPU")
+    p.add_argument("--sgemm-burn-size", type=int, default=2048)
+    p.add_argument("--tf-log", default="", help="file that receives TF's stderr log")
+    p.add_argument("--progress-file", default="", help="also append progress lines to this file")
+    args = p.parse_args(argv)
+    if args.progress_file:
+        _PROGRESS_FILE.append(os.open(args.progress_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    # One JSON document on the real stdout; strays (library banners) go to stderr.
+    out_fd = os.dup(1)
+    progress_fd = os.dup(2)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    report = run(args, out_fd, progress_fd)
+    os.write(out_fd, (json.dumps(report, default=str) + "\n").encode())
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

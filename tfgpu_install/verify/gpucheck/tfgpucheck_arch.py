@@ -1,0 +1,73 @@
+"""Which of a TensorFlow build's kernels run on a GPU: the one coverage rule (stdlib only, pure).
+
+Used by the GPU check inside the target env (imported by name from check.py's directory) and by
+the resolver (tfgpu_install.resolver.checks imports it by its package path), so both give the same
+answer for the same GPU and build.
+
+The rules, from NVIDIA's CUDA C Programming Guide ("Binary Compatibility", "Application
+Compatibility") and TensorFlow's build config (.bazelrc / configure.py: `TF_CUDA_COMPUTE_CAPABILITIES`
+entries `sm_XY` embed SASS for X.Y; `compute_XY` embed PTX *and* SASS for X.Y):
+  - SASS for X.Y runs on compute capability X.Z with Z >= Y (same major, equal or higher minor);
+  - PTX for X.Y is JIT-compiled by the driver for any compute capability >= X.Y.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+
+
+def cc_key(cc: str) -> tuple[int, ...]:
+    """'8.6' -> (8, 6); '9.0a' -> (9, 0); junk -> ()."""
+    out: list[int] = []
+    for piece in str(cc).strip().split(".")[:2]:
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        out.append(int(m.group()))
+    return tuple(out)
+
+
+def arch_cc(digits: str) -> str:
+    """'86' -> '8.6', '100' -> '10.0', '120' -> '12.0' (the last digit is the minor)."""
+    return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+def split_archs(archs: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """TF's cuda_compute_capabilities (['sm_80', 'compute_90']) -> (sass ccs, ptx ccs).
+
+    `compute_XY` gives both SASS and PTX for X.Y (TF's build config); an arch-specific `sm_90a`
+    is SASS for 9.0. Entries that are not arch names are ignored.
+    """
+    sass: list[str] = []
+    ptx: list[str] = []
+    for arch in archs:
+        m = _ARCH.match(str(arch).strip().lower())
+        if not m or len(m.group(2)) < 2:
+            continue
+        cc = arch_cc(m.group(2))
+        if cc not in sass:
+            sass.append(cc)
+        if m.group(1) == "compute" and cc not in ptx:
+            ptx.append(cc)
+    return tuple(sass), tuple(ptx)
+
+
+def coverage(cc: str, sass: Iterable[str], ptx: Iterable[str]) -> tuple[str, Optional[str]]:
+    """How a build runs on compute capability `cc`: ("sass", "8.0"), ("ptx", "9.0") or ("none", None).
+
+    SASS of the same major at or below the GPU's minor wins (the highest such); else the highest
+    PTX at or below the GPU; else nothing runs.
+    """
+    key = cc_key(cc)
+    if len(key) < 2:
+        return "none", None
+    native = [s for s in sass if cc_key(s)[:1] == key[:1] and len(cc_key(s)) == 2 and cc_key(s) <= key]
+    if native:
+        return "sass", max(native, key=cc_key)
+    jit = [p for p in ptx if len(cc_key(p)) == 2 and cc_key(p) <= key]
+    if jit:
+        return "ptx", max(jit, key=cc_key)
+    return "none", None

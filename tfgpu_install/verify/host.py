@@ -1,0 +1,373 @@
+"""Host side of the layered GPU check: run gpucheck/check.py inside the target env, read its report.
+
+The check runs as `<env>/bin/python <tfgpu_install>/verify/gpucheck/check.py --plan-json ...` through
+ctx.runner, with the env's activation applied (through its `tfgpu-run` launcher when the
+install wrote one, else LD_LIBRARY_PATH built here), under a timeout, so a hung driver cannot
+hang us. It prints one JSON document; `parse_check_output` turns it (or a crash) into a
+VerifyReport. Records of successful runs live under the env's state dir, keyed by a
+fingerprint of everything the check looked at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from tfgpu_install.context import Context
+from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
+from tfgpu_install.errors import BadInputError, EnvironmentProblem
+from tfgpu_install.report import Block, Bullets, Text, table
+from tfgpu_install.runner import TIMED_OUT, Completed
+
+CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
+LAYER_NAMES = ("hardware", "driver", "cuda-runtime", "cudnn", "cublas", "tensorflow", "benchmark")
+BASE_TIMEOUT = 300.0  # first TF import on a cold disk, plus PTX JIT on a new GPU, can take minutes
+_PROGRESS = re.compile(r"^tfgpu-check: layer (\d+) (begin|pass|fail|skip)$", re.M)
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """What the check compares against: what the plan placed."""
+
+    cuda: Optional[str] = None  # "12.3"
+    cudnn: Optional[str] = None  # "8.9.7.29" (a pin) or "8.9"
+    tensorflow: Optional[str] = None
+    lib_dirs: tuple[str, ...] = ()  # placed library dirs (cuDNN from redist/archive), searched first
+    cpu_only: bool = False  # an --allow-cpu env: layers 0-4 skipped, TF checked on the CPU
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cuda": self.cuda, "cudnn": self.cudnn, "tensorflow": self.tensorflow,
+                "lib_dirs": list(self.lib_dirs), "cpu_only": self.cpu_only}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CheckPlan":
+        return cls(cuda=data.get("cuda"), cudnn=data.get("cudnn"), tensorflow=data.get("tensorflow"),
+                   lib_dirs=tuple(data.get("lib_dirs") or ()), cpu_only=bool(data.get("cpu_only")))
+
+    @classmethod
+    def from_choice(cls, choice: Any, lib_dirs: Sequence[str] = (), cpu_only: bool = False,
+                    cudnn: Optional[str] = None) -> "CheckPlan":
+        """From a resolver Choice: the exact cuDNN pin beats the major.minor. Pass `cudnn` (and its
+        dir in lib_dirs) when the cuDNN step placed another version from a redist or archive."""
+        pins = dict(getattr(choice, "pins", {}) or {})
+        cudnn = cudnn or next((v for k, v in pins.items() if k.startswith("nvidia-cudnn-")), None) or choice.cudnn
+        return cls(cuda=choice.cuda, cudnn=cudnn, tensorflow=choice.tensorflow, lib_dirs=tuple(lib_dirs),
+                   cpu_only=cpu_only)
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    layer: int
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    summary: str
+    measured: dict[str, Any] = field(default_factory=dict)
+    error: Optional[dict[str, Any]] = None  # {"code": 35, "name": "cudaErrorInsufficientDriver"}
+    hint: Optional[str] = None
+    seconds: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    ok: bool
+    mode: str  # "gpu" | "cpu"
+    gpu_verified: bool
+    layers: tuple[LayerResult, ...]
+    extras: dict[str, Any] = field(default_factory=dict)
+    tf_log: dict[str, Any] = field(default_factory=dict)
+    env: str = ""
+    when: str = ""
+    crashed: Optional[str] = None  # the check died without a report (signal, timeout)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def first_failure(self) -> Optional[LayerResult]:
+        return next((lay for lay in self.layers if lay.status == "fail"), None)
+
+    def layer(self, num: int) -> Optional[LayerResult]:
+        return next((lay for lay in self.layers if lay.layer == num), None)
+
+    def summary(self) -> str:
+        bad = self.first_failure
+        if bad is not None:
+            return f"layer {bad.layer} ({bad.name}) failed: {bad.summary}"
+        passed = [lay for lay in self.layers if lay.status == "pass"]
+        if self.mode == "host":
+            return f"host check: {len(passed)} layer(s) passed (no env: TensorFlow not checked)"
+        where = "on the GPU" if self.gpu_verified else "on the CPU only"
+        return f"verified {where}: {len(passed)} layer(s) passed"
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"ok": self.ok, "mode": self.mode, "gpu_verified": self.gpu_verified, "env": self.env,
+                "when": self.when, "summary": self.summary(), "crashed": self.crashed,
+                "layers": [asdict(lay) for lay in self.layers], "extras": self.extras, "tf_log": self.tf_log}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "VerifyReport":
+        return cls(ok=bool(data.get("ok")), mode=str(data.get("mode", "gpu")),
+                   gpu_verified=bool(data.get("gpu_verified")),
+                   layers=tuple(_layer(d) for d in data.get("layers", [])), extras=dict(data.get("extras") or {}),
+                   tf_log=dict(data.get("tf_log") or {}), env=str(data.get("env", "")),
+                   when=str(data.get("when", "")), crashed=data.get("crashed"))
+
+
+def _layer(d: Mapping[str, Any]) -> LayerResult:
+    return LayerResult(layer=int(d["layer"]), name=str(d.get("name", LAYER_NAMES[int(d["layer"])])),
+                       status=str(d["status"]), summary=str(d.get("summary", "")),
+                       measured=dict(d.get("measured") or {}), error=d.get("error"), hint=d.get("hint"),
+                       seconds=d.get("seconds"))
+
+
+# ---- reading the check's output (pure) ---------------------------------------------------------
+def parse_check_output(done: Completed, timeout: Optional[float] = None, tf_log_text: str = "",
+                       progress_text: str = "") -> VerifyReport:
+    """The check's JSON, or a report of how it died (the layer in progress from its progress lines,
+    written to stderr and to a progress file that outlives a killed check)."""
+    for line in reversed(done.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                break
+            if isinstance(data, dict) and "layers" in data:
+                return VerifyReport.from_json(data)
+            break
+    progress = _PROGRESS.findall(progress_text or done.stderr)
+    current = int(progress[-1][0]) if progress and progress[-1][1] == "begin" else None
+    if done.returncode == TIMED_OUT:
+        how = f"timed out after {timeout:g}s" if timeout else "timed out"
+    elif done.returncode < 0:
+        import signal
+
+        try:
+            how = f"crashed ({signal.Signals(-done.returncode).name})"
+        except ValueError:
+            how = f"died on signal {-done.returncode}"
+    else:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        how = f"exited {done.returncode} without a report: {tail}"
+    layers = []
+    begun = {int(n) for n, st in progress if st == "begin"}
+    for num, name in enumerate(LAYER_NAMES[:7] if 6 in begun else LAYER_NAMES[:6]):  # 6 only when it ran
+        ran = {int(n): st for n, st in progress if st != "begin"}
+        if num in ran:
+            layers.append(LayerResult(num, name, ran[num], "passed before the check died"
+                                      if ran[num] == "pass" else f"{ran[num]} before the check died"))
+        elif num == current:
+            hint = "a hung or crashing driver: check `nvidia-smi` and `dmesg | grep -i xid`"
+            if num == 5:
+                hint = "TensorFlow died: see the captured log below, or run `tfgpu-install doctor --log FILE`"
+            layers.append(LayerResult(num, name, "fail", f"the check {how} in this layer", hint=hint))
+        else:
+            layers.append(LayerResult(num, name, "skip", "not run"))
+    if current is None and not any(lay.status == "fail" for lay in layers):
+        layers[0] = LayerResult(0, "hardware", "fail", f"the check {how}",
+                                hint="run the check by hand: <env>/bin/python " + str(CHECK_SCRIPT))
+    log_tail = tf_log_text.splitlines()[-40:]
+    return VerifyReport(ok=False, mode="gpu", gpu_verified=False, layers=tuple(layers),
+                        tf_log={"tail": log_tail} if log_tail else {}, crashed=how)
+
+
+# ---- running it ----------------------------------------------------------------------------------
+def env_python(env: Path) -> Path:
+    py = Path(env) / "bin" / "python"
+    if not py.exists():
+        raise EnvironmentProblem(f"{env} has no bin/python: it is not a Python environment",
+                                 hint="pass --env PATH of an env made by `tfgpu-install`, or install one first",
+                                 ref="env-not-found")
+    return py
+
+
+def placed_lib_dirs(env: Path) -> list[str]:
+    """cuDNN placed from a redist/archive (the cuDNN step's <env>/lib/cudnn-<version>/[lib])."""
+    out = []
+    for d in sorted(Path(env).glob("lib/cudnn-*")):
+        for cand in (d / "lib", d / "lib64", d):
+            if cand.is_dir() and any(cand.glob("libcudnn*.so*")):
+                out.append(str(cand))
+                break
+    return out
+
+
+def activation_env(ctx: Context, env: Path, plan: CheckPlan) -> dict[str, str]:
+    """The variables the env's activation sets: its nvidia/*/lib dirs and placed cuDNN first."""
+    dirs = list(plan.lib_dirs) + placed_lib_dirs(env)
+    dirs += [str(p) for p in nvidia_lib_dirs(env)]
+    inherited = ctx.environ.get("LD_LIBRARY_PATH", "")
+    out = dict(ctx.environ)
+    out["LD_LIBRARY_PATH"] = os.pathsep.join([d for d in dirs] + ([inherited] if inherited else []))
+    out["PATH"] = os.pathsep.join([str(Path(env) / "bin"), ctx.environ.get("PATH", "")])
+    out["VIRTUAL_ENV"] = str(env)
+    out.pop("PYTHONHOME", None)
+    return out
+
+
+def check_argv(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = False, burn: float = 0,
+               extra: Sequence[str] = ()) -> list[str]:
+    payload = plan.to_json()
+    payload["lib_dirs"] = list(plan.lib_dirs) + placed_lib_dirs(env)
+    argv = [str(env_python(env)), str(CHECK_SCRIPT), "--plan-json", json.dumps(payload), "--root", str(ctx.root)]
+    if plan.cpu_only:
+        argv.append("--cpu-ok")
+    if benchmark:
+        argv.append("--benchmark")
+    if burn:
+        argv += ["--burn", f"{burn:g}"]
+    argv += list(extra)
+    launcher = Path(env) / "bin" / "tfgpu-run"
+    if launcher.is_file() and os.access(launcher, os.X_OK):
+        argv = [str(launcher)] + argv  # the env's own activation, exactly as users get it
+    return argv
+
+
+def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = False, burn: float = 0,
+                     timeout: Optional[float] = None, extra: Sequence[str] = ()) -> VerifyReport:
+    env = Path(env)
+    if timeout is None:
+        timeout = BASE_TIMEOUT + (180 if benchmark else 0) + burn * 1.5
+    with tempfile.TemporaryDirectory(prefix="tfgpu-verify-") as tmp:
+        log, prog = Path(tmp) / "tf.log", Path(tmp) / "progress"
+        argv = check_argv(ctx, env, plan, benchmark=benchmark, burn=burn,
+                          extra=list(extra) + ["--tf-log", str(log), "--progress-file", str(prog)])
+        # The env's launcher applies its own activation; without one, we build the same variables.
+        run_env = dict(ctx.environ) if argv[0].endswith("tfgpu-run") else activation_env(ctx, env, plan)
+        # Importing TF makes Keras write ~/.keras/keras.json: keep that in our cache, not the
+        # user's home (an install touches nothing the user did not ask for).
+        run_env.setdefault("KERAS_HOME", str(ctx.cache_dir / "keras"))
+        done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
+        log_text = log.read_text(errors="replace") if log.is_file() else ""
+        prog_text = prog.read_text(errors="replace") if prog.is_file() else ""
+    report = parse_check_output(done, timeout, log_text, prog_text)
+    from dataclasses import replace
+
+    return replace(report, env=str(env), when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   raw={"argv": list(done.argv), "returncode": done.returncode})
+
+
+# ---- records -------------------------------------------------------------------------------------
+def record_path(ctx: Context, env: Path) -> Path:
+    from tfgpu_install.engine.journal import env_state_dir
+
+    return env_state_dir(ctx, Path(env)) / "verify.json"
+
+
+def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
+    """The env's fingerprint (packages, activation, library files) plus the driver and the plan:
+    a driver upgrade or a new plan means the old verification no longer vouches for the env."""
+    from tfgpu_install.engine.fingerprint import env_fingerprint
+
+    driver = ""
+    try:
+        driver = ctx.sys_path("/proc/driver/nvidia/version").read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        pass
+    h = hashlib.sha256()
+    for part in (env_fingerprint(Path(env)), driver, json.dumps(plan.to_json(), sort_keys=True)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()
+
+
+def write_record(ctx: Context, env: Path, report: VerifyReport, fingerprint: str, plan: CheckPlan) -> Path:
+    path = record_path(ctx, env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"format": 1, "env": str(env), "created": report.when, "fingerprint": fingerprint,
+           "plan": plan.to_json(), "report": report.to_json()}
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, path)  # never half-written
+    return path
+
+
+def read_record(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+    path = record_path(ctx, env)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as exc:
+        raise BadInputError(f"{path}: not a verification record ({exc})", hint=f"delete {path} and re-run verify",
+                            ref="bad-verify-record") from exc
+    return doc if isinstance(doc, dict) else None
+
+
+def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
+    """Without a recorded plan: what the env's own wheels say was placed (dist-info names)."""
+    found: dict[str, str] = {}
+    for dist in dist_info_dirs(env):
+        name, _, version = dist.name[: -len(".dist-info")].partition("-")
+        found[name.lower().replace("_", "-")] = version
+    # nvidia-cuda-runtime-cu11/-cu12; CUDA 13's wheel dropped the suffix (nvidia-cuda-runtime 13.x).
+    cuda = next((v for k, v in found.items() if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", k)), None)
+    cudnn = next((v for k, v in found.items() if k.startswith("nvidia-cudnn-cu")), None)
+    tf = found.get("tensorflow") or found.get("tensorflow-cpu")
+    return CheckPlan(cuda=".".join(cuda.split(".")[:2]) if cuda else None, cudnn=cudnn, tensorflow=tf,
+                     cpu_only=cpu_only)
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+def report_blocks(report: VerifyReport) -> list[Block]:
+    blocks: list[Block] = [table("Verification", ("layer", "check", "result", "measured"),
+                                 [(lay.layer, lay.name, lay.status, lay.summary) for lay in report.layers])]
+    bad = report.first_failure
+    if bad is not None:
+        err = f" [{bad.error['name']} = {bad.error['code']}]" if bad.error else ""
+        blocks.append(Text(f"Layer {bad.layer} ({bad.name}) failed{err}: {bad.summary}", "error"))
+        if bad.hint:
+            blocks.append(Text(f"Fix: {bad.hint}", "warn"))
+    else:
+        blocks.append(Text(report.summary(), "ok"))
+    for lay in report.layers:
+        if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
+            blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
+    six = report.layer(6)
+    bench = (six.measured.get("benchmark") if six else None) or {}
+    if bench:
+        blocks.append(table(f"Matmul benchmark ({bench.get('device')})", ("n", "CPU GFLOP/s", "GPU GFLOP/s", "speed-up"),
+                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], f"{r['speedup']}x") for r in bench["sizes"]]))
+    burn = (six.measured.get("burn") if six else None) or {}
+    if burn:
+        tele = burn.get("telemetry", {})
+        items = [f"{burn['iterations']} matmuls of {burn['n']} in {burn['seconds']}s, {burn['gflops']} GFLOP/s, "
+                 f"{burn['mismatches']} wrong results"]
+        for key, unit in (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%")):
+            if key in tele:
+                items.append(f"{key}: {tele[key]['min']}-{tele[key]['max']} {unit}")
+        items.append("throttled: " + (", ".join(burn["throttled"]) or "no"))
+        if tele.get("error"):
+            items.append(str(tele["error"]))
+        blocks.append(Bullets("Burn test", tuple(items), "error" if burn["throttled"] or burn["mismatches"] else ""))
+    notes = []
+    mp = report.extras.get("mixed_precision")
+    if mp:
+        notes.append(f"mixed precision: {'eligible' if mp['eligible'] else 'not recommended'} ({mp['why']})")
+    vis = report.extras.get("visible_devices") or {}
+    if vis.get("CUDA_VISIBLE_DEVICES") is not None:
+        notes.append(f"CUDA_VISIBLE_DEVICES={vis['CUDA_VISIBLE_DEVICES']!r}")
+    if vis.get("note"):
+        notes.append(str(vis["note"]))
+    jit = report.extras.get("ptx_jit") or {}
+    if jit.get("compute_capabilities"):
+        notes.append(f"compute capability {', '.join(jit['compute_capabilities'])} has no SASS in this TensorFlow "
+                     f"build: {jit['note']}")
+    ms = report.extras.get("mirrored_strategy")
+    if ms:
+        notes.append(f"MirroredStrategy: {ms['replicas']} replica(s) for {ms['gpus']} GPU(s)"
+                     + ("" if ms["sees_all"] else " - it does not see every GPU"))
+    for fail in report.tf_log.get("dlopen_failures", []):
+        if fail.get("harmless") or report.mode == "cpu":  # a CPU env lacks libcuda by design
+            continue
+        notes.append(f"TensorFlow could not load {fail['library']}: {fail.get('dlerror') or ''}".rstrip(": "))
+    if notes:
+        blocks.append(Bullets("Also", tuple(notes)))
+    if report.crashed and report.tf_log.get("tail"):
+        blocks.append(Bullets("Last lines of TensorFlow's log", tuple(report.tf_log["tail"][-10:]), "dim"))
+    return blocks
