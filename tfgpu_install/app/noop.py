@@ -7,6 +7,7 @@ variables a shell changes between commands). It holds the answer a full no-op ru
 what that answer depends on, re-read on every use (`watch`):
 
 - the env's fingerprint (installed distributions, activation files, CUDA/cuDNN libraries),
+- the mtime of every directory in its site-packages (a package's file removed or replaced),
 - the journal (a rollback, a failed or another run change it), the verification record's
   verdict and fingerprint,
 - every file the journal's steps touched (a shell rc file, an ld.so.conf.d entry),
@@ -117,6 +118,26 @@ def _touched(journal: Path) -> list[str]:
     return sorted(paths)
 
 
+def _site_dirs(env: Path) -> str:
+    """sha256 over the mtime of every directory under the env's site-packages (bytecode caches
+    aside): a file of an installed package removed, replaced or added changes its directory's
+    mtime, so the answer is not given over a damaged env (install's check of the installed
+    files then runs and repairs it). One stat per directory, none per file."""
+    from tfgpu_install.envlayout import site_packages_dirs
+
+    h = hashlib.sha256()
+    stack = [str(p) for p in site_packages_dirs(env)]
+    while stack:
+        d = stack.pop()
+        try:
+            h.update(f"{d}:{os.stat(d).st_mtime_ns}\n".encode())
+            with os.scandir(d) as it:
+                stack += [e.path for e in it if e.name != "__pycache__" and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            h.update(f"{d}:?\n".encode())
+    return h.hexdigest()
+
+
 def watch(ctx: Context, env: Path) -> dict[str, Any]:
     """Everything the no-op answer depends on, as plain data (compared for equality)."""
     from tfgpu_install.engine.fingerprint import env_fingerprint
@@ -136,6 +157,7 @@ def watch(ctx: Context, env: Path) -> dict[str, Any]:
         pass
     return {
         "env": env_fingerprint(env),
+        "site": _site_dirs(env),
         "verification": _verification(state / "verify.json"),
         "stats": {str(p): _stat(p) for p in looked_at},
         # Directories a step created change with what is inside them: files are what a user

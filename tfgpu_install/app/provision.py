@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tfgpu_install.app.confirm import confirm
-from tfgpu_install.app.envs import last_env, remember_env
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport, Executor
 from tfgpu_install.engine.journal import Journal, step_states
+from tfgpu_install.envregistry import forget_env, last_env, remember_env
 from tfgpu_install.errors import TfgpuError, VerifyFailed
 from tfgpu_install.report import Block
 from tfgpu_install.snapshot.envstate import site_packages
@@ -85,6 +85,8 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
                     raise err  # the journal still holds it: `tfgpu-install rollback` finishes the undo
                 if previous is not None:
                     remember_env(ctx, previous)
+                else:
+                    forget_env(ctx, req.env)
                 raise undone(err, req.env) from err
     finally:
         if progress is not None:

@@ -21,12 +21,9 @@ def _facts(ctx: Context) -> Any:
 
 
 def _env_path(ctx: Context, given: Optional[str]) -> Path:
-    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.envs import existing_env
 
-    env = target_env(ctx, given)
-    if not env.is_dir():
-        raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
-    return env
+    return existing_env(ctx, given)
 
 
 def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
@@ -135,18 +132,33 @@ def show(ctx: Context, ref: str) -> Result:
 
 
 def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
-    from tfgpu_install.snapshot.drift import compare, to_jsonable
+    """Two snapshots compared: exit 0 when the same, 11 (DRIFT) when they differ (diff(1)'s 0/1).
+    Activation is compared as what it sets (the env's own path taken out)."""
+    from tfgpu_install.snapshot.drift import compare, relative_activation, to_jsonable
 
     _, a = snap_mod.find(ctx.state_dir, ref_a)
     _, b = snap_mod.find(ctx.state_dir, ref_b)
-    d = compare((a.packages, b.packages), (a.files, b.files), (a.activation, b.activation), (a.host, b.host))
+    activation = (relative_activation(a.activation, a.env.get("path")),
+                  relative_activation(b.activation, b.env.get("path")))
+    d = compare((a.packages, b.packages), (a.files, b.files), activation, (a.host, b.host))
     blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
-    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("identical", "ok"))
-    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks)
+    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))
+    code = ExitCode.OK if d.clean else ExitCode.DRIFT
+    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
 
 
-def check(ctx: Context, env_given: Optional[str]) -> Result:
-    """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
+def installed_files(ctx: Context, env: Path, full: bool = False) -> Any:
+    """The env's installed files against their distributions' records (snapshot/installed.py),
+    with the hashes of unchanged files remembered in the env's state dir."""
+    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.snapshot.installed import check_installed
+
+    return check_installed(env, full=full, cache=env_state_dir(ctx, env) / "file-hashes.json")
+
+
+def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
+    """Drift between the live env and its last known-good snapshot, and its installed files
+    against their records (exit DRIFT when either differs)."""
     from tfgpu_install.snapshot.build import host_contract
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
@@ -171,12 +183,23 @@ def check(ctx: Context, env_given: Optional[str]) -> Result:
         (good.packages, live.packages), (good.files, live.files), (good.activation, live.activation),
         (good.host, host) if host is not None else None,
     )
-    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d)}
-    if d.clean:
-        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")]), store)
+    files = installed_files(ctx, env, full)
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": files.to_json()}
+    data["clean"] = d.clean and files.clean
+    what = (f"{files.files} installed files of {files.dists} distributions ("
+            + ("every file hashed" if full else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
+    if data["clean"]:
+        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok"),
+                                           Text(f"checked {what}", "dim")]), store)
     blocks: list[Any] = [
-        Text(f"{env} drifted from its known-good snapshot {good.id}", "warn"),
-        Bullets("", tuple(d.lines()), "warn"),
-        Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
+        Text(f"{env} drifted from its known-good snapshot {good.id}" if not d.clean
+             else f"{env}: installed files differ from their distributions' records", "warn"),
+        Bullets("", tuple(d.lines()) + tuple(files.lines()), "warn"),
+        Text(f"checked {what}", "dim"),
     ]
+    if not files.clean:
+        blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
+                           f"tfgpu-install snapshot restore {good.id} --env {env}"))
+    else:
+        blocks.append(Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"))
     return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

@@ -31,12 +31,12 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
 
 def status(ctx: Context, env_given: Optional[str]) -> Result:
     """The env's steps (done, pending, interrupted) and its last verification; read-only."""
-    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
     from tfgpu_install.engine.journal import Journal, step_states
 
-    env = target_env(ctx, env_given)
+    env = existing_env(ctx, env_given)  # none, or gone: exit 6 (no-env), as every command says it
     journal = Journal.for_env(ctx, env)
     entries = journal.entries()
     if not entries:

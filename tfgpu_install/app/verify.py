@@ -16,13 +16,14 @@ from tfgpu_install.report import Result, Text
 
 
 def default_env(ctx: Context) -> Path:
-    """The env most recently installed or verified (newest journal or record under the state dir)."""
-    from tfgpu_install.engine.journal import known_envs
+    """The default env (tfgpu_install/envregistry.py); UsageError when there is none."""
+    from tfgpu_install.envregistry import default_env as registered
 
-    for env in known_envs(ctx):
-        return env
-    raise UsageError("no environment given and none installed yet",
-                     hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
+    env = registered(ctx)
+    if env is None:
+        raise UsageError("no environment given and none installed yet",
+                         hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
+    return env
 
 
 @dataclass(frozen=True)

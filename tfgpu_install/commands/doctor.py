@@ -54,11 +54,11 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
-    from tfgpu_install.app.envs import last_env
+    from tfgpu_install.envregistry import default_env
 
-    last = last_env(ctx)
+    last = default_env(ctx)
     env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
-           or (str(last) if last is not None and last.is_dir() else None))
+           or (str(last) if last is not None else None))
     return _walk_result(ctx, rules, env)
 
 

@@ -41,6 +41,14 @@ def check_import(w: Walk) -> list[Check]:
         return [Check("import", "tensorflow", BROKEN, f"TensorFlow is not installed in {e.path}",
                       "There is no TensorFlow in this env.", f"`tfgpu-install install --env {e.path}`.")]
     if p.tf_version is None:
+        missing = re.search(r"No module named '([A-Za-z0-9_.]{1,100})'", (p.error or "") + "\n" + p.log)
+        if missing and missing.group(1).split(".")[0] != "tensorflow":
+            mod = missing.group(1)
+            return [Check("import", "import tensorflow", BROKEN, p.error or f"No module named '{mod}'",
+                          f"`import tensorflow` needs the module '{mod}', and the env no longer has it (its "
+                          "distribution was uninstalled, or its files removed).",
+                          f"Run the install again: `tfgpu-install install --env {e.path}` reinstalls what is missing "
+                          f"(`tfgpu-install check --env {e.path}` lists the damaged files).")]
         diag = classify(p.log + "\n" + (p.error or ""), w.rules)
         if diag.primary is not None:
             f = diag.primary

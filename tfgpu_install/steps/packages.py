@@ -222,7 +222,18 @@ class InstallPackages(Step):
     def check(self, ctx: Context) -> bool:
         if not self.env.path.is_dir() or self._before_file(ctx).exists():
             return False  # no env yet, or an install of ours was interrupted
-        return not unsatisfied(self.env, self.requirements)
+        return not unsatisfied(self.env, self.requirements) and not self._damaged(ctx)
+
+    def _damaged(self, ctx: Context) -> list[str]:
+        """Distributions whose installed files no longer match their RECORD (a file missing,
+        resized, a shared library changed): the versions are right, the bytes are not."""
+        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.snapshot.installed import check_installed
+
+        if not self.env.path.is_dir():
+            return []
+        found = check_installed(self.env.path, cache=env_state_dir(ctx, self.env.path) / "file-hashes.json")
+        return found.names()
 
     # the installer command ----------------------------------------------------------------
 
@@ -310,6 +321,9 @@ class InstallPackages(Step):
         reqfile = before_file.parent / "requirements.txt"
         atomic_write(reqfile, "\n".join(lines) + "\n")
         argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
+        damaged = self._damaged(ctx)
+        if damaged:  # the same versions again, from the (hashed) pins: the recorded bytes back
+            argv += [a for n in damaged for a in ("--reinstall-package", n)] if tool == "uv" else ["--force-reinstall"]
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
         donor = None

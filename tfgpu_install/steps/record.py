@@ -31,6 +31,24 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     return out or None
 
 
+def _refuse_damaged(ctx: Context, env: Path) -> None:
+    """Never bless a damaged env: its installed files must match their records now."""
+    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.errors import StepFailed
+    from tfgpu_install.snapshot.installed import check_installed
+
+    found = check_installed(env, cache=env_state_dir(ctx, env) / "file-hashes.json")
+    if found.clean:
+        return
+    lines = found.lines()
+    raise StepFailed(
+        f"not recording a known-good snapshot: {len(lines)} installed file(s) differ from their "
+        f"distributions' records ({'; '.join(lines[:3])}{'; ...' if len(lines) > 3 else ''})",
+        hint=f"`tfgpu-install check --env {env}` lists them; run the install again to reinstall them, "
+        "or `tfgpu-install rollback`",
+    )
+
+
 class RecordSnapshot(Step):
     id = "snapshot.record"
     prefetch = ("yaml", "tfgpu_install.snapshot.model", "tfgpu_install.snapshot.build")
@@ -80,6 +98,7 @@ class RecordSnapshot(Step):
         return bool(verification.get("ok"))
 
     def apply(self, ctx: Context) -> UndoRecord:
+        _refuse_damaged(ctx, self.env)
         verification = _verification(ctx, self.env)
         gpu_verified = self._gpu_verified(verification)
         from dataclasses import replace

@@ -19,6 +19,15 @@ else:
     import tfgpucheck_nvml as nvml
     from tfgpucheck_cuda import outcome
 
+
+def _env_prefix() -> str:
+    """The env this check runs in (shell-quoted when it needs it), for the doctor command to name."""
+    import shlex
+    import sys
+
+    return shlex.quote(sys.prefix)
+
+
 _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'(?:; dlerror: (.*))?")
 _CUDNN_LOADED = re.compile(r"Loaded cuDNN version (\d+)")
 # TensorRT is optional for TF: failing to load it never explains a missing GPU.
@@ -77,7 +86,8 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         import tensorflow as tf
     except Exception as exc:  # ImportError, numpy ABI errors, protobuf conflicts...
         return outcome("fail", f"import tensorflow failed: {type(exc).__name__}: {str(exc)[:300]}",
-                       hint="run `tfgpu-install doctor` for the cause (numpy/protobuf pins, missing libraries)")
+                       hint=f"run `tfgpu-install doctor --env {_env_prefix()}` for the cause "
+                       "(numpy/protobuf pins, missing libraries)")
     measured: dict[str, Any] = {"tensorflow": tf.__version__, "import_seconds": round(time.monotonic() - t0, 2)}
     state["tf"] = tf
     info = dict(tf.sysconfig.get_build_info())
