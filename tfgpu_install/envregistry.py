@@ -44,13 +44,15 @@ def last_env(ctx: Context) -> Optional[Path]:
 
 
 def _rolled_back(ctx: Context, env: Path) -> bool:
-    from tfgpu_install.engine.journal import Journal, open_entries
+    """A full rollback is the journal's last word on this env (no run since)."""
+    from tfgpu_install.engine.journal import Journal, current_epoch
 
     try:
         entries = Journal.for_env(ctx, env).entries()
     except (OSError, ValueError):
         return False
-    return bool(entries) and not open_entries(entries)
+    full = any(e.event == "rolled-back" and not e.data.get("to") for e in entries)
+    return full and not any(e.event == "run" for e in current_epoch(entries))
 
 
 def live_envs(ctx: Context, skip: Optional[Path] = None) -> list[Path]:
