@@ -69,9 +69,8 @@ def test_rollback_and_a_vanished_dir_move_the_default_env(
 
 
 def test_forget_env_falls_back_to_none_on_an_empty_registry(tmp_path: Path) -> None:
-    from tfgpu_install.envregistry import remember_env
-
     from tests.conftest import make_tmp_env
+    from tfgpu_install.envregistry import remember_env
 
     ctx = build_context(make_tmp_env(tmp_path))
     env = tmp_path / "env"
