@@ -184,3 +184,28 @@ def test_restore_failing_midway_over_an_env_puts_it_back(
     assert "undone" in err["message"]
     assert freeze(target) == frozen
     assert digest() == before
+
+
+def test_restore_over_code_swapped_at_the_same_version_repairs_it(
+    source_env: Provisioned, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same name, same version, same size, other bytes: the restore compares every installed
+    file with its record, reinstalls the package, and only then says identical."""
+    import hashlib
+    import os
+
+    sp = sorted(source_env.env.glob("lib/python3*/site-packages"))[-1]
+    src = sp / "absl" / "__init__.py"
+    original = src.read_bytes()
+    swapped = original[:-1] + (b"#" if original[-1:] != b"#" else b"!")
+    tmp = src.with_name("swap.tmp")
+    tmp.write_bytes(swapped)
+    os.replace(tmp, src)  # a new file: uv's hard-linked cache copy is untouched
+    before = freeze(source_env.env)
+    code, doc = cli(["snapshot", "restore", str(exported), "--env", str(source_env.env), "--allow-cpu", "-y"],
+                    source_env.environ, capsys)
+    assert code == 0 and doc["identical"] is True and doc["installed_files"]["clean"] is True, doc
+    assert doc["installed_files"]["full"] is True
+    assert {s["id"]: s["status"] for s in doc["steps"]}["packages.install"] == "applied"
+    assert hashlib.sha256(src.read_bytes()).digest() == hashlib.sha256(original).digest()
+    assert freeze(source_env.env) == before

@@ -177,7 +177,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                       [*head(done.preview), Text("dry run: nothing was changed", "dim")])
     report = done.report or done.preview
     recorded = done.results.get("snapshot.record") or {}
-    result = _result(snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
+    result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
     result.data["rollback_point"] = done.rollback_point
     result.data["taken_at"] = snap.env.get("path")
     return result
@@ -209,7 +209,7 @@ def _hash_mismatch(err: TfgpuError) -> TfgpuError:
     )
 
 
-def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
+def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
             warnings: list[str], recorded: Optional[str]) -> Result:
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
@@ -224,6 +224,9 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
         ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
         theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
         d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
+    from tfgpu_install.app.snapshot import installed_files
+
+    files = installed_files(ctx, env, full=True)  # every file against its RECORD, not only names and versions
     blocks = list(head[:2])
     blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
     if warnings:
@@ -231,14 +234,16 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
     if verdict.checked:
         blocks.append(Bullets("host contract met", tuple(verdict.checked), "dim"))
     code = ExitCode.OK
-    if d.clean:
+    if d.clean and files.clean:
         blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages and "
-                           f"{len(live.files)} library files identical", "ok"))
+                           f"{len(live.files)} library files identical; {files.files} installed files "
+                           "match their records", "ok"))
     else:
-        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()), "error"))
+        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()) + tuple(files.lines()),
+                              "error"))
         code = ExitCode.VERIFY_FAILED
     data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": d.clean, "drift": to_jsonable(d), "warnings": warnings, "checked": list(verdict.checked),
+            "identical": d.clean and files.clean, "drift": to_jsonable(d), "installed_files": files.to_json(), "warnings": warnings, "checked": list(verdict.checked),
             "gpu": verdict.gpu, "recorded": recorded}
     return Result(data, blocks, exit_code=int(code))
 

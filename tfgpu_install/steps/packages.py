@@ -176,9 +176,12 @@ class InstallPackages(Step):
         extra_index_urls: Sequence[str] = (),
         find_links: Sequence[str] = (),
         no_index: bool = False,
+        full_check: bool = False,
     ) -> None:
         """hashes: canonical name -> ["sha256:..."]. require_hashes: pass --require-hashes
-        (default: when every requirement has hashes, i.e. the pins are a complete lock)."""
+        (default: when every requirement has hashes, i.e. the pins are a complete lock).
+        full_check: every installed file hashed against its RECORD (a restore: code swapped at
+        the same version is reinstalled), not only sizes and the shared libraries."""
         self.env = env
         self.requirements = list(requirements)
         # PEP 503 names without `packaging` (its import is ~10 ms of every `plan`, which builds
@@ -189,6 +192,7 @@ class InstallPackages(Step):
         self.extra_index_urls = list(extra_index_urls)
         self.find_links = list(find_links)
         self.no_index = no_index
+        self.full_check = full_check
 
     @classmethod
     def from_choice(cls, env: TargetEnv, choice: Any, options: Any = None) -> "InstallPackages":
@@ -232,7 +236,8 @@ class InstallPackages(Step):
 
         if not self.env.path.is_dir():
             return []
-        found = check_installed(self.env.path, cache=env_state_dir(ctx, self.env.path) / "file-hashes.json")
+        found = check_installed(self.env.path, full=self.full_check,
+                                cache=env_state_dir(ctx, self.env.path) / "file-hashes.json")
         return found.names()
 
     # the installer command ----------------------------------------------------------------
