@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("ours", "uv", "pip")
-SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk")
+SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk", "check")
 # --assume flags: probe + plan measured without touching a driver (the real probe is also timed)
 ASSUME = ["--assume-driver", "570.86.10", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
 
@@ -78,6 +78,8 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     probed = ratio(med(r, "plan", "ours.probed"), bare)
     disk = ratio(med(r, "disk", "ours.second"), med(r, "disk", "ours.first"))
     restore = ratio(med(r, "restore", "ours"), med(r, "restore", "cold"))
+    check = ratio(med(r, "check", "ours"), med(r, "check", "stat"))
+    check_full = ratio(med(r, "check", "ours.full"), med(r, "check", "sha256sum"))
     rows = [
         ("cold provision", "ours / uv", cold, 1.3),
         ("warm provision minus verification", "(ours - its verify.run) / uv", warm, 1.5),
@@ -86,6 +88,8 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         ("probe + plan (real probe)", "ours / python -c pass", probed, 6.0),
         ("second env on disk", "second / first", disk, 0.01),
         ("restore from snapshot", "restore / cold provision", restore, None),
+        ("check (installed files)", "check / stat of the same files", check, 2.0),
+        ("check --full", "check --full / sha256sum of the same files", check_full, 1.5),
     ]
     return [{"target": t, "ratio_of": of, "value": v, "limit": lim,
              "met": None if v is None or lim is None else v <= lim} for t, of, v, lim in rows]
@@ -147,6 +151,21 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         if p.get("ours.probed"):
             lines.append(f"| probe + plan (real probe) vs `python -c pass` | {_cell(p.get('ours.probed'), 's')} | "
                          f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
+    if "check" in m:
+        c = m["check"]
+        lines.append(f"| check (sizes; sha256 of the libraries, remembered) vs `stat` of the same files | "
+                     f"{_cell(c.get('ours'), 's')} | {_cell(c.get('stat'), 's')} | "
+                     f"{_r(ratio(med(results, 'check', 'ours'), med(results, 'check', 'stat')))} |")
+        lines.append(f"| check vs a bare os.stat() loop over the same files (the floor) | "
+                     f"{_cell(c.get('ours'), 's')} | {_cell(c.get('stat.loop'), 's')} | "
+                     f"{_r(ratio(med(results, 'check', 'ours'), med(results, 'check', 'stat.loop')))} |")
+        lines.append(f"| check --full vs sha256sum of the same files | {_cell(c.get('ours.full'), 's')} | "
+                     f"{_cell(c.get('sha256sum'), 's')} | "
+                     f"{_r(ratio(med(results, 'check', 'ours.full'), med(results, 'check', 'sha256sum')))} |")
+        if c.get("ours.cli"):
+            lines.append(f"| `tfgpu-install check` (the command, its start and the snapshot drift included) vs "
+                         f"`python -c pass` | {_cell(c.get('ours.cli'), 's')} | {_cell(c.get('bare'), 's')} | "
+                         f"{_r(ratio(med(results, 'check', 'ours.cli'), med(results, 'check', 'bare')))} |")
     lines += ["", "| target | ratio | measured | limit | met |", "|---|---|---|---|---|"]
     for t in evaluate(results):
         if t["value"] is None and t["limit"] is None:
@@ -433,6 +452,60 @@ class Bench:
         shutil.copy2(snaps[0], keep)
         return keep
 
+    def measure_check(self, timeout: float) -> None:
+        """`check`'s file verification (check_installed, the libraries' hashes remembered from a
+        first check) against coreutils `stat` over the same files (and a bare os.stat() loop, the
+        floor), and check_installed(full) against `sha256sum` over the same list, which reads every
+        byte (after a first untimed read: the page cache warm for both). The command's own cost
+        (Python start, the snapshot drift) is reported beside `python -c pass`."""
+        sys.path.insert(0, str(REPO))
+        from tfgpu_install.snapshot.installed import check_installed, recorded_files
+
+        env = self.workspace("check")
+        env_dir = Path(env["BENCH_WS"]) / "env"
+        if self.provision("ours", env, env_dir, timeout) is None:
+            return
+        files = recorded_files(env_dir)
+        cache = Path(env["BENCH_WS"]) / "file-hashes.json"
+        if not check_installed(env_dir, cache=cache).clean:
+            self.notes.append("check found the freshly installed env damaged: check not measured")
+            return
+
+        def coreutils(tool: list[str]) -> None:
+            for i in range(0, len(files), 2000):
+                subprocess.run([*tool, "--", *files[i:i + 2000]], capture_output=True, check=False)
+
+        def stat_loop() -> None:  # the floor: one os.stat per file, nothing else
+            for f in files:
+                try:
+                    os.stat(f)
+                except OSError:
+                    pass
+
+        def timed(fn: Callable[[], Any]) -> float:
+            start = time.perf_counter()
+            fn()
+            return time.perf_counter() - start
+
+        cmds: dict[str, Callable[[], Any]] = {
+            "stat": lambda: coreutils(["stat", "--printf=%s %Y\\n"]),
+            "stat.loop": stat_loop,
+            "ours": lambda: check_installed(env_dir, cache=cache),
+            "sha256sum": lambda: coreutils(["sha256sum"]),
+            "ours.full": lambda: check_installed(env_dir, full=True),
+        }
+        coreutils(["sha256sum"])  # the page cache warm for both readers
+        self.notes.append(f"check: {len(files)} recorded files")
+        for i in range(max(5, 5 * self.reps)):
+            for who in rotations(list(cmds), i):
+                self.add("check", who, timed(cmds[who]))
+            for who in rotations(["bare", "ours.cli"], i):
+                argv = ([sys.executable, "-c", "pass"] if who == "bare"
+                        else self.tool("check", "--env", str(env_dir)))
+                took = self.run(argv, env, f"check {who}", timeout)
+                if took is not None:
+                    self.add("check", who, took)
+
     def results(self, scenarios: Sequence[str]) -> dict[str, Any]:
         return {
             "mode": self.mode, "reps": self.reps, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -530,6 +603,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             snapshot = b.measure_warm(timeout, scenarios)
         if {"cold", "restore"} & set(scenarios):
             b.measure_cold(timeout, snapshot if "restore" in scenarios else None)
+        if "check" in scenarios:
+            b.measure_check(timeout)
         results = b.results(scenarios)
     finally:
         if server is not None:

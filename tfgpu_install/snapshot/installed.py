@@ -23,7 +23,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from stat import S_ISREG
+from typing import Any, Iterator, NamedTuple, Optional
 
 from tfgpu_install.envlayout import canonical_name, record_rows, site_packages_dirs
 
@@ -31,11 +32,10 @@ _CACHE_FORMAT = 1
 _MAX_META = 64 << 20  # a conda-meta record larger than this is not read
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(NamedTuple):
     rel: str  # env-relative path
     size: Optional[int]
-    sha256: Optional[str]  # hex
+    sha256: Optional[str]  # as the record spells it: "sha256=<base64>" (RECORD) or hex (conda)
 
 
 @dataclass
@@ -100,24 +100,22 @@ def is_library(rel: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def _b64_to_hex(value: str) -> Optional[str]:
-    if not value.startswith("sha256="):
-        return None
-    raw = value[7:]
-    try:
-        digest = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-    except (ValueError, TypeError):
-        return None
-    return digest.hex() if len(digest) == 32 else None
+def same_digest(expected: str, hexdigest: str) -> bool:
+    """expected: a RECORD's `sha256=<urlsafe base64, unpadded>` or conda's hex; hexdigest: ours."""
+    if expected.startswith("sha256="):
+        return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode() == expected[7:]
+    return expected.lower() == hexdigest
 
 
 def _inside(env: str, base: str, rel: str) -> Optional[str]:
-    """env-relative normalised path of `rel` (relative to `base`), or None when it leaves env."""
-    if not rel or os.path.isabs(rel) or "\0" in rel:
+    """env-relative normalised path of `rel` (relative to `base`, itself env-relative), or None
+    when it leaves env. The common row (no `.`/`..` part, no `//`) is joined as it is."""
+    if not rel or rel.startswith("/") or "\0" in rel:
         return None
-    full = os.path.normpath(os.path.join(base, rel))
-    out = os.path.relpath(full, env)
-    if out == "." or out.startswith(".." + os.sep) or out == "..":
+    if "./" not in rel and "//" not in rel and not rel.endswith((".", "/")):
+        return f"{base}/{rel}" if base else rel
+    out = os.path.normpath(os.path.join(base, rel)) if base else os.path.normpath(rel)
+    if out in (".", "..") or out.startswith("../") or out.startswith("/"):
         return None
     return out
 
@@ -127,7 +125,7 @@ def _pip_dists(env: Path) -> Iterator[DistFiles]:
 
     envs = str(env)
     for sp in site_packages_dirs(env):
-        sps = str(sp)
+        sps = os.path.relpath(str(sp), envs)  # env-relative: lib/python3.11/site-packages
         try:
             entries = sorted(os.listdir(sp))
         except OSError:
@@ -136,7 +134,7 @@ def _pip_dists(env: Path) -> Iterator[DistFiles]:
             if not entry.endswith(".dist-info"):
                 continue
             meta = _read_metadata(sp / entry / "METADATA")
-            rel_record = os.path.relpath(os.path.join(sps, entry, "RECORD"), envs)
+            rel_record = f"{sps}/{entry}/RECORD"
             name = canonical_name(meta.name) if meta else entry[: -len(".dist-info")]
             dist = DistFiles(name, meta.version if meta else "?", rel_record)
             rows = record_rows(sp / entry / "RECORD")
@@ -144,21 +142,24 @@ def _pip_dists(env: Path) -> Iterator[DistFiles]:
                 dist.files.append(Expected(rel_record, None, None))  # the RECORD itself is missing
                 yield dist
                 continue
-            roots: set[str] = set()
+            tops: set[str] = set()
+            add = dist.files.append
             for row in rows:
-                if not row or not row[0]:
+                path = row[0] if row else ""
+                if not path:
                     continue
-                rel = _inside(envs, sps, row[0])
+                rel = _inside(envs, sps, path)
                 if rel is None:
-                    dist.outside.append(row[0][:200])
+                    dist.outside.append(path[:200])
                     continue
-                size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
-                digest = _b64_to_hex(row[1]) if len(row) > 1 else None
-                dist.files.append(Expected(rel, size, digest))
-                top = row[0].split("/", 1)
-                if len(top) == 2 and not top[0].endswith((".dist-info", ".data")) and top[0] not in ("..", "."):
-                    roots.add(os.path.relpath(os.path.join(sps, top[0]), envs))
-            dist.roots = sorted(roots)
+                n = len(row)
+                add(Expected(rel, int(row[2]) if n > 2 and row[2].isdigit() else None,
+                             row[1] if n > 1 and row[1].startswith("sha256=") else None))
+                top, sep, _ = path.partition("/")
+                if sep:
+                    tops.add(top)
+            dist.roots = sorted(f"{sps}/{t}" for t in tops if t not in ("..", ".", "")
+                                and not t.endswith((".dist-info", ".data")))
             yield dist
 
 
@@ -186,7 +187,7 @@ def _conda_dists(env: Path) -> Iterator[DistFiles]:
             for item in paths:
                 if not isinstance(item, dict) or not isinstance(item.get("_path"), str):
                     continue
-                rel = _inside(envs, envs, item["_path"])
+                rel = _inside(envs, "", item["_path"])
                 if rel is None:
                     dist.outside.append(item["_path"][:200])
                     continue
@@ -199,11 +200,11 @@ def _conda_dists(env: Path) -> Iterator[DistFiles]:
                 dist.files.append(Expected(
                     rel,
                     size if isinstance(size, int) and not rewritten else None,
-                    digest.lower() if isinstance(digest, str) and len(digest) == 64 and not rewritten else None,
+                    digest if isinstance(digest, str) and len(digest) == 64 and not rewritten else None,
                 ))
         elif isinstance(doc.get("files"), list):
             for f in doc["files"]:
-                rel = _inside(envs, envs, f) if isinstance(f, str) else None
+                rel = _inside(envs, "", f) if isinstance(f, str) else None
                 if rel is not None:
                     dist.files.append(Expected(rel, None, None))
         yield dist
@@ -257,6 +258,7 @@ class HashCache:
 
 def _added(env: str, roots: list[str], listed: set[str]) -> list[str]:
     out: list[str] = []
+    cut = len(env) + 1
     stack = [os.path.join(env, r) for r in roots]
     while stack:
         d = stack.pop()
@@ -272,10 +274,17 @@ def _added(env: str, roots: list[str], listed: set[str]) -> list[str]:
                     continue
                 if e.name.endswith(".pyc"):
                     continue
-                rel = os.path.relpath(e.path, env)
+                rel = e.path[cut:]
                 if rel not in listed:
                     out.append(rel)
     return sorted(out)
+
+
+def recorded_files(env: Path) -> list[str]:
+    """Every file the env's records list (absolute paths), as check_installed reads them: what
+    scripts/bench.py stats and sha256sums beside `check`."""
+    env = Path(os.path.abspath(str(env)))
+    return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env), *_conda_dists(env)] for f in d.files]
 
 
 def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None) -> InstalledCheck:
@@ -288,27 +297,28 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
     problems: list[DistProblem] = []
     n_files = n_hashed = 0
     claimed: set[str] = set()
+    prefix = envs + "/"
     for dist in dists:
         missing: list[str] = []
         changed: list[str] = [f"{o} (outside the env: not checked)" for o in dist.outside]
         for f in dist.files:
-            full_path = os.path.join(envs, f.rel)
+            full_path = prefix + f.rel
             n_files += 1
             try:
                 st = os.stat(full_path)
             except OSError:
                 missing.append(f.rel)
                 continue
-            if not os.path.isfile(full_path):
+            if not S_ISREG(st.st_mode):
                 missing.append(f.rel)
                 continue
             if f.size is not None and st.st_size != f.size:
                 changed.append(f"{f.rel} (size {st.st_size}, recorded {f.size})")
                 continue
-            if f.sha256 is not None and (full or is_library(f.rel)):
+            if f.sha256 is not None and (full or f.rel.endswith(".so") or ".so." in f.rel):
                 n_hashed += 1
                 try:
-                    if hashes.sha256(full_path, f.rel, st) != f.sha256:
+                    if not same_digest(f.sha256, hashes.sha256(full_path, f.rel, st)):
                         changed.append(f"{f.rel} (sha256 differs from the record)")
                 except OSError as exc:
                     changed.append(f"{f.rel} (unreadable: {exc.strerror})")
@@ -322,4 +332,4 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
     return InstalledCheck(tuple(problems), len(dists), n_files, n_hashed, full)
 
 
-__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library"]
+__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library", "recorded_files"]
