@@ -235,9 +235,17 @@ def test_rollback_to_a_known_good_snapshot(
 def test_status_of_an_env_never_installed(tmp_path: Path, tmp_env: dict[str, str], knowledge: Path) -> None:
     out = run_cli(["status", "--env", str(tmp_path / "nothing"), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     doc = json.loads(out.stdout)
+    # "no such env" is one rule for every command: exit 6, error no-env (README "Exit codes")
+    assert out.returncode == 6 and doc["error"] == "no-env" and "nothing" in doc["message"]
+    plain = tmp_path / "plain"
+    import venv
+
+    venv.create(plain, with_pip=False)  # an env, but not one this tool installed
+    out = run_cli(["status", "--env", str(plain), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
+    doc = json.loads(out.stdout)
     assert out.returncode == 0 and doc["installed"] is False and doc["steps"] == []
     none = run_cli(["rollback", "-y", "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
-    assert none.returncode == 2 and "--env" in json.loads(none.stdout)["hint"]
+    assert none.returncode == 6 and "--env" in json.loads(none.stdout)["hint"]
 
 
 def test_existing_env_gets_a_rollback_point_first(
