@@ -245,3 +245,26 @@ def test_the_hash_cache_never_hides_a_replaced_file(tmp_path: Path) -> None:
     os.utime(so, ns=(st.st_atime_ns, st.st_mtime_ns))
     found = check_installed(env, cache=cache)
     assert found.problems[0].changed == ("lib/python3.11/site-packages/lib/libx.so (sha256 differs from the record)",)
+
+
+def test_the_tools_own_rc_block_is_checked_against_what_was_written(
+    source_env: Provisioned, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shell rc block written by the install, edited afterwards: `check` names the step that
+    wrote it (exit 11); the install re-run writes it back and `check` is clean."""
+    rc = source_env.tmp / "home-bashrc"
+    rc.write_text("# mine\n")
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env",
+                     str(source_env.env), "--shell-rc", str(rc)], source_env.environ, capsys)
+    assert code == 0, doc
+    written = rc.read_bytes()
+    assert b">>> tfgpu-install" in written
+    assert _check(source_env, capsys)[0] == 0
+    _replace(rc, written.replace(b"[ -f ", b"[ -e ", 1))
+    assert rc.read_bytes() != written
+    code, doc = _check(source_env, capsys)
+    assert code == 11 and [o.split(":")[0] for o in doc["own_files_changed"]] == ["shell-rc.write"], doc
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env",
+                     str(source_env.env), "--shell-rc", str(rc)], source_env.environ, capsys)
+    assert code == 0 and rc.read_bytes() == written, doc
+    assert _check(source_env, capsys)[0] == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, ExitCode, UsageError
+from tfgpu_install.errors import BadInputError, ExitCode, TfgpuError, UsageError
 from tfgpu_install.report import Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
 
@@ -156,6 +156,32 @@ def installed_files(ctx: Context, env: Path, full: bool = False) -> Any:
     return check_installed(env, full=full, cache=env_state_dir(ctx, env) / "file-hashes.json")
 
 
+# The steps whose product is a file of the tool's own (not a distribution's): their journaled plan
+# says what was written, their check() whether it is still there as written.
+_OWN_FILE_STEPS = ("activation.write", "shell-rc.write", "ldconfig.system")
+
+
+def own_files_changed(ctx: Context, env: Path) -> list[str]:
+    """The tool's own files (activation blocks and launcher, shell rc blocks, the ld.so.conf.d
+    entry) that no longer hold what the journal's steps wrote: "step: what it wrote"."""
+    from tfgpu_install.app.rollback import journal_steps
+    from tfgpu_install.engine.journal import Journal, step_states
+
+    entries = Journal.for_env(ctx, env).entries()
+    states = step_states(entries)
+    out = []
+    for step in journal_steps(ctx, entries):
+        if step.id not in _OWN_FILE_STEPS or states.get(step.id) != "done":
+            continue
+        try:
+            ok = step.check(ctx)
+        except (OSError, TfgpuError):
+            ok = False
+        if not ok:
+            out.append(f"{step.id}: {step.describe()}")
+    return out
+
+
 def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
     """Drift between the live env and its last known-good snapshot, and its installed files
     against their records (exit DRIFT when either differs)."""
@@ -184,8 +210,10 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
         (good.host, host) if host is not None else None,
     )
     files = installed_files(ctx, env, full)
-    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": files.to_json()}
-    data["clean"] = d.clean and files.clean
+    own = own_files_changed(ctx, env)
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": files.to_json(),
+            "own_files_changed": own}
+    data["clean"] = d.clean and files.clean and not own
     what = (f"{files.files} installed files of {files.dists} distributions ("
             + ("every file hashed" if full else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
     if data["clean"]:
@@ -193,11 +221,11 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
                                            Text(f"checked {what}", "dim")]), store)
     blocks: list[Any] = [
         Text(f"{env} drifted from its known-good snapshot {good.id}" if not d.clean
-             else f"{env}: installed files differ from their distributions' records", "warn"),
-        Bullets("", tuple(d.lines()) + tuple(files.lines()), "warn"),
+             else f"{env}: installed files differ from what was installed", "warn"),
+        Bullets("", tuple(d.lines()) + tuple(files.lines()) + tuple(f"tool file changed: {o}" for o in own), "warn"),
         Text(f"checked {what}", "dim"),
     ]
-    if not files.clean:
+    if not files.clean or own:
         blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
                            f"tfgpu-install snapshot restore {good.id} --env {env}"))
     else:
