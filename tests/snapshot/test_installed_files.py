@@ -25,7 +25,7 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     source_env,
 )
 from tfgpu_install.errors import ExitCode
-from tfgpu_install.snapshot.installed import check_installed
+from tfgpu_install.snapshot.installed import check_installed, remember_installed
 
 pytestmark = needs_gcc
 
@@ -239,6 +239,7 @@ def test_the_hash_cache_never_hides_a_replaced_file(tmp_path: Path) -> None:
     (di / "RECORD").write_text(f"lib/libx.so,sha256={b64},{len(data)}\nlib-1.0.dist-info/RECORD,,\n"
                                "lib-1.0.dist-info/METADATA,,\n")
     cache = tmp_path / "hashes.json"
+    assert remember_installed(env, cache) == 1  # what an install leaves: the RECORD's digest, by identity
     assert check_installed(env, cache=cache).clean and cache.is_file()
     st = so.stat()
     _replace(so, b"\x7fELF" + b"b" * 100)

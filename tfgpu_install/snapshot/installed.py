@@ -231,9 +231,9 @@ class HashCache:
     def key(st: os.stat_result) -> str:
         return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
-    def sha256(self, full: str, rel: str, st: os.stat_result) -> str:
+    def sha256(self, full: str, rel: str, st: os.stat_result, remembered: bool = True) -> str:
         key = self.key(st)
-        got = self.old.get(rel)
+        got = self.old.get(rel) if remembered else None
         if got is not None and got[0] == key and isinstance(got[1], str):
             digest = got[1]
         else:
@@ -280,6 +280,35 @@ def _added(env: str, roots: list[str], listed: set[str]) -> list[str]:
     return sorted(out)
 
 
+def remember_installed(env: Path, cache: Path) -> int:
+    """Right after the installer wrote the env (from hash-checked wheels): remember each shared
+    library's digest as its RECORD gives it, keyed by the file's identity now (inode, size,
+    mtime, ctime), so the next check stats instead of reading gigabytes. A file replaced or
+    written later has another ctime and is hashed for real. Returns how many were remembered."""
+    env = Path(os.path.abspath(str(env)))
+    prefix = str(env) + "/"
+    hashes = HashCache(cache)
+    n = 0
+    for dist in _pip_dists(env):
+        for f in dist.files:
+            if f.sha256 is None or not f.sha256.startswith("sha256=") or not is_library(f.rel):
+                continue
+            try:
+                st = os.stat(prefix + f.rel)
+                raw = base64.urlsafe_b64decode(f.sha256[7:] + "=" * (-len(f.sha256[7:]) % 4))
+            except (OSError, ValueError):
+                continue
+            key = HashCache.key(st)
+            known = hashes.old.get(f.rel)
+            if known is not None and known[0] == key:
+                hashes.new[f.rel] = known  # hashed before as it is now: that digest stands
+            elif S_ISREG(st.st_mode) and st.st_size == f.size and len(raw) == 32:
+                hashes.new[f.rel] = [key, raw.hex()]
+                n += 1
+    hashes.save()
+    return n
+
+
 def recorded_files(env: Path) -> list[str]:
     """Every file the env's records list (absolute paths), as check_installed reads them: what
     scripts/bench.py stats and sha256sums beside `check`."""
@@ -318,7 +347,7 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
             if f.sha256 is not None and (full or f.rel.endswith(".so") or ".so." in f.rel):
                 n_hashed += 1
                 try:
-                    if not same_digest(f.sha256, hashes.sha256(full_path, f.rel, st)):
+                    if not same_digest(f.sha256, hashes.sha256(full_path, f.rel, st, remembered=not full)):
                         changed.append(f"{f.rel} (sha256 differs from the record)")
                 except OSError as exc:
                     changed.append(f"{f.rel} (unreadable: {exc.strerror})")
@@ -332,4 +361,4 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
     return InstalledCheck(tuple(problems), len(dists), n_files, n_hashed, full)
 
 
-__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library", "recorded_files"]
+__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library", "recorded_files", "remember_installed"]

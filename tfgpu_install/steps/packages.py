@@ -348,6 +348,10 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env, have)
+        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.snapshot.installed import remember_installed
+
+        remember_installed(self.env.path, env_state_dir(ctx, self.env.path) / "file-hashes.json")
         if donor is not None:
             from tfgpu_install.steps.bytecode import link_from
 
