@@ -29,7 +29,7 @@ def _no_env_everywhere(environ: dict[str, str], capsys: pytest.CaptureFixture[st
     """What a machine with no env answers, command by command (no GPU here)."""
     for args in (["status"], ["check"]):
         code, err = cli(args, environ, capsys)
-        assert code == ExitCode.ENVIRONMENT == 6 and err["error"] == "no-env", (args, err)
+        assert code == ExitCode.ENVIRONMENT == 6 and err["error"] == "env-not-found", (args, err)
         assert "install one first" in err["hint"]
     code, doc = cli(["verify"], environ, capsys)
     assert code == ExitCode.NO_GPU and doc["mode"] == "host" and doc["env"] is None
@@ -62,10 +62,11 @@ def test_rollback_and_a_vanished_dir_move_the_default_env(
     shutil.rmtree(first)
     assert default_env(ctx) is None and live_envs(ctx) == []
     _no_env_everywhere(environ, capsys)
-    # An env named that does not exist: the same rule (exit 6, no-env) for every command.
-    for args in (["status", "--env", str(first)], ["check", "--env", str(first)]):
+    # An env named that does not exist: the same rule (exit 6, env-not-found) for every command.
+    for args in (["status", "--env", str(first)], ["check", "--env", str(first)], ["verify", "--env", str(first)],
+                 ["doctor", "--env", str(first)]):
         code, err = cli(args, environ, capsys)
-        assert code == 6 and err["error"] == "no-env" and str(first) in err["message"], (args, err)
+        assert code == 6 and err["error"] == "env-not-found" and str(first) in err["message"], (args, err)
 
 
 def test_forget_env_falls_back_to_none_on_an_empty_registry(tmp_path: Path) -> None:

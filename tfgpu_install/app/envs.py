@@ -25,14 +25,14 @@ def target_env(ctx: Context, given: Optional[str]) -> Path:
 
 
 def no_env_error(env: Optional[Path] = None) -> EnvironmentProblem:
-    """The one answer to "no such env" (exit 6, ref no-env), whichever command asked."""
+    """The one answer to "no such env" (exit 6, ref env-not-found, as verify says it), whichever command asked."""
     if env is None:
         return EnvironmentProblem("no environment given and none installed",
                                   "install one first: tfgpu-install --profile stable (or pass --env PATH)",
-                                  ref="no-env")
+                                  ref="env-not-found")
     return EnvironmentProblem(f"no environment at {env}",
                               "pass --env PATH of an env made by tfgpu-install; "
-                              "`tfgpu-install status` shows the default one", ref="no-env")
+                              "`tfgpu-install status` shows the default one", ref="env-not-found")
 
 
 def existing_env(ctx: Context, given: Optional[str]) -> Path:

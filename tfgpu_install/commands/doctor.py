@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.envlayout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
@@ -56,6 +57,10 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         return _log_result(_read_log(args.log), rules)
     from tfgpu_install.envregistry import default_env
 
+    if getattr(args, "env", None) and not user_path(args.env).exists():
+        from tfgpu_install.app.envs import no_env_error
+
+        raise no_env_error(user_path(args.env))  # the one "no such env" answer (exit 6), as verify's
     last = default_env(ctx)
     env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
            or (str(last) if last is not None else None))
