@@ -146,8 +146,8 @@ def _pip_dists(env: Path) -> Iterator[DistFiles]:
             add = dist.files.append
             for row in rows:
                 path = row[0] if row else ""
-                if not path:
-                    continue
+                if not path or path.endswith(".pyc"):
+                    continue  # bytecode is Python's to write and rewrite (debsums skips it too)
                 rel = _inside(envs, sps, path)
                 if rel is None:
                     dist.outside.append(path[:200])
@@ -191,8 +191,8 @@ def _conda_dists(env: Path) -> Iterator[DistFiles]:
                 if rel is None:
                     dist.outside.append(item["_path"][:200])
                     continue
-                if item.get("path_type") in ("softlink", "directory"):
-                    continue
+                if item.get("path_type") in ("softlink", "directory", "pyc_file") or item["_path"].endswith(".pyc"):
+                    continue  # links and dirs are not files; bytecode is compiled (or not) at link time
                 # A file with a prefix placeholder is rewritten at link time: presence only.
                 rewritten = bool(item.get("prefix_placeholder"))
                 size = item.get("size_in_bytes")

@@ -77,7 +77,7 @@ class VerifyEnv(Step):
             bad = report.first_failure
             what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()
             raise VerifyFailed(f"verification failed at {what}",
-                               hint=(bad.hint if bad and bad.hint else "run `tfgpu-install doctor`")
+                               hint=(bad.hint if bad and bad.hint else f"run `tfgpu-install doctor --env {self.env}`")
                                + f" (full report: `tfgpu-install verify --env {self.env}`)")
         return {"record": str(path), "gpu_verified": report.gpu_verified, "mode": report.mode}
 
