@@ -269,3 +269,19 @@ def test_the_tools_own_rc_block_is_checked_against_what_was_written(
                      str(source_env.env), "--shell-rc", str(rc)], source_env.environ, capsys)
     assert code == 0 and rc.read_bytes() == written, doc
     assert _check(source_env, capsys)[0] == 0
+
+
+def test_a_hostile_file_name_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    sp = env / "lib" / "python3.11" / "site-packages"
+    di = sp / "pkg-1.0.dist-info"
+    (sp / "pkg").mkdir(parents=True)
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n\n")
+    (di / "RECORD").write_text("pkg/__init__.py,,\npkg-1.0.dist-info/METADATA,,\npkg-1.0.dist-info/RECORD,,\n")
+    (sp / "pkg" / "__init__.py").write_text("")
+    (sp / "pkg" / "evil\x1b[2J.py").write_text("")
+    found = check_installed(env)
+    assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/evil\x1b[2J.py",)
+    (line,) = found.lines()
+    assert "\x1b" not in line and "evil\\x1b[2J.py" in line

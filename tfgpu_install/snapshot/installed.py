@@ -81,17 +81,26 @@ class InstalledCheck:
         return [p.name for p in self.problems if not p.name.startswith("conda:")]
 
     def lines(self) -> list[str]:
+        """For the terminal: names from RECORDs and directory listings are escaped (a file name
+        can hold control characters)."""
         out = []
         for p in self.problems:
-            who = f"{p.name} {p.version}"
-            out += [f"{who}: missing {f}" for f in p.missing]
-            out += [f"{who}: changed {f}" for f in p.changed]
-            out += [f"{who}: added {f}" for f in p.added]
+            who = shown(f"{p.name} {p.version}")
+            out += [f"{who}: missing {shown(f)}" for f in p.missing]
+            out += [f"{who}: changed {shown(f)}" for f in p.changed]
+            out += [f"{who}: added {shown(f)}" for f in p.added]
         return out
 
     def to_json(self) -> dict[str, Any]:
         return {"clean": self.clean, "full": self.full, "distributions": self.dists, "files": self.files,
                 "hashed": self.hashed, "damaged": [p.to_json() for p in self.problems]}
+
+
+def shown(text: str) -> str:
+    """text as it is when printable, else with its control (and undecodable) characters escaped."""
+    if text.isprintable():
+        return text
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def is_library(rel: str) -> bool:
