@@ -36,9 +36,9 @@ def no_env_error(env: Optional[Path] = None) -> EnvironmentProblem:
 
 
 def existing_env(ctx: Context, given: Optional[str]) -> Path:
-    """target_env, and it must exist (a directory with a Python or a conda prefix)."""
+    """target_env, and it must exist (a directory: what is in it is each command's question)."""
     env = target_env(ctx, given)
-    if not env.is_dir() or not ((env / "bin" / "python").exists() or (env / "conda-meta").is_dir()):
+    if not env.is_dir():
         raise no_env_error(env)
     return env
 
