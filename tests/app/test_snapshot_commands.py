@@ -181,8 +181,16 @@ def test_conda_export_matches_conda_env_create_schema(
     strings = [d for d in deps if isinstance(d, str)]
     tables = [d for d in deps if isinstance(d, dict)]
     assert all(CONDA_SPEC.match(s) for s in strings), strings
-    py = ".".join(freeze_python(source_env.env).split(".")[:2])
+    py = freeze_python(source_env.env)
     assert f"python={py}" in strings and "pip" in strings
+    # the library paths ride in `variables:` (conda applies them on activate); rattler reads every spec
+    import rattler
+
+    specs = [rattler.MatchSpec(s) for s in strings]
+    assert [str(s.name.normalized) for s in specs][:2] == ["python", "pip"]
+    libs = doc["variables"]["LD_LIBRARY_PATH"].split(":")
+    assert f"{source_env.env}/lib/python{'.'.join(py.split('.')[:2])}/site-packages/nvidia/cudnn/lib" in libs
+    assert all(Path(d).is_dir() for d in libs) and doc["prefix"] == str(source_env.env)
     assert len(tables) == 1 and set(tables[0]) == {"pip"}
     pins = [Requirement(r) for r in tables[0]["pip"]]
     assert all(str(r.specifier).startswith("==") for r in pins)

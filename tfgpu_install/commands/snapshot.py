@@ -13,6 +13,7 @@ from tfgpu_install.commands.common import add_assume_flags, add_env_flag, assume
 from tfgpu_install.context import Context
 from tfgpu_install.errors import UsageError
 from tfgpu_install.report import Result
+from tfgpu_install.snapshot.exports import FORMATS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ex = sub.add_parser("export", help="write a snapshot of an env (native YAML, requirements, conda, pylock)")
     add_env_flag(ex)
     ex.add_argument("-o", "--output", metavar="FILE", type=non_empty, help="where to write it (native format: default the store)")
-    ex.add_argument("--format", choices=("tfgpu", "requirements", "conda", "pylock"), default="tfgpu")
+    ex.add_argument("--format", choices=tuple(FORMATS), default="tfgpu",
+                    help="; ".join(f"{f.name}: {f.summary}" for f in FORMATS.values()))
     ex.add_argument("--no-hashes", action="store_true", help="skip looking up package hashes on the index")
     ex.add_argument("--index-url", metavar="URL", help="the index to look hashes up on (default: as pip/uv are set)")
     re_ = sub.add_parser("restore", help="rebuild the env a snapshot describes, after checking this host")
