@@ -45,16 +45,20 @@ class InstallRequest:
     dry_run: bool = False
     wait: bool = False
     progress: bool = False  # live progress on the terminal
+    with_requirements: tuple[str, ...] = ()  # --with REQ...: the user's own, resolved with TF's pins
+    with_files: tuple[str, ...] = ()  # --with-file requirements.txt | pylock.toml | pyproject.toml
 
 
 def install(ctx: Context, req: InstallRequest) -> Result:
+    from tfgpu_install.plan.additions import gather
     from tfgpu_install.plan.install import build_steps
     from tfgpu_install.plan.journaled import plan_to_json
 
     _check_request(req, ctx)
+    wanted = gather(req.with_requirements, req.with_files)  # bad input: refused before the probe
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
-    options = _options(req, ctx, resolved)
+    options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice)
     _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
@@ -148,6 +152,25 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
         cuda_mirror=req.cuda_mirror,
         extra={"profiles_dir": str(ctx.profiles_dir)} if ctx.profiles_dir else {},
     )
+
+
+def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ...], choice: Any) -> InstallOptions:
+    """The env's earlier additions (a re-install keeps them) with --with's on top, checked
+    against the release's pins by uv before anything changes (exit 4 on a conflict)."""
+    from dataclasses import replace
+
+    from tfgpu_install.app.additions import added_requirements, check_resolves
+    from tfgpu_install.plan.additions import merged, name_of
+
+    earlier = added_requirements(ctx, options.env) if options.env.is_dir() else ()
+    if not wanted and not earlier:
+        return options
+    options = replace(options, with_requirements=merged(earlier, wanted))
+    if wanted:  # the env may not exist yet: its Python is the one the resolver chose
+        replaced = {name_of(r) for r in wanted}
+        base = [*choice.requirements(), *[r for r in earlier if name_of(r) not in replaced]]
+        check_resolves(ctx, options, base, wanted, choice.python)
+    return options
 
 
 def _verified_before(ctx: Context, env: Path) -> bool:

@@ -141,8 +141,12 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
+    from tfgpu_install.plan.additions import from_record
+
+    # The user's own requirements stay "added" in the restored env (upgrade carries them).
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
-                             index_url=None if bundle_dir else req.index_url, extra=extra)
+                             index_url=None if bundle_dir else req.index_url, extra=extra,
+                             with_requirements=from_record(snap.resolution))
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),

@@ -47,8 +47,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
     add_cuda_source_flags(p)
+    add_with_flags(p.add_argument_group("your project on top"))
     add_resolve_flags(p)
     add_assume_flags(p)
+
+
+def add_with_flags(g: "argparse._ActionsContainer") -> None:
+    """--with / --with-file (install; `add` takes the same file flag)."""
+    g.add_argument("--with", dest="with_requirements", metavar="REQ", nargs="+", action="extend", default=[],
+                   help="your own requirements, resolved with TensorFlow's pins (nothing TensorFlow needs can move)")
+    g.add_argument("--with-file", dest="with_files", metavar="FILE", action="append", default=[], type=non_empty,
+                   help="requirements from a requirements.txt, pylock.toml or pyproject.toml ([project] dependencies)")
 
 
 def add_cuda_source_flags(p: argparse.ArgumentParser) -> None:
@@ -76,6 +85,7 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
         cudnn_prefix=args.cudnn_prefix, quarantine_stale=args.quarantine_stale, index_url=args.index_url,
         conda_channel=args.conda_channel, cuda_source=args.cuda_source, cuda_mirror=args.cuda_mirror,
         yes=args.yes, dry_run=args.dry_run, wait=args.wait, progress=not args.json,
+        with_requirements=tuple(args.with_requirements), with_files=tuple(args.with_files),
     )
 
 

@@ -195,9 +195,10 @@ class InstallPackages(Step):
         """From a resolver Choice and the InstallOptions (index_url; extra["find_links"],
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
+        added = list(getattr(options, "with_requirements", None) or ())  # the user's own (--with, add)
         return cls(
             env,
-            choice.requirements(),
+            choice.requirements() + added,
             hashes=getattr(choice, "hashes", None),
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
