@@ -30,6 +30,7 @@ INDEX = "application/vnd.oci.image.index.v1+json"
 DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 MAX_JSON = 4 << 20
 REF = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def write_image(out: Path, base: BaseImage, tree: Path, env: dict[str, str], cmd
     config = json.loads(json.dumps(base.config))  # a deep copy of plain data
     cfg = config.setdefault("config", {})
     old_env = [e for e in cfg.get("Env") or [] if isinstance(e, str) and e.split("=", 1)[0] not in env]
+    if not any(e.startswith("PATH=") for e in old_env) and "PATH" not in env:
+        old_env.insert(0, f"PATH={DEFAULT_PATH}")  # what a runtime assumes for a config without one
     cfg["Env"] = old_env + [f"{k}={v}" for k, v in env.items()]
     cfg["Cmd"] = list(cmd)
     cfg.pop("Entrypoint", None)
