@@ -5,7 +5,8 @@ debootstrap rootfs (umoci), inspected with skopeo, unpacked with umoci, and in i
 
 The tools come from Debian's packages (.ci/run installs debootstrap, umoci, skopeo); without them,
 or without root, the OCI test is skipped and says why. Containers themselves (podman/buildah)
-are not run: the machines this runs on cannot start them."""
+are not run: on the machines this runs on podman starts no container (crun cannot set rlimits, and
+cgroups are in hybrid mode)."""
 
 from __future__ import annotations
 
