@@ -79,9 +79,12 @@ def test_a_conflicting_with_is_refused_before_any_change(
 
 def test_add_refuses_a_conflict_and_changes_nothing(with_env: Provisioned, capsys: pytest.CaptureFixture[str]) -> None:
     before = freeze(with_env.env)
-    code, doc = cli(["add", "protobuf>=5", "--env", str(with_env.env), "-y"], with_env.environ, capsys)
-    assert code == ExitCode.UNSATISFIABLE, doc
+    for extra in ([], ["--dry-run"]):  # every check that can fail runs under --dry-run too
+        code, doc = cli(["add", "protobuf>=5", "--env", str(with_env.env), "-y", *extra], with_env.environ, capsys)
+        assert code == ExitCode.UNSATISFIABLE, doc
     assert freeze(with_env.env) == before
+    code, doc = cli(["add", "myproj", "--env", str(with_env.env), "--dry-run"], with_env.environ, capsys)
+    assert code == 0 and doc["dry_run"] is True and freeze(with_env.env) == before
 
 
 def test_bad_requirement_files_are_refused_with_the_fix(
