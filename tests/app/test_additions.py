@@ -25,11 +25,12 @@ pytestmark = needs_gcc
 
 MYPROJ = WheelSpec("myproj", "1.0.0", {"myproj/__init__.py": b"import numpy\nVERSION = '1.0.0'\n"},
                    requires=("numpy>=1.24", "absl-py"))
+OLD_ABSL = WheelSpec("absl-py", "2.0.0", {"absl/__init__.py": b'__version__ = "2.0.0"\n'})  # older than the env's 2.1.0
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    wh = computing_wheelhouse(tmp_path_factory.mktemp("wheelhouse-with"), extra_specs=[MYPROJ])
+    wh = computing_wheelhouse(tmp_path_factory.mktemp("wheelhouse-with"), extra_specs=[MYPROJ, OLD_ABSL])
     with wh.serve() as srv:  # type: ignore[attr-defined]
         yield srv
 
@@ -64,6 +65,15 @@ def test_install_with_adds_and_records_the_requirement(with_env: Provisioned) ->
     assert added_requirements(build_context(with_env.environ), with_env.env) == ("myproj>=1",)
 
 
+def test_a_reinstall_keeps_the_additions(with_env: Provisioned, capsys: pytest.CaptureFixture[str]) -> None:
+    before = freeze(with_env.env)
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env",
+                     str(with_env.env), "--debug"], with_env.environ, capsys)
+    assert code == 0, doc
+    assert doc["options"]["with_requirements"] == ["myproj>=1"] and doc["changed"] is False
+    assert freeze(with_env.env) == before
+
+
 def test_a_conflicting_with_is_refused_before_any_change(
     with_env: Provisioned, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,6 +92,10 @@ def test_add_refuses_a_conflict_and_changes_nothing(with_env: Provisioned, capsy
     for extra in ([], ["--dry-run"]):  # every check that can fail runs under --dry-run too
         code, doc = cli(["add", "protobuf>=5", "--env", str(with_env.env), "-y", *extra], with_env.environ, capsys)
         assert code == ExitCode.UNSATISFIABLE, doc
+    assert freeze(with_env.env) == before
+    # TensorFlow allows absl-py 2.0.0, but the env holds 2.1.0: `add` moves nothing that is installed
+    code, doc = cli(["add", "absl-py<2.1", "--env", str(with_env.env), "-y"], with_env.environ, capsys)
+    assert code == ExitCode.UNSATISFIABLE and "absl-py==2.1.0 (installed)" in doc["message"], doc
     assert freeze(with_env.env) == before
     code, doc = cli(["add", "myproj", "--env", str(with_env.env), "--dry-run"], with_env.environ, capsys)
     assert code == 0 and doc["dry_run"] is True and freeze(with_env.env) == before

@@ -160,16 +160,15 @@ def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ..
     from dataclasses import replace
 
     from tfgpu_install.app.additions import added_requirements, check_resolves
-    from tfgpu_install.plan.additions import merged, name_of
+    from tfgpu_install.plan.additions import merged
 
     earlier = added_requirements(ctx, options.env) if options.env.is_dir() else ()
     if not wanted and not earlier:
         return options
     options = replace(options, with_requirements=merged(earlier, wanted))
-    if wanted:  # the env may not exist yet: its Python is the one the resolver chose
-        replaced = {name_of(r) for r in wanted}
-        base = [*choice.requirements(), *[r for r in earlier if name_of(r) not in replaced]]
-        check_resolves(ctx, options, base, wanted, choice.python)
+    # All of them against this release's pins (an upgrade to another release carries the earlier
+    # ones: they must fit its pins too). The env may not exist yet: its Python is the resolver's.
+    check_resolves(ctx, options, choice.requirements(), options.with_requirements, choice.python)
     return options
 
 
