@@ -21,10 +21,8 @@ from tfgpu_install.verify.host import (
     VerifyReport,
     parse_check_output,
     plan_from_env,
-    read_record,
     report_blocks,
     run_verification,
-    write_record,
 )
 
 PLAN = CheckPlan(cuda="12.3", cudnn="8.9.7.29")
@@ -119,15 +117,6 @@ def test_parse_crash_in_tensorflow_keeps_its_log() -> None:
     assert report.tf_log["tail"] == ["F0000 check failed"]
     texts = [b for b in report_blocks(report) if isinstance(b, Bullets)]
     assert texts and texts[-1].items == ("F0000 check failed",)
-
-
-def test_record_round_trip(ctx: Context, venv: Path) -> None:
-    report = run_verification(ctx, venv, PLAN)
-    path = write_record(ctx, venv, report, "f" * 64, PLAN)
-    doc = read_record(ctx, venv)
-    assert doc is not None and doc["fingerprint"] == "f" * 64 and doc["plan"]["cudnn"] == "8.9.7.29"
-    assert VerifyReport.from_json(doc["report"]).layers == report.layers
-    assert not list(path.parent.glob("*.tmp*"))
 
 
 def test_plan_from_env_reads_the_wheels(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.context import Context
+from tfgpu_install.verify.record import BadRecord, read_record_file
 
 FORMAT = 1
 # Variables a shell changes between two runs of the same command; they change nothing here.
@@ -72,12 +73,11 @@ def _read(path: Path) -> str:
 def _verification(path: Path) -> list[Any]:
     """What install reads from the verification record (`verify` rewrites it with a new date)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        report = doc.get("report") or {}
-        return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
-    except (OSError, ValueError, AttributeError):
+        doc = read_record_file(path) or {}
+    except BadRecord:
         return ["unreadable"]
+    report = doc.get("report") or {}
+    return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
 
 
 def _knowledge_dir(ctx: Context) -> Path:
