@@ -227,7 +227,9 @@ class Fleet:
             if self.name(i) == OLD_HOST:
                 env.update(TFGPU_OVERRIDE_DRIVER="535.104.05", TFGPU_OVERRIDE_GLIBC="2.17")
             if kill and self.name(i) == KILL_HOST:
+                # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
+                env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "faultsite")
             lines.append(f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'")
         lines.append(f"ghost ansible_host={GHOST_IP}")
         lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",

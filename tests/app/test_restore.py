@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.faults import armed
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     assert_restores_exactly,
@@ -178,8 +179,9 @@ def test_restore_failing_midway_over_an_env_puts_it_back(
 
     before, frozen = digest(), freeze(target)
     # The disk fails half-way through removing the extras.
-    failing = {**source_env.environ, "TFGPU_TEST_FAIL_AT": "packages.sync:middle:eio"}
-    code, err = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"], failing, capsys)
+    with armed(fail_at="packages.sync:middle:eio"):
+        code, err = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"],
+                        source_env.environ, capsys)
     assert code == ExitCode.STEP_FAILED, err
     assert "undone" in err["message"]
     assert freeze(target) == frozen

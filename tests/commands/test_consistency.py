@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env
 from tests.support.install_kit import REPO, cli_env, run_cli
 from tests.support.shapes import machine
 from tfgpu_install.files import tree_digest
@@ -68,7 +69,7 @@ def test_an_empty_path_is_a_usage_error_not_the_default(args: list[str], tmp_env
 def test_ctrl_c_under_json_still_prints_one_json_document(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
-    env = cli_env(tmp_env, knowledge, index.url, TFGPU_TEST_STOP_AT="packages.install:before")
+    env = fault_env(cli_env(tmp_env, knowledge, index.url), stop_at="packages.install:before")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfgpu_install", "--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
          "--env", str(tmp_path / "data" / "tf-env"), "--json"],

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env
 from tests.support.install_kit import TOOL_CACHE, cli_env, run_cli
 from tfgpu_install.files import tree_digest
 
@@ -153,7 +154,7 @@ def test_concurrent_install_is_refused_with_the_pid(
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
             "--env", str(tmp_path / "data" / "e")]
     first = subprocess.Popen([sys.executable, "-m", "tfgpu_install", *args],
-                             env=dict(env, TFGPU_TEST_STOP_AT="activation.write:middle"),
+                             env=fault_env(env, stop_at="activation.write:middle"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(1200):

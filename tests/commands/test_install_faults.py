@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env
 from tests.support.install_kit import cli_env, run_cli
 from tfgpu_install.files import tree_digest
 from tfgpu_install.steps.shell_rc import env_block_id
@@ -111,7 +112,7 @@ def test_kill_then_rollback_and_resume(
     env = _env(tmp_path, knowledge, index)
     args = _prepare(tmp_path)
     pristine = _machine(tmp_path)
-    kill = dict(env, TFGPU_TEST_KILL_AT=f"{step}:{where}")
+    kill = fault_env(env, kill_at=f"{step}:{where}")
 
     killed = run_cli(args, kill)
     assert killed.returncode == -signal.SIGKILL, killed.stderr + killed.stdout

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import make_tmp_env
+from tests.support.faults import fault_env
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, ExitCode
@@ -134,8 +135,8 @@ def test_killed_mid_edit_of_a_symlinked_rc_rolls_back_the_target(tmp_path: Path,
          "from tfgpu_install.engine.executor import Executor; from tfgpu_install.steps.shell_rc import WriteShellRc;"
          f"rc, env = Path({str(rc)!r}), Path({str(env)!r});"
          "Executor(build_context(dict(__import__('os').environ)), env).run([WriteShellRc(rc, env)])"],
-        env={**make_tmp_env(tmp_path), "TFGPU_TEST_KILL_AT": "shell-rc.write:after",
-             "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        env=fault_env({**make_tmp_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                      kill_at="shell-rc.write:after"),
     ).returncode
     assert code == -9 and b"tfgpu-install" in target.read_bytes()
     _rollback(build_context(make_tmp_env(tmp_path)), rc, env)
