@@ -97,7 +97,7 @@ def test_format_1_snapshot_restores_with_a_warning(
     source_env: Provisioned, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The minimal record older installs wrote: name==version pins, no hashes, no host."""
-    stored = [s for _, s in S.list_stored(Path(source_env.environ["TFGPU_STATE_DIR"]))
+    stored = [s for _, s in S.scan(Path(source_env.environ["TFGPU_STATE_DIR"])).snapshots
               if s.env.get("path") == str(source_env.env) and s.kind == "known-good"]
     good = stored[-1]
     v1 = {"format": 1, "kind": "known-good", "created": good.created, "env": {"path": str(source_env.env)},

@@ -256,7 +256,7 @@ def test_existing_env_gets_a_rollback_point_first(
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(env_dir), "--json"]
     done = run_cli(args, env)
     assert done.returncode == 0, done.stderr + done.stdout
-    stored = S.list_stored(Path(tmp_env["TFGPU_STATE_DIR"]))
+    stored = S.scan(Path(tmp_env["TFGPU_STATE_DIR"])).snapshots
     points = [s for _, s in stored if s.kind == "rollback-point"]
     assert len(points) == 1
     assert points[0].env["path"] == str(env_dir) and points[0].packages == ()  # it held no packages

@@ -103,11 +103,6 @@ def toolkit_of(path: str) -> Optional[str]:
     return None
 
 
-def toolkit_version(name: str) -> Optional[str]:
-    m = _TOOLKIT_DIR.match(name.rstrip("/").rsplit("/", 1)[-1])
-    return m.group(1) if m and m.group(1) else None
-
-
 def parse_toolkit_version_file(text: str) -> Optional[str]:
     """version.json ({"cuda": {"version": "12.2.140"}}) or version.txt ("CUDA Version 11.8.89")."""
     m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"(\d+\.\d+(?:\.\d+)?)"', text, re.S)

@@ -15,7 +15,7 @@ Format history:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -212,11 +212,6 @@ def scan(state_dir: Path) -> Store:
     return Store(tuple(found), tuple(damaged))
 
 
-def list_stored(state_dir: Path) -> list[tuple[Path, Snapshot]]:
-    """Stored snapshots, oldest first; damaged files are skipped (scan() says which and why)."""
-    return list(scan(state_dir).snapshots)
-
-
 def find(state_dir: Path, ref: str, store: Optional[Store] = None) -> tuple[Path, Snapshot]:
     """A snapshot by file path, full id, or unique id prefix."""
     p = Path(ref)
@@ -247,7 +242,3 @@ def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good",
         if s.kind == kind and os.path.abspath(str(s.env.get("path") or "")) == target
     ]
     return found[-1] if found else None
-
-
-def with_kind(snap: Snapshot, kind: str) -> Snapshot:
-    return replace(snap, kind=kind, id=new_id(kind))
