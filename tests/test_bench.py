@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.support.promised import absent
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +115,7 @@ def test_disk_usage_counts_a_hardlinked_file_once(tmp_path: Path) -> None:
     assert 64 * 1024 <= extra < 256 * 1024  # only its own file; the linked one belongs to the cache
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+@pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 def test_quick_plan_only_runs_for_real(tmp_path: Path) -> None:
     """The real harness against the real CLI: the tests' wheelhouse and knowledge, probe + plan only,
     with pytest made unimportable (the bench runs from the tool's install, not the test extras)."""

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.faults import fault_env
+from tests.support.faults import fault_env, wait_stopped
 from tests.support.install_kit import TOOL_CACHE, cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.files import tree_digest
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 def _etc(tmp_env: dict[str, str]) -> Path:
@@ -148,7 +149,6 @@ def test_concurrent_install_is_refused_with_the_pid(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
     import signal
-    import time
 
     env = cli_env(tmp_env, knowledge, index.url)
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
@@ -157,11 +157,7 @@ def test_concurrent_install_is_refused_with_the_pid(
                              env=fault_env(env, stop_at="activation.write:middle"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(1200):
-            with open(f"/proc/{first.pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "T":
-                    break
-            time.sleep(0.05)
+        wait_stopped(first, "the first install at activation.write:middle")
         second = run_cli(args, env)
         assert second.returncode == 10, second.stderr  # ExitCode.LOCKED
         assert f"PID {first.pid}" in second.stderr and "--wait" in second.stderr

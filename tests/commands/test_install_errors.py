@@ -14,11 +14,12 @@ import pytest
 
 from tests.support.faults import armed
 from tests.support.install_kit import MATRIX, TOOL_CACHE, cli_env, write_knowledge
+from tests.support.promised import absent
 from tfgpu_install.cli import main
 from tfgpu_install.errors import ExitCode
 from tfgpu_install.files import tree_digest
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 @pytest.fixture

@@ -20,11 +20,12 @@ import pytest
 
 from tests.support.faults import fault_env
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.files import tree_digest
 from tfgpu_install.steps.shell_rc import env_block_id
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 # The steps that act in an install with --shell-rc and --system-ldconfig (the read-only
 # checks never reach apply(), so they have no kill points).

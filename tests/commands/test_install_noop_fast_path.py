@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 def _install_args(env_dir: Path, *more: str) -> list[str]:

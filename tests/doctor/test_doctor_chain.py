@@ -10,7 +10,6 @@ import pytest
 from tests.support.doctor_layouts import (
     build_so,
     fake_tf_env,
-    have_gcc,
     make_ctx,
     plant,
     plant_driver_ok,
@@ -18,13 +17,14 @@ from tests.support.doctor_layouts import (
     recorded_smi,
     replay,
 )
+from tests.support.promised import absent
 from tests.support.stublibs import plant_pci
 from tests.support.tfenv import tf_env  # noqa: F401  (fixture)
 from tfgpu_install.doctor.chain import ABSENT, BROKEN, OK, WARN, walk
 from tfgpu_install.doctor.rules import load_rules
 from tfgpu_install.runner import Completed
 
-pytestmark = pytest.mark.skipif(not have_gcc(), reason="gcc builds the stub libraries")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="gcc builds the stub libraries")
 RULES = load_rules()
 SMI_OK = recorded_smi("case_027")  # 545.29.06, CUDA 12.3 (tensorflow/tensorflow#62962)
 SMI_K80 = recorded_smi("case_011")  # 2 x Tesla K80, 450.203.08, CUDA 11.0

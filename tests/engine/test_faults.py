@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.faults import fault_env
+from tests.support.faults import fault_env, wait_stopped
 from tfgpu_install.engine.journal import Journal
 from tfgpu_install.files import tree_digest
 
@@ -87,11 +86,7 @@ def test_concurrent_runs_refuse_or_wait_without_interleaving(tmp_path: Path, tmp
     )
     try:
         # Wait until the first run is stopped inside its second step, holding the lock.
-        for _ in range(600):
-            with open(f"/proc/{first.pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "T":
-                    break
-            time.sleep(0.05)
+        wait_stopped(first, "the first run at packages.install:middle")
         refused = _drive(root, tmp_env, "install")
         assert refused.returncode == 10  # ExitCode.LOCKED
         assert f"PID {first.pid}" in refused.stderr and "--wait" in refused.stderr

@@ -121,11 +121,17 @@ def test_gather_cuda_from_a_planted_root(tmp_env: dict[str, str]) -> None:
     assert problems == []
 
 
-def test_gather_cuda_here_for_real(ctx) -> None:  # type: ignore[no-untyped-def]
-    """This machine's real `ldconfig -p` and toolkits (root '/'), through the real runner."""
-    real = build_context({**ctx.environ, "TFGPU_ROOT": "/"})
+def test_gather_cuda_here_for_real(ctx, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """This machine's real `ldconfig -p` through the real runner, plus a toolkit planted under a
+    root prefix (a CI machine has no CUDA: without it there would be nothing to check)."""
+    toolkit = tmp_path / "usr" / "local" / "cuda-12.2"
+    toolkit.mkdir(parents=True)
+    (toolkit / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.2.140"}}')
+    real = build_context({**ctx.environ, "TFGPU_ROOT": str(tmp_path)})
     installs, problems = gather_cuda(real)
-    assert all(c.source for c in installs)
+    planted = [c for c in installs if c.kind == "toolkit" and c.path.endswith("/cuda-12.2")]
+    assert [(c.version, c.source) for c in planted] == [("12.2.140", "version.json")]
+    assert [c for c in installs if not c.source] == []
     assert not any("ldconfig -p failed" in p.reason for p in problems)
 
 

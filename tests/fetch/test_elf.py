@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tests.support.wheelhouse import build_shared_lib
 from tfgpu_install.fetch.elf import read_elf, read_soname, soname_major
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+needs_gcc = pytest.mark.skipif(absent("gcc"), reason="needs gcc")
 
 
 @needs_gcc

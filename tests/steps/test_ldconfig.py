@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import EnvironmentProblem
@@ -16,7 +17,7 @@ from tfgpu_install.runner import ReplayRunner
 from tfgpu_install.steps.ldconfig import SystemLdconfig
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("gcc") is None or not (shutil.which("ldconfig") or Path("/sbin/ldconfig").exists()),
+    absent("gcc") or absent("ldconfig", "/sbin/ldconfig"),
     reason="needs gcc and ldconfig",
 )
 

@@ -10,6 +10,8 @@ package itself never looks at them, so a user's environment cannot weaken or kil
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
@@ -41,3 +43,20 @@ def fault_env(env: Mapping[str, str], kill_at: Optional[str] = None, stop_at: Op
             out[VARS[field]] = value
     out["PYTHONPATH"] = os.pathsep.join([str(SITE)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return out
+
+
+def wait_stopped(proc: "subprocess.Popen[str]", what: str, tries: int = 2400) -> None:
+    """Wait until `proc` has stopped itself (a stop_at fault, state T). Fails the test, with the
+    process's stderr, if it ends instead or does not stop within `tries` polls (~2 minutes)."""
+    for _ in range(tries):
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(f"{what}: the process ended (exit {proc.returncode}) instead of stopping: {err[-2000:]}")
+        try:
+            with open(f"/proc/{proc.pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[-1].split()[0] == "T":
+                    return
+        except OSError:  # gone between poll() and open(): poll() says so next time
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: the process never stopped")
