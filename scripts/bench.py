@@ -408,23 +408,9 @@ class Bench:
                     if v is not None:
                         self.add("warm", "ours.verify", v)
             if "noop" in scenarios:
-                for who in rotations([*CONTENDERS, "bare"], i + 1):
-                    if who == "bare":  # Python's own start, interleaved: the no-op's floor
-                        took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
-                    else:
-                        took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
-                    if took is not None:
-                        self.add("noop", who, took)
+                self.measure_noop(spaces, i, timeout)
         if "disk" in scenarios:
-            cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
-            if os.stat(first["ours"].parent).st_dev != cache_dev:
-                self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
-            for who in CONTENDERS:
-                cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
-                self.add("disk", f"{who}.first", disk_usage([first[who]]))
-                if self.reps:
-                    second = Path(spaces[who]["BENCH_WS"]) / "env-1"
-                    self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
+            self.measure_disk(spaces, first)
         snaps = sorted(Path(spaces["ours"]["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml"))
         if not snaps:
             self.notes.append("no snapshot was recorded by the primed install: restore not measured")
@@ -432,6 +418,28 @@ class Bench:
         keep = self.work / "snapshot.yaml"
         shutil.copy2(snaps[0], keep)
         return keep
+
+    def measure_noop(self, spaces: Mapping[str, Mapping[str, str]], i: int, timeout: float) -> None:
+        """The same install again on rep i's env, each contender and Python's bare start interleaved."""
+        for who in rotations([*CONTENDERS, "bare"], i + 1):
+            if who == "bare":  # Python's own start, interleaved: the no-op's floor
+                took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
+            else:
+                took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
+            if took is not None:
+                self.add("noop", who, took)
+
+    def measure_disk(self, spaces: Mapping[str, Mapping[str, str]], first: Mapping[str, Path]) -> None:
+        """Disk of the first env, and what a second one adds beyond it and the caches."""
+        cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
+        if os.stat(first["ours"].parent).st_dev != cache_dev:
+            self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
+        for who in CONTENDERS:
+            cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
+            self.add("disk", f"{who}.first", disk_usage([first[who]]))
+            if self.reps:
+                second = Path(spaces[who]["BENCH_WS"]) / "env-1"
+                self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
 
     def results(self, scenarios: Sequence[str]) -> dict[str, Any]:
         return {

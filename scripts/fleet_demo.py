@@ -274,9 +274,9 @@ def fleet(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
                           text=True, env=env, timeout=STEP_TIMEOUT_S + 60, stdin=subprocess.DEVNULL)
     try:
         doc = json.loads(done.stdout)
-    except ValueError:
+    except ValueError as exc:
         raise RuntimeError(f"fleet {args[0]} printed no JSON (exit {done.returncode}): "
-                           f"{done.stderr.strip()[-1500:]} {done.stdout[-1500:]}")
+                           f"{done.stderr.strip()[-1500:]} {done.stdout[-1500:]}") from exc
     if "hosts" not in doc:
         raise RuntimeError(f"fleet {args[0]} failed (exit {done.returncode}): {json.dumps(doc)}")
     return done.returncode, doc
@@ -396,7 +396,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: torn down")
         return 130
-    except Exception as exc:  # reported with the kept work dir; teardown already ran
+    except Exception as exc:  # noqa: BLE001 (reported, with the kept work dir; teardown already ran)
         log(f"failed: {exc} (logs: {work})")
         a.keep = True
         return 1

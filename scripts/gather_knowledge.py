@@ -497,7 +497,9 @@ def _line(ver: str) -> str:
     return ".".join(ver.split(".")[:2])
 
 
-def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:
+# One row of matrix.yaml read from one wheel's evidence, field by field, top to bottom like the row it
+# writes: a parser table is clearer flat than split across helpers.
+def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:  # noqa: C901
     ver, bi = row["version"], row["build_info"]
     line = _line(ver)
     wheel_src = f"wheel:{row['wheel']} (sha256 {row['wheel_sha256'][:16]}...)"

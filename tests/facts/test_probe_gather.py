@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from support.probe_machine import (
@@ -31,11 +31,12 @@ CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-sm
 WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"
 
 
-def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: dict[str, str] = {}, **env: str) -> Context:
+def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: Optional[dict[str, str]] = None,
+         **env: str) -> Context:
     nvml = runner.responses.get(nvml_argv())
     if isinstance(nvml, Completed) and nvml.stdout != NVML_MISSING:
-        files = {"/dev/nvidiactl": "", **files}  # NVML answered: the machine has the driver's node
-    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n', **files})
+        files = {"/dev/nvidiactl": "", **(files or {})}  # NVML answered: the machine has the driver's node
+    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n', **(files or {})})
     empty = Path(tmp_env["HOME"]) / "empty-path"
     empty.mkdir(exist_ok=True)
     return build_context({**tmp_env, "PATH": str(empty), **env}, runner=runner)

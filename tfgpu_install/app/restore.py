@@ -169,7 +169,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
             undo_on_failure=True,
         ))
     except TfgpuError as err:
-        raise _hash_mismatch(err)
+        raise _hash_mismatch(err) from err
     if req.dry_run:
         return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
                        "steps": done.preview.to_json(),

@@ -45,7 +45,9 @@ def _prefix_records(rattler: Any, prefix: Path) -> list[Any]:
     for meta in sorted((prefix / "conda-meta").glob("*.json")):
         try:
             out.append(rattler.PrefixRecord.from_path(str(meta)))
-        except Exception:  # a foreign or torn record: the transaction treats it as absent
+        # py-rattler raises its own (untyped) exception classes. A foreign or torn record: the
+        # transaction treats it as absent, as conda does.
+        except Exception:  # noqa: BLE001
             continue
     return out
 

@@ -146,7 +146,7 @@ class _Lazy:
                 ctx = self.ctx
                 self.value = load_knowledge(ctx.profiles_dir if ctx is not None else None,
                                             cache_dir=ctx.cache_dir if ctx is not None else None)
-            except Exception as exc:  # BadInputError from a broken profiles/ install
+            except Exception as exc:  # noqa: BLE001 (recorded in self.error, reported as the facts' problem)
                 self.error = f"the compatibility tables could not be loaded: {exc}"
         return self.value
 

@@ -164,9 +164,10 @@ def load(path: Path) -> Snapshot:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones")
+        raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones") from None
     except OSError as exc:
-        raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}", "check the path and its permissions")
+        raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}",
+                            "check the path and its permissions") from exc
     return loads(reader.decode(data, str(path)), str(path))
 
 

@@ -62,6 +62,16 @@ def decode(data: bytes, where: str) -> str:
              "snapshots are UTF-8 YAML; export the snapshot again")
 
 
+def _plain(event: Any, where: str, line: int) -> None:
+    """A value event without an anchor or a tag beyond YAML's standard ones (BAD_INPUT otherwise)."""
+    if event.anchor is not None:
+        bad(where, line, f"YAML anchor &{event.anchor}: anchors are not allowed in a snapshot",
+             "write the value out in full (a snapshot never needs anchors or aliases)")
+    tag = event.tag
+    if tag is not None and tag != "!" and tag not in _STANDARD_TAGS:
+        bad(where, line, f"YAML tag {tag}: only plain data is allowed in a snapshot")
+
+
 def parse(text: str, where: str) -> Node:
     """The document as a Node tree; BAD_INPUT (with the line) for malformed or hostile YAML."""
     import yaml
@@ -84,12 +94,7 @@ def parse(text: str, where: str) -> Node:
                 nodes += 1
                 if nodes > MAX_NODES:
                     bad(where, line, f"more than {MAX_NODES} values: larger than any snapshot")
-                if event.anchor is not None:
-                    bad(where, line, f"YAML anchor &{event.anchor}: anchors are not allowed in a snapshot",
-                         "write the value out in full (a snapshot never needs anchors or aliases)")
-                tag = event.tag
-                if tag is not None and tag != "!" and tag not in _STANDARD_TAGS:
-                    bad(where, line, f"YAML tag {tag}: only plain data is allowed in a snapshot")
+                _plain(event, where, line)
             if isinstance(event, yaml.ScalarEvent):
                 if len(event.value) > MAX_SCALAR:
                     bad(where, line, f"a value of {len(event.value)} characters ({MAX_SCALAR} at most)")

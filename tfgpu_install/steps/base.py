@@ -20,8 +20,6 @@ UndoRecord = dict[str, Any]
 
 class Step(ABC):
     id: str = "step"
-    # modules apply() imports, warmed while earlier steps wait on child processes (engine/prefetch.py)
-    prefetch: tuple[str, ...] = ()
 
     @abstractmethod
     def describe(self) -> str: ...

@@ -163,7 +163,6 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
-    prefetch = ("packaging.requirements", "packaging.utils")
 
     def __init__(
         self,

@@ -31,7 +31,6 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
 
 class RecordSnapshot(Step):
     id = "snapshot.record"
-    prefetch = ("yaml", "tfgpu_install.snapshot.model", "tfgpu_install.snapshot.build")
     fingerprinted = True  # re-recorded only when the env changed since the last record
 
     def __init__(
