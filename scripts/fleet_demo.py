@@ -326,7 +326,8 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         _, second = fleet(["install", "-i", str(inv), *common], env)
         if show:  # the human form: the live table (stderr), then the final table and summary
             for action in ("install", "status"):
-                done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv), *common[:4]]
+                done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv),
+                                       *common[:4]]
                                       + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
                                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")

@@ -60,7 +60,8 @@ class Context:
     profiles_dir: Optional[Path] = None  # TFGPU_PROFILES_DIR: another knowledge dir (a site's data; tests)
     stdin: Optional[TextIO] = None  # where questions are answered; None: the process's stdin
     facts: Any = None  # this run's probe (tfgpu_install.facts.model.Facts), for the snapshot step
-    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # step id -> record of the steps this run applied before
+    # step id -> record of the steps this run applied before
+    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     hooks: Hooks = field(default_factory=Hooks)
 
     def input(self) -> TextIO:

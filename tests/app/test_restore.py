@@ -65,7 +65,8 @@ def test_restore_into_new_path_is_identical(
     assert freeze(target) == freeze(source_env.env)
     assert lib_hashes(target) == lib_hashes(source_env.env) != {}
     # The restored env works: TF imports through its launcher.
-    out = subprocess.run([str(target / "bin" / "tfgpu-run"), "python", "-c", "import tensorflow; print(tensorflow.__version__)"],
+    out = subprocess.run([str(target / "bin" / "tfgpu-run"), "python", "-c",
+                          "import tensorflow; print(tensorflow.__version__)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2.99.0"
     # A known-good record of the restored env, so `check` watches it from now on.

@@ -75,7 +75,8 @@ def test_dry_run_checks_the_host_and_writes_nothing(
 ) -> None:
     target = tmp_path / "restored"
     code, doc = cli(["snapshot", "restore", str(gpu_snapshot), "--env", str(target), "--dry-run",
-                     "--assume-driver", "550.54.14", "--assume-gpu", "NVIDIA H100 80GB HBM3"], source_env.environ, capsys)
+                     "--assume-driver", "550.54.14", "--assume-gpu", "NVIDIA H100 80GB HBM3"],
+                    source_env.environ, capsys)
     assert code == 0, doc
     assert doc["dry_run"] is True and doc["gpu"] is True
     assert [s["status"] for s in doc["steps"]][:3] == ["pending", "pending", "pending"]

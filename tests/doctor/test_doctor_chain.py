@@ -308,7 +308,8 @@ def test_ptxas_too_old_for_the_gpu(tmp_env: dict[str, str], tmp_path: Path) -> N
     env = fake_tf_env(tmp_path / "env")
     # nvcc/ptxas 11.5 and a CC 8.9 GPU, as in the recorded case_017 (chelsea0x3b/dfdx#619).
     version_out = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release 11.5, V11.5.119\n"
-    query = "0, NVIDIA GeForce RTX 4090, GPU-95ef7c5d-fc11-835b-cd38-2020193cf8e0, 00000000:01:00.0, 525.89.02, 8.9, 24564\n"
+    query = ("0, NVIDIA GeForce RTX 4090, GPU-95ef7c5d-fc11-835b-cd38-2020193cf8e0, 00000000:01:00.0, 525.89.02, "
+             "8.9, 24564\n")
     runner = replay(SMI_OK, query=query, python=str(env / "bin/python"),
                     extra={("/usr/local/cuda-11.5/bin/ptxas", "--version"): Completed(
                         ("/usr/local/cuda-11.5/bin/ptxas", "--version"), 0, version_out)})

@@ -40,7 +40,8 @@ def test_parse_failures() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.text(max_size=200), st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["ok", "gpus", "index", "driver_version", "name", "memory_mib", "cuda_driver_version"]), c, max_size=5),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
+        ["ok", "gpus", "index", "driver_version", "name", "memory_mib", "cuda_driver_version"]), c, max_size=5),
     max_leaves=20,
 ).map(json.dumps)))
 def test_no_output_crashes_the_nvml_parser(text: str) -> None:

@@ -96,9 +96,10 @@ def _lib_needing(path: Path, soname: str, needed: Path) -> None:
     src.unlink()
 
 
-CU11_PINS = {"nvidia-cublas-cu11": "11.11.3.6", "nvidia-cuda-cupti-cu11": "11.8.87", "nvidia-cuda-nvrtc-cu11": "11.8.89",
-             "nvidia-cuda-runtime-cu11": "11.8.89", "nvidia-cudnn-cu11": "8.9.6.50", "nvidia-cufft-cu11": "10.9.0.58",
-             "nvidia-curand-cu11": "10.3.0.86", "nvidia-cusolver-cu11": "11.4.1.48", "nvidia-cusparse-cu11": "11.7.5.86"}
+CU11_PINS = {"nvidia-cublas-cu11": "11.11.3.6", "nvidia-cuda-cupti-cu11": "11.8.87",
+             "nvidia-cuda-nvrtc-cu11": "11.8.89", "nvidia-cuda-runtime-cu11": "11.8.89",
+             "nvidia-cudnn-cu11": "8.9.6.50", "nvidia-cufft-cu11": "10.9.0.58", "nvidia-curand-cu11": "10.3.0.86",
+             "nvidia-cusolver-cu11": "11.4.1.48", "nvidia-cusparse-cu11": "11.7.5.86"}
 
 
 def test_expected_libraries_for_the_cu11_pins_are_what_tf_2_5_to_2_13_dlopen() -> None:

@@ -265,7 +265,8 @@ def test_rc_that_is_a_directory_or_not_a_file_is_refused(ctx: Context, tmp_path:
         with pytest.raises(EnvironmentProblem):
             _install(ctx, bad, env)
     assert d.is_dir() and list(d.iterdir()) == [] and not (tmp_path / "home" / "nowhere").exists()
-    assert (tmp_path / "home" / "linked").read_bytes() == b"x=1\n" and os.stat(tmp_path / "home" / "linked").st_nlink == 2
+    linked = tmp_path / "home" / "linked"
+    assert linked.read_bytes() == b"x=1\n" and os.stat(linked).st_nlink == 2
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
@@ -278,7 +279,8 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)
         rc.chmod(0)
-        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import validate_shell_rc;"
+        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import "
+                  "validate_shell_rc;"
                   "from tfgpu_install.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
                   f"try:\n    validate_shell_rc(Path({str(rc)!r}), Path({str(env)!r}))\n"
                   "except TfgpuError as e:\n    print(int(e.code), e.message); sys.exit(0)\nsys.exit(3)")

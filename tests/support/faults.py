@@ -51,7 +51,8 @@ def wait_stopped(proc: "subprocess.Popen[str]", what: str, tries: int = 2400) ->
     for _ in range(tries):
         if proc.poll() is not None:
             _, err = proc.communicate()
-            raise AssertionError(f"{what}: the process ended (exit {proc.returncode}) instead of stopping: {err[-2000:]}")
+            raise AssertionError(f"{what}: the process ended (exit {proc.returncode}) instead of stopping: "
+                                 f"{err[-2000:]}")
         try:
             with open(f"/proc/{proc.pid}/stat") as fh:
                 if fh.read().rsplit(")", 1)[-1].split()[0] == "T":

@@ -105,7 +105,8 @@ def test_tensorflow_on_a_driver_it_cannot_use(tf_env: Path, tmp_path: Path) -> N
     from tests.support.stublibs import build_stub_libs
 
     libs = build_stub_libs(tmp_path / "stubs")
-    doc = run_check(["--root", str(tmp_path), "--layers", "1,5", "--keep-going", "--plan-json", json.dumps(STABLE_PLAN)],
+    doc = run_check(["--root", str(tmp_path), "--layers", "1,5", "--keep-going",
+                     "--plan-json", json.dumps(STABLE_PLAN)],
                     env={"LD_LIBRARY_PATH": str(libs.driver)}, python=_py(tf_env))
     assert layer(doc, 1)["status"] == "pass"
     lay5 = layer(doc, 5)
@@ -123,8 +124,9 @@ def cudnn9_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     uv = Path(sys.executable).parent / "uv"
     env = make_venv(tmp_path_factory.mktemp("cudnn9") / "env")
-    proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"), "nvidia-cudnn-cu12==9.3.0.75",
-                           "nvidia-cuda-runtime-cu12==12.5.82"], capture_output=True, text=True)
+    proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"),
+                           "nvidia-cudnn-cu12==9.3.0.75", "nvidia-cuda-runtime-cu12==12.5.82"],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         skip_or_fail(f"could not install cuDNN 9 from the registry: {proc.stderr.strip()[-500:]}")
     return env

@@ -102,7 +102,8 @@ def test_parse_timeout_before_any_layer() -> None:
 
 def test_parse_timeout_in_the_burn_fails_layer_6() -> None:
     err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
-    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9, progress_text=err + "tfgpu-check: layer 6 begin\n")
+    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9,
+                                progress_text=err + "tfgpu-check: layer 6 begin\n")
     assert [lay.status for lay in report.layers] == ["pass"] * 5 + ["skip", "fail"]
     assert report.first_failure is not None and report.first_failure.name == "benchmark"
     assert "timed out after 9s" in report.summary()

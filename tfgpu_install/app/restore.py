@@ -147,7 +147,8 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),
         "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
-                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in snap.packages]},
+                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)}
+                                 for p in snap.packages]},
     }
 
     def head(preview: ExecReport) -> list[Block]:

@@ -17,7 +17,8 @@ from typing import Any, Optional, Sequence
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, StepFailed, UnsatisfiableError
 
-RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes it), "
+RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes "
+                "it), "
                 "or conda/mamba/micromamba")
 
 

@@ -15,7 +15,8 @@ from typing import Callable, Optional
 from tfgpu_install.fetch.elf import read_soname
 
 # Libraries whose stale or broken copies break TensorFlow's GPU start.
-_WATCHED = re.compile(r"^lib(cudnn\w*|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cuda|nvidia-ml)\.so(\.[\d.]+)?$")
+_WATCHED = re.compile(
+    r"^lib(cudnn\w*|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cuda|nvidia-ml)\.so(\.[\d.]+)?$")
 _VERSION_IN_NAME = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
 _TOOLKIT_DIR = re.compile(r"^cuda(?:-(\d+(?:\.\d+)*))?$")
 

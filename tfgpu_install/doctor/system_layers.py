@@ -53,8 +53,9 @@ def gather_host(w: Walk) -> None:
         w.gpus = w.reading.gpus
         if w.reading.state == smi.OK:
             # The same query the probe sends: the table has no compute capability or UUID.
-            q = w.ctx.runner.run([w.smi_path, "--query-gpu=" + ",".join(smi.QUERY_FIELDS), "--format=csv,noheader,nounits"],
-                                 desc="nvidia-smi --query-gpu", timeout=30)
+            q = w.ctx.runner.run(
+                [w.smi_path, "--query-gpu=" + ",".join(smi.QUERY_FIELDS), "--format=csv,noheader,nounits"],
+                desc="nvidia-smi --query-gpu", timeout=30)
             rows, _ = smi.parse_query_gpu(q.stdout) if q.ok else ((), None)
             if rows:
                 w.gpus = rows
@@ -86,7 +87,8 @@ def _driver_answer(w: Walk) -> Optional[Check]:
         return Check("driver", "nvidia-smi", OK, f"driver {r.driver_version}, supports CUDA <= {cuda}; {gpus}")
     if r is not None and r.state == smi.NO_DEVICES and not w.wsl:
         return Check("driver", "nvidia-smi", BROKEN, r.message or "No devices were found",
-                     "The NVIDIA driver is loaded but sees no GPU: the GPU fell off the bus (`sudo dmesg | grep -i xid`), "
+                     "The NVIDIA driver is loaded but sees no GPU: the GPU fell off the bus (`sudo dmesg | grep -i "
+                     "xid`), "
                      "is not passed through to this VM, or is too new/old for this driver branch.",
                      "`sudo dmesg | grep -iE 'nvrm|xid'` for the reason; reseat/power-cycle or fix the passthrough; "
                      "install a driver branch that supports this GPU; reboot.")
@@ -99,7 +101,8 @@ def _wsl_driver(w: Walk) -> Check:
         return Check("driver", "WSL2 driver", BROKEN, f"WSL2 without {WSL_LIB}/libcuda.so.1",
                      "On WSL2 the GPU driver is the Windows one; WSL exposes it as /usr/lib/wsl/lib. It is missing: "
                      "the Windows NVIDIA driver is absent or too old for WSL2, or WSL is outdated.",
-                     "Install/update the NVIDIA driver on Windows and run `wsl --update` in Windows, then `wsl --shutdown`. "
+                     "Install/update the NVIDIA driver on Windows and run `wsl --update` in Windows, then `wsl "
+                     "--shutdown`. "
                      "Never install a Linux NVIDIA driver inside WSL.")
     msg = (r.message if r is not None else None) or "nvidia-smi not found"
     return Check("driver", "WSL2 driver", BROKEN, msg,
@@ -119,18 +122,22 @@ def _driver_missing(w: Walk) -> Check:
                      "no NVIDIA GPU on the PCI bus, no nvidia kernel module, no nvidia-smi." + where,
                      "No NVIDIA GPU or driver is visible here, so TensorFlow can only use the CPU on this machine. "
                      "Nothing is broken: there is nothing GPU-related to diagnose.",
-                     ("If the host has a GPU, start the container with `--gpus all` (NVIDIA Container Toolkit). " if w.container else
+                     ("If the host has a GPU, start the container with `--gpus all` (NVIDIA Container Toolkit). "
+                      if w.container else
                       "If this machine should have one (a cloud VM), check the instance type or PCI passthrough. ")
                      + "Otherwise use `pip install tensorflow` (CPU), or plan for another machine with "
                      "`tfgpu-install plan --from-nvidia-smi FILE`.")
     if w.container:
-        return Check("driver", "container", BROKEN, "nvidia-smi " + ("failed" if r is not None else "is missing") + " inside a container",
+        return Check("driver", "container", BROKEN,
+                     "nvidia-smi " + ("failed" if r is not None else "is missing") + " inside a container",
                      "The container was started without GPU access: no driver libraries or /dev/nvidia* are injected.",
-                     "Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit); never install a driver inside the container.")
+                     "Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit); never install a driver "
+                     "inside the container.")
     if not any(m == "nvidia" for m in w.modules):
         pci = "an NVIDIA GPU is on the PCI bus but " if w.pci_nvidia else ""
         return Check("driver", "kernel module", BROKEN, f"{pci}the nvidia kernel module is not loaded",
-                     "No NVIDIA kernel module is loaded: the driver is not installed, not built for this kernel (DKMS), "
+                     "No NVIDIA kernel module is loaded: the driver is not installed, not built for this kernel "
+                     "(DKMS), "
                      "or blocked by Secure Boot.",
                      "`sudo modprobe nvidia` and read its error; install the driver for this kernel "
                      "(`sudo ubuntu-drivers install` on Ubuntu, or your distribution's nvidia-driver package), reboot, "
@@ -150,7 +157,8 @@ def check_wsl_linux_driver(w: Walk) -> Optional[Check]:
                          "A Linux NVIDIA driver was installed inside WSL; its libcuda shadows the Windows driver's "
                          f"({WSL_LIB}) and cannot reach the GPU.",
                          f"Remove it: `sudo apt-get remove --purge 'libnvidia-compute-*' 'nvidia-driver-*'` "
-                         f"(or `sudo rm {d}/libcuda.so*`), then `sudo ldconfig`. Never install a Linux driver inside WSL.")
+                         f"(or `sudo rm {d}/libcuda.so*`), then `sudo ldconfig`. Never install a Linux driver inside "
+                         "WSL.")
     return None
 
 
@@ -187,7 +195,8 @@ def check_visible_devices(w: Walk) -> Optional[Check]:
         missing = (item.isdigit() and count > 0 and int(item) >= count) or (
             item.upper().startswith("GPU-") and bool(uuids) and item not in uuids)
         if missing:
-            return Check("devices", "CUDA_VISIBLE_DEVICES", BROKEN, f"CUDA_VISIBLE_DEVICES={cvd!r} but nvidia-smi lists {count} GPU(s)",
+            return Check("devices", "CUDA_VISIBLE_DEVICES", BROKEN,
+                         f"CUDA_VISIBLE_DEVICES={cvd!r} but nvidia-smi lists {count} GPU(s)",
                          f"CUDA_VISIBLE_DEVICES names GPU {item!r}, which this machine does not have; CUDA stops at an "
                          "invalid entry, so TensorFlow may see no GPU at all.",
                          "Set it to existing indices or UUIDs from `nvidia-smi -L`, or `unset CUDA_VISIBLE_DEVICES`.")

@@ -47,12 +47,15 @@ def _summary(driver: Optional[str], n: int) -> str:
 
 def _state_hint(state: str, host: Optional[Host]) -> str:
     if state == smi.VERSION_MISMATCH:
-        return "the driver was upgraded but the old kernel module is still loaded: reboot (or reload the nvidia modules)"
+        return ("the driver was upgraded but the old kernel module is still loaded: reboot "
+                "(or reload the nvidia modules)")
     if state == smi.NO_DRIVER:
         if host is not None and host.container:
-            return f"inside a {host.container} container: start it with GPU access (`docker run --gpus all`, the NVIDIA container toolkit)"
+            return (f"inside a {host.container} container: start it with GPU access (`docker run --gpus all`, "
+                    "the NVIDIA container toolkit)")
         if host is not None and host.wsl:
-            return "on WSL2 the driver is the Windows one: update the Windows NVIDIA driver and `wsl --update`; never install a Linux driver inside WSL"
+            return ("on WSL2 the driver is the Windows one: update the Windows NVIDIA driver and `wsl --update`; "
+                    "never install a Linux driver inside WSL")
         return "the NVIDIA kernel module is not loaded: install the driver (or blacklist nouveau) and reboot"
     if state == HUNG:
         return "the driver does not answer: check `dmesg` for NVRM/Xid errors and reboot"
@@ -129,11 +132,13 @@ def reading_to_detection(reading: smi.SmiReading, source: str, origin: Optional[
             "info",
         ))
     if reading.gpu_count is not None and reading.gpu_count > len(gpus):
-        problems.append(Problem("gpus", f"{origin} reports {reading.gpu_count} GPUs attached but lists {len(gpus)}", "info"))
+        problems.append(Problem("gpus", f"{origin} reports {reading.gpu_count} GPUs attached but lists {len(gpus)}",
+                                "info"))
     if reading.state != smi.OK:
         hint = _state_hint(reading.state, host)
         problems.append(Problem("driver", f"nvidia-smi: {reading.message}" + (f" ({hint})" if hint else ""), "error"))
-    outcome = _summary(reading.driver_version, len(gpus)) if reading.state == smi.OK else (reading.message or reading.state)
+    outcome = (_summary(reading.driver_version, len(gpus)) if reading.state == smi.OK
+               else (reading.message or reading.state))
     return GpuDetection(driver, tuple(gpus), tuple(truncated), tuple(problems), (SourceTried(origin, outcome),))
 
 
@@ -174,7 +179,8 @@ def _live_smi_steps(ctx: Context, exe: str, tried: list[SourceTried]) -> tuple[s
         return smi.SmiReading(state=failure[0], message=failure[1],
                               nvml_library_version=smi.parse_nvidia_smi(q_text).nvml_library_version,
                               formats=("failure",)), tried
-    tried.append(SourceTried("nvidia-smi --query-gpu", _summary(q_gpus[0].driver_version if q_gpus else None, len(q_gpus))))
+    tried.append(SourceTried("nvidia-smi --query-gpu",
+                             _summary(q_gpus[0].driver_version if q_gpus else None, len(q_gpus))))
     table = smi.parse_nvidia_smi(_run_smi(ctx, exe))  # the header holds the CUDA version and the tool's own
     tried.append(SourceTried("nvidia-smi", _summary(table.driver_version, len(table.gpus)) if table.state == smi.OK
                              else (table.message or table.state)))
@@ -267,7 +273,8 @@ def _module_versions(ctx: Context, tried: list[SourceTried]) -> tuple[Optional[s
     """The loaded kernel module's version, from /proc and from /sys."""
     proc_text = _read(ctx, PROC_VERSION)
     proc_ver = smi.parse_proc_driver_version(proc_text or "")
-    tried.append(SourceTried(PROC_VERSION, f"driver {proc_ver}" if proc_ver else ("unreadable" if proc_text else "absent")))
+    tried.append(SourceTried(PROC_VERSION,
+                             f"driver {proc_ver}" if proc_ver else ("unreadable" if proc_text else "absent")))
     sys_ver = smi.parse_sys_module_version(_read(ctx, SYS_VERSION) or "")
     tried.append(SourceTried(SYS_VERSION, f"driver {sys_ver}" if sys_ver else "absent"))
     return proc_ver, sys_ver
@@ -275,7 +282,8 @@ def _module_versions(ctx: Context, tried: list[SourceTried]) -> tuple[Optional[s
 
 def _ask_nvml(ctx: Context, tried: list[SourceTried]) -> NvmlReading:
     nvml = query_nvml(ctx.runner) if _nvidia_kernel_side(ctx) else NvmlReading(ok=False, error=NO_KERNEL_SIDE)
-    tried.append(SourceTried("nvml", _summary(nvml.driver_version, len(nvml.gpus)) if nvml.ok else (nvml.error or "failed")))
+    tried.append(SourceTried("nvml", _summary(nvml.driver_version, len(nvml.gpus)) if nvml.ok
+                             else (nvml.error or "failed")))
     return nvml
 
 
@@ -312,9 +320,10 @@ def _merge_gpus(nvml: NvmlReading, det: Optional[GpuDetection],
     )
     for g in gpus:
         other = smi_by_idx.get(g.index)
-        if other and other.compute_capability and g.compute_capability and other.compute_capability != g.compute_capability:
+        theirs = other.compute_capability if other else None
+        if theirs and g.compute_capability and theirs != g.compute_capability:
             problems.append(Problem(f"gpus[{g.index}].compute_capability",
-                                    f"nvml says {g.compute_capability}, nvidia-smi says {other.compute_capability}", "warning"))
+                                    f"nvml says {g.compute_capability}, nvidia-smi says {theirs}", "warning"))
     if det and det.gpus and len(det.gpus) != len(gpus):
         problems.append(Problem("gpus", f"nvml lists {len(gpus)} GPUs, nvidia-smi {len(det.gpus)}", "warning"))
     return gpus, ()
@@ -356,7 +365,8 @@ def _look_on_pci(ctx: Context, host: Host, reading: Optional[smi.SmiReading], tr
                  problems: list[Problem]) -> tuple[smi.PciGpu, ...]:
     """No GPU answered: is one on the PCI bus (sysfs, then lspci)? Then the driver is the problem."""
     pci = _pci_scan(ctx)
-    tried.append(SourceTried("/sys/bus/pci/devices", f"{len(pci)} NVIDIA display device(s)" if pci else "no NVIDIA display device"))
+    tried.append(SourceTried("/sys/bus/pci/devices",
+                             f"{len(pci)} NVIDIA display device(s)" if pci else "no NVIDIA display device"))
     lspci = ctx.runner.which("lspci")
     if lspci:
         try:
@@ -364,7 +374,8 @@ def _look_on_pci(ctx: Context, host: Host, reading: Optional[smi.SmiReading], tr
             listed = smi.parse_lspci(done.stdout) if done.ok else ()
         except RunnerError:
             listed = ()
-        tried.append(SourceTried("lspci", ", ".join(p.name or p.description for p in listed) or "no NVIDIA display device"))
+        tried.append(SourceTried("lspci",
+                                 ", ".join(p.name or p.description for p in listed) or "no NVIDIA display device"))
         pci = listed or pci
     if pci:
         names = ", ".join(p.name or f"device {p.device_id}" for p in pci)

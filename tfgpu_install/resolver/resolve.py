@@ -259,7 +259,8 @@ def _native_text(native: Release, strict: Release, strict_findings: Sequence[Fin
     return (f"TF {strict.tensorflow}, the newest release driver {m.driver} supports outright, has only PTX for "
             f"{jit_gpus} (JIT-compiled on first use); TF {native.tensorflow} has native kernels (SASS) for every GPU "
             f"here and runs on this driver through CUDA minor-version compatibility ({mc.cuda_major}.x on >= "
-            f"{mc.min_driver}, {first_clause(mc.source)}), so it is chosen; --strict-driver keeps TF {strict.tensorflow}")
+            f"{mc.min_driver}, {first_clause(mc.source)}), so it is chosen; --strict-driver keeps TF "
+            f"{strict.tensorflow}")
 
 
 def _gpu_subset(findings: Sequence[Finding], m: Machine) -> Optional[list[int]]:
@@ -276,7 +277,8 @@ def _minor_compat_text(r: Release, m: Machine, accepted: bool) -> str:
     mc = m.minor_compat
     assert mc is not None
     base = (f"TF {r.tensorflow} (CUDA {required_cuda(r)}) would run on driver {m.driver} through CUDA "
-            f"minor-version compatibility ({mc.cuda_major}.x >= {mc.min_driver}, {first_clause(mc.source)}); PTX JIT is "
+            f"minor-version compatibility ({mc.cuda_major}.x >= {mc.min_driver}, {first_clause(mc.source)}); PTX JIT "
+            "is "
             f"unavailable in that mode")
     if mc.caveat:
         base += f" ({mc.caveat})"

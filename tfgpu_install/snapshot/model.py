@@ -146,7 +146,8 @@ def _from_checked(d: dict[str, Any]) -> Snapshot:
 def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
     """A snapshot from plain data (parsed JSON, a test's dict); BAD_INPUT when it is not one."""
     if not isinstance(d, dict):
-        raise BadInputError(f"{where}: not a snapshot document", "pass a file written by `tfgpu-install snapshot export`")
+        raise BadInputError(f"{where}: not a snapshot document",
+                            "pass a file written by `tfgpu-install snapshot export`")
     return _from_checked(schema.check(reader.node_of(d), where))
 
 
@@ -164,7 +165,8 @@ def load(path: Path) -> Snapshot:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones") from None
+        raise BadInputError(f"no snapshot file at {path}",
+                            "`tfgpu-install snapshot list` shows the stored ones") from None
     except OSError as exc:
         raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}",
                             "check the path and its permissions") from exc

@@ -174,7 +174,8 @@ def node_of(data: Any, depth: int = 0) -> Node:
     if isinstance(data, dict):
         out = Mapping()
         for k, v in data.items():
-            out[_key_text(k) if isinstance(k, (str, int, float, bool)) or k is None else repr(k)] = node_of(v, depth + 1)
+            text = _key_text(k) if isinstance(k, (str, int, float, bool)) or k is None else repr(k)
+            out[text] = node_of(v, depth + 1)
         return Node(0, out)
     if isinstance(data, (list, tuple)):
         return Node(0, [node_of(v, depth + 1) for v in data])
