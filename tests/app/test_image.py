@@ -64,7 +64,8 @@ def test_build_context_has_dockerfile_bundle_and_check(
 def test_oci_needs_a_base_layout_and_checks_it_first(
     source_env: Provisioned, exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, doc = cli(["snapshot", "image", str(exported), "-o", str(tmp_path / "a"), "--oci"], source_env.environ, capsys)
+    code, doc = cli(["snapshot", "image", str(exported), "-o", str(tmp_path / "a"), "--oci"],
+                    source_env.environ, capsys)
     assert code == ExitCode.USAGE and "skopeo copy" in doc["hint"]
     bad = tmp_path / "bad-layout"
     bad.mkdir()

@@ -30,7 +30,8 @@ def test_dockerfile_installs_offline_with_hashes_and_verifies() -> None:
     text = img.dockerfile(spec, "20250101T000000Z-export-abc")
     assert "ARG BASE=python:3.11-slim\nFROM ${BASE}\n" in text
     assert "pip install --no-index --require-hashes" in text
-    assert "ENV LD_LIBRARY_PATH=/opt/tfgpu/site/nvidia/cublas/lib\n" in text and "ENV PYTHONPATH=/opt/tfgpu/site" in text
+    assert "ENV LD_LIBRARY_PATH=/opt/tfgpu/site/nvidia/cublas/lib\n" in text
+    assert "ENV PYTHONPATH=/opt/tfgpu/site" in text
     health = next(line for line in text.splitlines() if line.startswith("HEALTHCHECK"))
     argv = json.loads(health.split(" CMD ", 1)[1])
     assert argv[:2] == ["python3", img.CHECK]

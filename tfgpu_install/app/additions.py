@@ -143,7 +143,8 @@ def add(ctx: Context, req: AddRequest) -> Result:
 
     new = additions.gather(req.requirements, req.files)
     if not new:
-        raise UsageError("add needs requirements", "e.g. `tfgpu-install add 'pandas>=2' --env ENV`, or --with-file FILE")
+        raise UsageError("add needs requirements",
+                         "e.g. `tfgpu-install add 'pandas>=2' --env ENV`, or --with-file FILE")
     env = target_env(ctx, req.env)
     plan = _journaled_plan(ctx, env) if env.is_dir() else None
     if plan is None or not isinstance(plan.get("options"), dict):

@@ -90,13 +90,15 @@ def image(ctx: Context, req: ImageRequest) -> Result:
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    data: dict[str, Any] = {"path": str(out), "snapshot": snap.id, "base": spec.base, "dockerfile": str(out / "Dockerfile"),
+    data: dict[str, Any] = {"path": str(out), "snapshot": snap.id, "base": spec.base,
+                            "dockerfile": str(out / "Dockerfile"),
                             "bundle": str(out / "bundle"), "wheels": len(manifest["files"]) - 2,
                             "oci": str(out / "oci") if base is not None else None, "tag": req.tag,
                             "env": spec.env(), "verify": spec.verify_argv()}
     items = [f"build: podman build -t tf-{spec.tensorflow} {out}   (base {spec.base})"]
     if base is not None:
-        items.append(f"OCI layout: {out / 'oci'}:{req.tag}, {layer_note}; e.g. `skopeo copy oci:{out / 'oci'}:{req.tag} "
+        items.append(f"OCI layout: {out / 'oci'}:{req.tag}, {layer_note}; "
+                     f"e.g. `skopeo copy oci:{out / 'oci'}:{req.tag} "
                      "containers-storage:tf-snapshot`")
     if spec.cuda_from_system and spec.base_is_default:
         items.append(f"the base {spec.base} is derived from the snapshot's CUDA/cuDNN: check NVIDIA publishes "

@@ -98,9 +98,11 @@ def spec_for(snap: Snapshot, base: Optional[str] = None) -> ImageSpec:
     if base is not None and not IMAGE_REF.match(base):
         raise UsageError(f"--base {base[:80]!r} is not an image reference", "e.g. --base python:3.11-slim")
     libs = image_lib_dirs(library_dirs(snap))
-    plan: dict[str, Any] = {"cuda": cuda, "cudnn": cudnn_pin or cudnn, "tensorflow": tf, "lib_dirs": [], "cpu_only": False}
-    return ImageSpec(python=python, base=base or default_base(python, cuda, cudnn, system), base_is_default=base is None,
-                     lib_dirs=libs, check_plan=plan, cuda_from_system=system, tensorflow=tf)
+    plan: dict[str, Any] = {"cuda": cuda, "cudnn": cudnn_pin or cudnn, "tensorflow": tf, "lib_dirs": [],
+                            "cpu_only": False}
+    return ImageSpec(python=python, base=base or default_base(python, cuda, cudnn, system),
+                     base_is_default=base is None, lib_dirs=libs, check_plan=plan, cuda_from_system=system,
+                     tensorflow=tf)
 
 
 def dockerfile(spec: ImageSpec, snapshot_id: str) -> str:
