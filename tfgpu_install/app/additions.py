@@ -30,7 +30,7 @@ from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
     """The requirements the user added to this env (--with, --with-file, `add`): from the
     newest journaled plan, else the newest known-good snapshot of the env; () when none."""
-    plan = _journaled_plan(ctx, env)
+    plan = journaled_plan(ctx, env)
     if plan is not None and isinstance(plan.get("options"), dict):
         return additions.from_record(plan["options"], additions.OPTION)
     from tfgpu_install.snapshot.model import latest_for_env
@@ -39,7 +39,7 @@ def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
     return additions.from_record(found[1].resolution) if found else ()
 
 
-def _journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+def journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     from tfgpu_install.engine.journal import Journal, last_plan
 
     journal = Journal.for_env(ctx, env)
@@ -146,7 +146,7 @@ def add(ctx: Context, req: AddRequest) -> Result:
         raise UsageError("add needs requirements",
                          "e.g. `tfgpu-install add 'pandas>=2' --env ENV`, or --with-file FILE")
     env = target_env(ctx, req.env)
-    plan = _journaled_plan(ctx, env) if env.is_dir() else None
+    plan = journaled_plan(ctx, env) if env.is_dir() else None
     if plan is None or not isinstance(plan.get("options"), dict):
         raise BadInputError(f"no install by tfgpu-install is recorded for {env}",
                             "`add` works on envs this tool installed or restored; install one first "

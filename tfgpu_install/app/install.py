@@ -167,10 +167,23 @@ def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ..
     if not wanted and not earlier:
         return options
     options = replace(options, with_requirements=merged(earlier, wanted))
-    # All of them against this release's pins (an upgrade to another release carries the earlier
-    # ones: they must fit its pins too). The env may not exist yet: its Python is the resolver's.
-    check_resolves(ctx, options, choice.requirements(), options.with_requirements, choice.python)
+    # All of them against this release's pins when something is new: --with, or another release
+    # than the env's plan (an upgrade carries the earlier ones: they must fit its pins too). A
+    # re-run of the same plan needs no index (offline re-runs stay offline). The env may not
+    # exist yet: its Python is the resolver's.
+    if wanted or sorted(choice.requirements()) != sorted(_planned_requirements(ctx, options.env)):
+        check_resolves(ctx, options, choice.requirements(), options.with_requirements, choice.python)
     return options
+
+
+def _planned_requirements(ctx: Context, env: Path) -> list[str]:
+    """The release requirements of the env's journaled plan ([] when there is none)."""
+    from tfgpu_install.app.additions import journaled_plan
+    from tfgpu_install.resolver.model import resolution_from_json
+
+    plan = journaled_plan(ctx, env) if env.is_dir() else None
+    choice = resolution_from_json(plan["resolution"]).choice if plan else None
+    return choice.requirements() if choice is not None else []
 
 
 def _verified_before(ctx: Context, env: Path) -> bool:

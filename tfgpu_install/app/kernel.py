@@ -59,7 +59,7 @@ def _env(ctx: Context, given: Optional[str]) -> Path:
 
 
 def install(ctx: Context, req: KernelRequest) -> Result:
-    from tfgpu_install.app.additions import _journaled_plan
+    from tfgpu_install.app.additions import journaled_plan
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.envlayout import installed_dists, site_packages_dirs
 
@@ -75,7 +75,7 @@ def install(ctx: Context, req: KernelRequest) -> Result:
     if not any("ipykernel" in installed_dists(sp) for sp in sites):
         raise EnvironmentProblem(f"{env} has no ipykernel, which a Jupyter kernel runs",
                                  f"add it first: `tfgpu-install add ipykernel --env {env}`", ref="no-ipykernel")
-    plan = _journaled_plan(ctx, env)
+    plan = journaled_plan(ctx, env)
     if plan is None:
         raise BadInputError(f"no install by tfgpu-install is recorded for {env}",
                             "install the env with tfgpu-install first", ref="no-plan")
