@@ -85,6 +85,12 @@ def test_a_conflicting_with_is_refused_before_any_change(
     print(message)
     assert "protobuf>=5" in message and "protobuf<5" in message.replace(">=3.20.3,", "")  # both sides named
     assert not fresh.exists()
+    project = with_env.tmp / "pyproject.toml"
+    project.write_text('[project]\nname = "mine"\ndependencies = ["myproj", "protobuf>=5"]\n')
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "--python", sys.executable, "--env", str(fresh),
+                     "--with-file", str(project), "--dry-run"], with_env.environ, capsys)
+    assert code == ExitCode.UNSATISFIABLE and "protobuf>=5" in doc["message"], doc
+    assert not fresh.exists()
 
 
 def test_add_refuses_a_conflict_and_changes_nothing(with_env: Provisioned, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,6 +203,9 @@ def test_kernel_sees_the_library_paths_and_imports_tensorflow(
     env = kernel_env.env
     if not (env / "bin" / "python").exists() or "ipykernel" not in str(freeze(env)):
         cli(["add", "ipykernel", "--env", str(env), "-y"], kernel_env.environ, capsys)
+    for bad in ("../escape", "UPPER", "a/b"):
+        code, doc = cli(["kernel", "install", "--env", str(env), "--name", bad], kernel_env.environ, capsys)
+        assert code == ExitCode.USAGE, doc
     code, doc = cli(["kernel", "install", "--env", str(env), "--name", "tf-test"], kernel_env.environ, capsys)
     assert code == 0, doc
     kdir = Path(kernel_env.environ["JUPYTER_DATA_DIR"]) / "kernels"
