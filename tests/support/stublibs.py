@@ -43,6 +43,7 @@ import pytest
 from tests.support import stub_sources as src
 
 CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "tfgpu_install" / "verify" / "gpucheck" / "check.py"
+CPU_SEAM = Path(__file__).resolve().parent / "check_on_cpu.py"
 
 # cuDNN 9's run-time loaded sub-libraries, as the nvidia-cudnn-cu12 9.3.0.75 / 9.8.0.87 wheels' RECORD list them.
 CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
@@ -114,11 +115,12 @@ def plant_pci(root: Path, devices: list[tuple[str, str, str]], driver: str = "nv
 
 
 def run_check(args: list[str], env: Optional[dict[str, str]] = None, python: str = sys.executable,
-              timeout: float = 300) -> dict[str, Any]:
-    """Run check.py as the host does (a subprocess); its stdout must be exactly one JSON document."""
+              timeout: float = 300, script: Path = CHECK_SCRIPT) -> dict[str, Any]:
+    """Run check.py as the host does (a subprocess); its stdout must be exactly one JSON document.
+    `script=CPU_SEAM` runs it through tests/support/check_on_cpu.py (TensorFlow layers on /CPU:0)."""
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
     full.update(env or {})
-    proc = subprocess.run([python, str(CHECK_SCRIPT), *args], env=full, capture_output=True, text=True,
+    proc = subprocess.run([python, str(script), *args], env=full, capture_output=True, text=True,
                           timeout=timeout)
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout is not one JSON document:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -128,8 +130,10 @@ def run_check(args: list[str], env: Optional[dict[str, str]] = None, python: str
     return doc
 
 
-def layer(doc: dict[str, Any], num: int) -> dict[str, Any]:
-    return next(lay for lay in doc["layers"] if lay["layer"] == num)
+def layer(doc: dict[str, Any], which: "int | str") -> dict[str, Any]:
+    """A layer of the check's report, by name (or by its number in the JSON)."""
+    key = "name" if isinstance(which, str) else "layer"
+    return next(lay for lay in doc["layers"] if lay[key] == which)
 
 
 

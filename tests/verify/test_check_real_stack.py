@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stublibs import layer, run_check
+from tests.support.stublibs import CPU_SEAM, layer, run_check
 from tests.support.tfenv import STABLE_PLAN
 
 pytestmark = pytest.mark.slow
@@ -59,10 +59,11 @@ def test_tensorflow_cpu_path_passes(tf_env: Path, tmp_path: Path) -> None:
 
 
 def test_tensorflow_gpu_machinery_through_the_test_device(tf_env: Path, tmp_path: Path) -> None:
-    """The GPU path (layer 5, benchmark, burn with telemetry) pinned to /CPU:0 by the test-only override."""
+    """The GPU path (layer 5, benchmark, burn with telemetry) pinned to /CPU:0 through the test-only seam."""
     doc = run_check(["--root", str(tmp_path), "--layers", "5", "--benchmark", "--bench-sizes", "64,128",
                      "--burn", "1", "--burn-size", "128", "--plan-json", json.dumps(STABLE_PLAN)],
-                    env={"TFGPU_CHECK_TEST_DEVICE": "/CPU:0"}, python=_py(tf_env))
+                    python=_py(tf_env), script=CPU_SEAM)
+    assert doc["gpu_verified"] is False  # a run through the seam never vouches for a GPU
     assert layer(doc, 5)["status"] == "pass"
     lay6 = layer(doc, 6)
     assert lay6["status"] == "pass", lay6

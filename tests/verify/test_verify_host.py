@@ -83,7 +83,7 @@ def test_the_envs_launcher_applies_its_activation(tmp_env: dict[str, str], stubs
     ctx.environ.pop("LD_LIBRARY_PATH")  # type: ignore[attr-defined]
     report = run_verification(ctx, env, _plan(stubs))
     assert report.raw["argv"][0] == str(launcher)
-    assert report.layer(1) is not None and report.layer(1).status == "pass"  # type: ignore[union-attr]
+    assert report.layer("driver") is not None and report.layer("driver").status == "pass"  # type: ignore[union-attr]
 
 
 def test_env_without_python(ctx: Context, tmp_path: Path) -> None:

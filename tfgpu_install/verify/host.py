@@ -25,9 +25,10 @@ from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
 from tfgpu_install.errors import BadInputError, EnvironmentProblem
 from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.runner import TIMED_OUT, Completed
+from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
-LAYER_NAMES = ("hardware", "driver", "cuda-runtime", "cudnn", "cublas", "tensorflow", "benchmark")
+LAYER_NAMES = check_layers.NAMES  # the one table (gpucheck/tfgpucheck_layers.py), in order
 BASE_TIMEOUT = 300.0  # first TF import on a cold disk, plus PTX JIT on a new GPU, can take minutes
 _PROGRESS = re.compile(r"^tfgpu-check: layer (\d+) (begin|pass|fail|skip)$", re.M)
 
@@ -91,8 +92,9 @@ class VerifyReport:
     def first_failure(self) -> Optional[LayerResult]:
         return next((lay for lay in self.layers if lay.status == "fail"), None)
 
-    def layer(self, num: int) -> Optional[LayerResult]:
-        return next((lay for lay in self.layers if lay.layer == num), None)
+    def layer(self, name: str) -> Optional[LayerResult]:
+        """A layer by its name in the table (gpucheck/tfgpucheck_layers.py)."""
+        return next((lay for lay in self.layers if lay.name == name), None)
 
     def summary(self) -> str:
         bad = self.first_failure
@@ -121,7 +123,8 @@ class VerifyReport:
 
 
 def _layer(d: Mapping[str, Any]) -> LayerResult:
-    return LayerResult(layer=int(d["layer"]), name=str(d.get("name", LAYER_NAMES[int(d["layer"])])),
+    by_num = check_layers.by_number(int(d["layer"]))
+    return LayerResult(layer=int(d["layer"]), name=str(d.get("name") or (by_num.name if by_num else d["layer"])),
                        status=str(d["status"]), summary=str(d.get("summary", "")),
                        measured=dict(d.get("measured") or {}), error=d.get("error"), hint=d.get("hint"),
                        seconds=d.get("seconds"))
@@ -155,26 +158,33 @@ def parse_check_output(done: Completed, timeout: Optional[float] = None, tf_log_
     else:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         how = f"exited {done.returncode} without a report: {tail}"
-    layers = []
-    begun = {int(n) for n, st in progress if st == "begin"}
-    for num, name in enumerate(LAYER_NAMES[:7] if 6 in begun else LAYER_NAMES[:6]):  # 6 only when it ran
-        ran = {int(n): st for n, st in progress if st != "begin"}
-        if num in ran:
-            layers.append(LayerResult(num, name, ran[num], "passed before the check died"
-                                      if ran[num] == "pass" else f"{ran[num]} before the check died"))
-        elif num == current:
-            hint = "a hung or crashing driver: check `nvidia-smi` and `dmesg | grep -i xid`"
-            if num == 5:
-                hint = "TensorFlow died: see the captured log below, or run `tfgpu-install doctor --log FILE`"
-            layers.append(LayerResult(num, name, "fail", f"the check {how} in this layer", hint=hint))
-        else:
-            layers.append(LayerResult(num, name, "skip", "not run"))
-    if current is None and not any(lay.status == "fail" for lay in layers):
-        layers[0] = LayerResult(0, "hardware", "fail", f"the check {how}",
-                                hint="run the check by hand: <env>/bin/python " + str(CHECK_SCRIPT))
+    layers = _layers_of_a_dead_check(progress, current, how)
     log_tail = tf_log_text.splitlines()[-40:]
     return VerifyReport(ok=False, mode="gpu", gpu_verified=False, layers=tuple(layers),
                         tf_log={"tail": log_tail} if log_tail else {}, crashed=how)
+
+
+def _layers_of_a_dead_check(progress: list[tuple[str, str]], current: Optional[int], how: str) -> list[LayerResult]:
+    """Each default layer (and the opt-in ones that began) as the progress lines left it."""
+    begun = {int(n) for n, st in progress if st == "begin"}
+    ran = {int(n): st for n, st in progress if st != "begin"}
+    layers = []
+    for spec in check_layers.LAYERS:
+        num = check_layers.number(spec.name)
+        if not spec.default and num not in begun:
+            continue
+        if num in ran:
+            layers.append(LayerResult(num, spec.name, ran[num], "passed before the check died"
+                                      if ran[num] == "pass" else f"{ran[num]} before the check died"))
+        elif num == current:
+            layers.append(LayerResult(num, spec.name, "fail", f"the check {how} in this layer", hint=spec.hint))
+        else:
+            layers.append(LayerResult(num, spec.name, "skip", "not run"))
+    if current is None and not any(lay.status == "fail" for lay in layers):
+        first = check_layers.LAYERS[0]
+        layers[0] = LayerResult(0, first.name, "fail", f"the check {how}",
+                                hint="run the check by hand: <env>/bin/python " + str(CHECK_SCRIPT))
+    return layers
 
 
 # ---- running it ----------------------------------------------------------------------------------
@@ -328,7 +338,7 @@ def report_blocks(report: VerifyReport) -> list[Block]:
     for lay in report.layers:
         if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
             blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
-    six = report.layer(6)
+    six = report.layer("benchmark")
     bench = (six.measured.get("benchmark") if six else None) or {}
     if bench:
         blocks.append(table(f"Matmul benchmark ({bench.get('device')})", ("n", "CPU GFLOP/s", "GPU GFLOP/s", "speed-up"),

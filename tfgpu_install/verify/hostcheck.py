@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
 from tfgpu_install.verify.host import BASE_TIMEOUT, CHECK_SCRIPT, VerifyReport, parse_check_output
 
-HOST_LAYERS = "0,1,2,3,4"
+HOST_LAYERS = ",".join(check_layers.host_layers())
 # What layer 0 looks at, in probe's wording ("no NVIDIA GPU found; tried: ...").
 TRIED = "the PCI bus (vendor 0x10de display controllers), /proc/driver/nvidia/gpus, /dev/nvidia*, WSL2's /dev/dxg"
 NO_GPU = f"no NVIDIA GPU found; tried: {TRIED}"
@@ -58,5 +59,5 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
 
 def found_no_gpu(report: VerifyReport) -> bool:
     """Layer 0 ran and found no NVIDIA GPU (not: the check crashed before saying)."""
-    lay0 = report.layer(0)
+    lay0 = report.layer("hardware")
     return lay0 is not None and lay0.status == "fail" and report.crashed is None
