@@ -153,6 +153,7 @@ int cuDeviceGetAttribute(int *value, int attrib, int dev) {
     if (cc && *cc) sscanf(cc, "%d.%d", &maj, &min);
     if (attrib == 75) { *value = maj; return 0; }
     if (attrib == 76) { *value = min; return 0; }
+    if (attrib == 20) { *value = env_int("STUB_CU_COMPUTE_MODE", 0); return 0; } /* COMPUTE_MODE */
     return 1;
 }
 int cuDeviceTotalMem_v2(size_t *bytes, int dev) {
@@ -244,7 +245,12 @@ int cudaMalloc(void **p, size_t size) {
     return 2; /* cudaErrorMemoryAllocation */
 }
 int cudaFree(void *p) {
-    if (!p) return 0;
+    if (!p) { /* cudaFree(0): the usual way to make the primary context */
+        stub_dev vis[MAXDEV];
+        if (cu_visible(vis) == 0) return 100;
+        if (env_int("STUB_CU_EXCLUSIVE_BUSY", 0)) return 46; /* cudaErrorDevicesUnavailable */
+        return 0;
+    }
     for (int i = 0; i < 256; i++)
         if (allocs[i].p == p) { free(p); allocs[i].p = NULL; return 0; }
     return 1; /* cudaErrorInvalidValue: not a device pointer */
@@ -260,6 +266,7 @@ int cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
 }
 static const struct { int code; const char *name; } RT_ERRORS[] = {
     {0, "cudaSuccess"}, {1, "cudaErrorInvalidValue"}, {2, "cudaErrorMemoryAllocation"}, {35, "cudaErrorInsufficientDriver"},
+    {36, "cudaErrorCallRequiresNewerDriver"}, {46, "cudaErrorDevicesUnavailable"},
     {100, "cudaErrorNoDevice"}, {101, "cudaErrorInvalidDevice"}, {304, "cudaErrorOperatingSystem"},
     {800, "cudaErrorNotPermitted"}, {801, "cudaErrorNotSupported"}, {805, "cudaErrorMpsConnectionFailed"},
 };
@@ -271,35 +278,87 @@ const char *cudaGetErrorName(int code) {
 const char *cudaGetErrorString(int code) { return cudaGetErrorName(code); }
 """
 
-LIBCUDNN = COMMON + r"""
+LIBCUDNN = "#define _GNU_SOURCE\n" + COMMON + r"""
+#include <dlfcn.h>
 #ifndef CUDNN_DEFAULT
 #define CUDNN_DEFAULT 8907
 #endif
-size_t cudnnGetVersion(void) { return (size_t)env_int("STUB_CUDNN_VERSION", CUDNN_DEFAULT); }
-size_t cudnnGetCudartVersion(void) {
-    return (size_t)env_int("STUB_CUDNN_CUDART", env_int("STUB_CUDART_VERSION", 12030));
+/* The CUDA runtime this cuDNN was built for: fixed at build time, as in the real library. */
+#ifndef CUDNN_CUDART
+#define CUDNN_CUDART 12030
+#endif
+/* The highest SM this cuDNN has native kernels for (cuDNN 9.x: cudnnGetMaxDeviceVersion). */
+#ifndef CUDNN_MAX_SM
+#define CUDNN_MAX_SM 900
+#endif
+#if CUDNN_DEFAULT >= 90000
+/* cuDNN 9's libcudnn.so.9 is a shim: its first call loads libcudnn_graph.so.9 from its own
+   directory and aborts the process when that fails, as the real one does. */
+static void need_graph(void) {
+    static int done = 0;
+    if (done) return;
+    Dl_info info;
+    char path[4096];
+    if (!dladdr((void *)need_graph, &info) || !info.dli_fname) abort();
+    snprintf(path, sizeof path, "%s", info.dli_fname);
+    char *slash = strrchr(path, '/');
+    if (slash) slash[1] = 0; else path[0] = 0;
+    strncat(path, "libcudnn_graph.so.9", sizeof path - strlen(path) - 1);
+    if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, "Could not load library libcudnn_graph.so.9. Error: %s\n", dlerror());
+        abort();
+    }
+    done = 1;
 }
+#define ST_NOT_INITIALIZED 1001
+#define ST_BAD_PARAM 2000
+#define ST_INTERNAL 4000
+#define ST_DRIVER 5003
+size_t cudnnGetMaxDeviceVersion(void) { need_graph(); return CUDNN_MAX_SM; }
+#else
+static void need_graph(void) {}
+#define ST_NOT_INITIALIZED 1
+#define ST_BAD_PARAM 3
+#define ST_INTERNAL 4
+#define ST_DRIVER 8
+#endif
+size_t cudnnGetVersion(void) { need_graph(); return (size_t)env_int("STUB_CUDNN_VERSION", CUDNN_DEFAULT); }
+size_t cudnnGetCudartVersion(void) { need_graph(); return (size_t)CUDNN_CUDART; }
 static int handles[64];
 int cudnnCreate(void **h) {
-    if (!h) return 3; /* CUDNN_STATUS_BAD_PARAM (cuDNN 8 numbering) */
+    need_graph();
+    if (!h) return ST_BAD_PARAM;
     int rc = env_int("STUB_CUDNN_CREATE_ERROR", 0);
     if (rc) return rc;
     stub_dev vis[MAXDEV];
-    if (cu_visible(vis) == 0) return 1; /* CUDNN_STATUS_NOT_INITIALIZED: no GPU */
+    if (cu_visible(vis) == 0) return ST_NOT_INITIALIZED; /* no GPU */
+    if (env_int("STUB_CU_EXCLUSIVE_BUSY", 0)) return ST_DRIVER; /* its context could not be made */
     for (int i = 0; i < 64; i++) if (!handles[i]) { handles[i] = 1; *h = &handles[i]; return 0; }
-    return 2;
+    return ST_INTERNAL;
 }
 int cudnnDestroy(void *h) {
     for (int i = 0; i < 64; i++) if (h == &handles[i] && handles[i]) { handles[i] = 0; return 0; }
-    return 3;
+    return ST_BAD_PARAM;
 }
 const char *cudnnGetErrorString(int status) {
     switch (status) {
     case 0: return "CUDNN_STATUS_SUCCESS";
+#if CUDNN_DEFAULT >= 90000
+    case 1001: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case 1008: return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
+    case 2000: return "CUDNN_STATUS_BAD_PARAM";
+    case 3000: return "CUDNN_STATUS_NOT_SUPPORTED";
+    case 4000: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case 5000: return "CUDNN_STATUS_EXECUTION_FAILED";
+    case 5003: return "CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER";
+#else
     case 1: return "CUDNN_STATUS_NOT_INITIALIZED";
     case 2: return "CUDNN_STATUS_ALLOC_FAILED";
     case 3: return "CUDNN_STATUS_BAD_PARAM";
-    default: return "CUDNN_STATUS_UNKNOWN";
+    case 4: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case 8: return "CUDNN_STATUS_EXECUTION_FAILED";
+#endif
+    default: return "CUDNN_UNKNOWN_STATUS";
     }
 }
 """
