@@ -294,18 +294,20 @@ LIBCUDNN = "#define _GNU_SOURCE\n" + COMMON + r"""
 #if CUDNN_DEFAULT >= 90000
 /* cuDNN 9's libcudnn.so.9 is a shim: its first call loads libcudnn_graph.so.9 from its own
    directory and aborts the process when that fails, as the real one does. */
-static void need_graph(void) {
+static void need_graph_named(const char *fn);
+#define need_graph() need_graph_named(__func__)
+static void need_graph_named(const char *fn) {
     static int done = 0;
     if (done) return;
     Dl_info info;
     char path[4096];
-    if (!dladdr((void *)need_graph, &info) || !info.dli_fname) abort();
+    if (!dladdr((void *)need_graph_named, &info) || !info.dli_fname) abort();
     snprintf(path, sizeof path, "%s", info.dli_fname);
     char *slash = strrchr(path, '/');
     if (slash) slash[1] = 0; else path[0] = 0;
     strncat(path, "libcudnn_graph.so.9", sizeof path - strlen(path) - 1);
     if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
-        fprintf(stderr, "Could not load library libcudnn_graph.so.9. Error: %s\n", dlerror());
+        fprintf(stderr, "Invalid handle. Cannot load symbol %s\n", fn); /* the real shim's words */
         abort();
     }
     done = 1;
@@ -316,7 +318,7 @@ static void need_graph(void) {
 #define ST_DRIVER 5003
 size_t cudnnGetMaxDeviceVersion(void) { need_graph(); return CUDNN_MAX_SM; }
 #else
-static void need_graph(void) {}
+#define need_graph() ((void)0)
 #define ST_NOT_INITIALIZED 1
 #define ST_BAD_PARAM 3
 #define ST_INTERNAL 4
@@ -350,7 +352,7 @@ const char *cudnnGetErrorString(int status) {
     case 3000: return "CUDNN_STATUS_NOT_SUPPORTED";
     case 4000: return "CUDNN_STATUS_INTERNAL_ERROR";
     case 5000: return "CUDNN_STATUS_EXECUTION_FAILED";
-    case 5003: return "CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER";
+    case 5003: return "CUDNN_STATUS_EXECUTION_FAILED_CUDART";
 #else
     case 1: return "CUDNN_STATUS_NOT_INITIALIZED";
     case 2: return "CUDNN_STATUS_ALLOC_FAILED";

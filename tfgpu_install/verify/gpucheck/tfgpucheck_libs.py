@@ -21,7 +21,7 @@ CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
                   "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
                   "libcudnn_adv.so.9")
 # Newer cuDNN 9 releases add these; loaded when present, never required.
-CUDNN9_OPTIONAL = ("libcudnn_heuristic.so.9", "libcudnn_engines_tensor_ir.so.9")
+CUDNN9_OPTIONAL = ("libcudnn_heuristic.so.9", "libcudnn_engines_tensor_ir.so.9", "libcudnn_ext.so.9")
 
 
 def sonames(base: str, major: Optional[int], table: dict[int, list[str]]) -> list[str]:
