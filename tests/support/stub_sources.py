@@ -448,6 +448,9 @@ int nvmlShutdown(void) { inited = 0; return 0; }
 int nvmlDeviceGetCount_v2(unsigned int *n) { if (!inited) return 1; *n = ngpus; return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned int i, stub_dev **h) {
     if (!inited) return 1;                 /* NVML_ERROR_UNINITIALIZED */
+    /* STUB_NVML_HANDLE_ERROR=I:RC: GPU I cannot be opened (4 no permission in a cgroup, 15 lost after an Xid) */
+    const char *bad = getenv("STUB_NVML_HANDLE_ERROR");
+    if (bad && *bad && (unsigned)atoi(bad) == i && strchr(bad, ':')) return atoi(strchr(bad, ':') + 1);
     if (i >= (unsigned)ngpus || !h) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
     *h = &gpus[i];
     return 0;
@@ -525,6 +528,8 @@ const char *nvmlErrorString(int rc) {
     case 1: return "Uninitialized";
     case 2: return "Invalid Argument";
     case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case 15: return "GPU is lost";
     case 9: return "Driver Not Loaded";
     default: return "Unknown Error";
     }

@@ -18,6 +18,7 @@ Behaviour is chosen per run through environment variables (one build serves ever
   STUB_MIG=1                  every GPU is in MIG mode (cuDeviceGetUuid_v2 gives MIG- UUIDs; NVML
                               utilisation not supported)
   STUB_NVML_INIT_ERROR=N / STUB_NVML_SAMPLE_ERROR=N / STUB_NVML_TEMP=C / STUB_NVML_THROTTLE=BITS
+  STUB_NVML_HANDLE_ERROR=I:RC  nvmlDeviceGetHandleByIndex(I) returns RC (4 no permission, 15 GPU lost)
   STUB_CUDNN_CREATE_ERROR=N   cudnnCreate returns N (cudnnGetCudartVersion is fixed per build, as in the
                               real library: cuDNN 8 for 12.3 in env/, for 11.8 in cudnn-cu11/; cuDNN 9.3 for
                               12.6 in env/, 9.13 for 13.0 in cudnn-cu13/). cuDNN 9 stubs abort in their first

@@ -96,3 +96,17 @@ def test_burn_on_mig_keeps_sampling_without_utilisation(tmp_path: Path, stubs: S
 def test_failed_reads_are_errors_never_zero_degrees(tmp_path: Path, stubs: StubLibs) -> None:
     tele = _burn(_pci(tmp_path, "01"), stubs, STUB_NVML_SAMPLE_ERROR="15")["telemetry"]
     assert tele["failed_reads"] > 0 and "temp_c" not in tele and "(15)" in tele["error"]
+
+
+# ---- issue 25 defect 10: one GPU NVML cannot open does not lose the others ---------------------------------
+def test_one_nvml_handle_failing_keeps_the_mapping_and_telemetry_of_the_rest(tmp_path: Path, stubs: StubLibs) -> None:
+    root = _pci(tmp_path, "01", "02")
+    doc = _check(root, stubs, STUB_CU_DEVICES="2", STUB_NVML_HANDLE_ERROR="0:4")  # no permission on GPU 0
+    vis = doc["extras"]["visible_devices"]
+    assert _mapping(doc)[1] == (1, 1, "uuid") and vis["mapping"][0]["nvidia_smi"] is None
+    assert vis["nvml_gpu_errors"] == ["nvmlDeviceGetHandleByIndex(0) failed: Insufficient Permissions (4)"]
+    assert "nvml_error" not in vis
+    tele = _burn(root, stubs, STUB_CU_DEVICES="2", CUDA_VISIBLE_DEVICES="1", STUB_NVML_HANDLE_ERROR="0:15")["telemetry"]
+    assert tele["gpu"]["nvidia_smi"] == 1 and tele["temp_c"] == {"min": 41, "max": 41}
+    lost = _burn(root, stubs, STUB_CU_DEVICES="2", CUDA_VISIBLE_DEVICES="0", STUB_NVML_HANDLE_ERROR="0:15")["telemetry"]
+    assert lost["samples"] == 0 and "GPU is lost (15)" in lost["error"]

@@ -106,6 +106,9 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
                            "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
     if nv.get("error"):
         vis["nvml_error"] = nv["error"]
+    gpu_errors = [d["error"] for d in nv.get("devices", []) if d.get("error")]
+    if gpu_errors:  # one GPU NVML cannot open does not lose the others
+        vis["nvml_gpu_errors"] = gpu_errors
     note = nvml.order_note(mapping, environ)
     if note:
         vis["note"] = note

@@ -91,23 +91,31 @@ class Nvml:
                     out.append(uuid)
         return out
 
+    def _device(self, i: int) -> tuple[dict[str, Any], Optional[Any]]:
+        """One GPU's entry and handle; a GPU NVML cannot open (no permission in a cgroup, lost after
+        an Xid) gets an entry with its error and no handle, and the others are still read."""
+        h = ctypes.c_void_p()
+        rc = self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+        if rc != NVML_SUCCESS:
+            return {"nvidia_smi": i, "uuid": None, "pci": None, "mig": False, "mig_uuids": [],
+                    "error": f"nvmlDeviceGetHandleByIndex({i}) failed: {self.error_string(self.lib, rc)} ({rc})"}, None
+        pci = PciInfo()
+        bus = normal_pci(pci.busId.decode()) if self.lib.nvmlDeviceGetPciInfo_v3(
+            h, ctypes.byref(pci)) == NVML_SUCCESS else None
+        migs = self._migs(h)
+        return {"nvidia_smi": i, "uuid": self._uuid(h), "pci": bus, "mig": bool(migs), "mig_uuids": migs}, h
+
     def devices(self) -> tuple[list[dict[str, Any]], list[Any]]:
-        """([{nvidia_smi, uuid, pci, mig, mig_uuids}], handles) in NVML's (= nvidia-smi's) order."""
+        """([{nvidia_smi, uuid, pci, mig, mig_uuids[, error]}], handles) in NVML's (= nvidia-smi's)
+        order; a GPU that could not be opened has its error and a None handle."""
         count = ctypes.c_uint()
         rc = self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
         if rc != NVML_SUCCESS:
             raise OSError(f"nvmlDeviceGetCount failed: {self.error_string(self.lib, rc)} ({rc})")
         out, handles = [], []
         for i in range(count.value):
-            h = ctypes.c_void_p()
-            rc = self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
-            if rc != NVML_SUCCESS:
-                raise OSError(f"nvmlDeviceGetHandleByIndex({i}) failed: {self.error_string(self.lib, rc)} ({rc})")
-            pci = PciInfo()
-            bus = normal_pci(pci.busId.decode()) if self.lib.nvmlDeviceGetPciInfo_v3(
-                h, ctypes.byref(pci)) == NVML_SUCCESS else None
-            migs = self._migs(h)
-            out.append({"nvidia_smi": i, "uuid": self._uuid(h), "pci": bus, "mig": bool(migs), "mig_uuids": migs})
+            entry, h = self._device(i)
+            out.append(entry)
             handles.append(h)
         return out, handles
 
@@ -191,7 +199,12 @@ class Telemetry:
             return
         gpu, how = match(target or {}, devices) if target else (devices[0] if devices else None, "first")
         if gpu is None:
-            self.error = "NVML does not list the CUDA device under load (no UUID or bus id matched)"
+            failed = [d["error"] for d in devices if d.get("error")]
+            self.error = "NVML does not list the CUDA device under load (no UUID or bus id matched)" + (
+                f"; GPUs NVML could not open: {'; '.join(failed)}" if failed else "")
+            return
+        if handles[gpu["nvidia_smi"]] is None:
+            self.error = gpu.get("error") or "NVML has no handle for the GPU under load"
             return
         self.gpu = dict(gpu, matched_by=how)
         self.source = "libnvidia-ml"
