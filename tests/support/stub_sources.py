@@ -221,9 +221,47 @@ int cudaSetDevice(int dev) {
     return (dev >= 0 && dev < cu_visible(vis)) ? 0 : 101;
 }
 int cudaDeviceSynchronize(void) { return 0; }
+/* Events: this "device" runs every call synchronously, so an event records the time it is reached. */
+#include <time.h>
+static double events[256];
+static int nevents = 0;
+int cudaEventCreate(void **e) {
+    if (!e) return 1;
+    if (nevents >= 256) return 2;
+    *e = &events[nevents++];
+    return 0;
+}
+int cudaEventDestroy(void *e) { return (e >= (void *)events && e < (void *)(events + 256)) ? 0 : 400; }
+int cudaEventRecord(void *e, void *stream) {
+    if (!(e >= (void *)events && e < (void *)(events + 256))) return 400; /* cudaErrorInvalidResourceHandle */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)e = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return 0;
+}
+int cudaEventSynchronize(void *e) { return 0; }
+int cudaEventElapsedTime(float *ms, void *a, void *b) {
+    if (!ms) return 1;
+    *ms = (float)(*(double *)b - *(double *)a);
+    return 0;
+}
 /* "Device" memory is host memory the stub tracks: the stub cuBLAS computes on the CPU, and
    refuses any pointer that did not come from cudaMalloc, as a real GPU would fault on it. */
-static struct { char *p; size_t size; } allocs[256];
+static struct { char *p; size_t size; unsigned long gen; } allocs[256];
+static unsigned long next_gen = 1;
+/* A write generation per allocation (bumped by cudaMemcpy into it and by stub_touch): the stub
+   cuBLAS reuses a product whose inputs and output were not written since it computed it. */
+unsigned long stub_gen(const void *ptr) {
+    const char *c = (const char *)ptr;
+    for (int i = 0; i < 256; i++)
+        if (allocs[i].p && c >= allocs[i].p && c < allocs[i].p + allocs[i].size) return allocs[i].gen;
+    return 0;
+}
+void stub_touch(const void *ptr) {
+    const char *c = (const char *)ptr;
+    for (int i = 0; i < 256; i++)
+        if (allocs[i].p && c >= allocs[i].p && c < allocs[i].p + allocs[i].size) allocs[i].gen = next_gen++;
+}
 int stub_is_device(const void *ptr, size_t bytes) {
     const char *c = (const char *)ptr;
     for (int i = 0; i < 256; i++)
@@ -239,6 +277,7 @@ int cudaMalloc(void **p, size_t size) {
             allocs[i].p = malloc(size ? size : 1);
             if (!allocs[i].p) return 2;
             allocs[i].size = size;
+            allocs[i].gen = next_gen++;
             *p = allocs[i].p;
             return 0;
         }
@@ -262,6 +301,7 @@ int cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
     if (kind < 0 || kind > 4) return 21; /* cudaErrorInvalidMemcpyDirection */
     if (!ok) return 1;
     memcpy(dst, src, count);
+    if (dd) stub_touch(dst);
     return 0;
 }
 static const struct { int code; const char *name; } RT_ERRORS[] = {
@@ -370,8 +410,9 @@ CUDNN_SUB = r"""
 int stub_cudnn_sublibrary(void) { return 9; }
 """
 
-LIBCUBLAS = COMMON + r"""
+LIBCUBLAS = "#define _GNU_SOURCE\n" + COMMON + r"""
 #include <dlfcn.h>
+#include <math.h>
 static int handles[64];
 static int valid(void *h) {
     for (int i = 0; i < 64; i++) if (h == &handles[i] && handles[i]) return 1;
@@ -395,6 +436,18 @@ static int on_device(const void *p, size_t bytes) {
     int (*is_dev)(const void *, size_t) = (int (*)(const void *, size_t))dlsym(RTLD_DEFAULT, "stub_is_device");
     return is_dev && is_dev(p, bytes);
 }
+static unsigned long gen_of(const void *p) {
+    unsigned long (*g)(const void *) = (unsigned long (*)(const void *))dlsym(RTLD_DEFAULT, "stub_gen");
+    return g ? g(p) : 0;
+}
+static void touch(const void *p) {
+    void (*t)(const void *) = (void (*)(const void *))dlsym(RTLD_DEFAULT, "stub_touch");
+    if (t) t(p);
+}
+/* STUB_CUBLAS_SGEMM_US=N: every SGEMM takes N microseconds more (a GPU's known kernel time). A
+   product whose inputs and output were not written since it was computed is not computed again
+   (the result is the same), so a large burn costs only its known time. */
+static struct { const void *a, *b, *c; unsigned long ga, gb, gc; int m, n, k; float alpha, beta; } memo;
 /* Column-major C = alpha*A*B + beta*C, no transposes (all the check asks for). */
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A, int lda,
                    const float *B, int ldb, const float *beta, float *C, int ldc) {
@@ -405,13 +458,41 @@ int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *al
     if (!on_device(A, sizeof(float) * (size_t)lda * k) || !on_device(B, sizeof(float) * (size_t)ldb * n) ||
         !on_device(C, sizeof(float) * (size_t)ldc * n))
         return 13; /* CUBLAS_STATUS_EXECUTION_FAILED: the kernel faulted on a host pointer */
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float s = 0.0f;
-            for (int p = 0; p < k; p++) s += A[p * lda + i] * B[j * ldb + p];
-            C[j * ldc + i] = (*alpha) * s + (*beta) * C[j * ldc + i];
-        }
-    if (env_int("STUB_CUBLAS_WRONG", 0)) C[0] += 1.0f;
+    int us = env_int("STUB_CUBLAS_SGEMM_US", 0);
+    if (us > 0) usleep((useconds_t)us);
+    int same = memo.a == A && memo.b == B && memo.c == C && memo.ga == gen_of(A) && memo.gb == gen_of(B) &&
+               memo.gc == gen_of(C) && memo.m == m && memo.n == n && memo.k == k && memo.alpha == *alpha &&
+               *beta == 0.0f && memo.beta == 0.0f;
+    if (!same) {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float s = 0.0f;
+                for (int p = 0; p < k; p++) s += A[p * lda + i] * B[j * ldb + p];
+                C[j * ldc + i] = (*alpha) * s + (*beta) * C[j * ldc + i];
+            }
+        if (env_int("STUB_CUBLAS_WRONG", 0)) C[0] += 1.0f;
+        touch(C);
+        memo.a = A; memo.b = B; memo.c = C; memo.ga = gen_of(A); memo.gb = gen_of(B); memo.gc = gen_of(C);
+        memo.m = m; memo.n = n; memo.k = k; memo.alpha = *alpha; memo.beta = *beta;
+    }
+    return 0;
+}
+/* y = alpha*x + y and the 1-based index of max |x|: what an on-device comparison needs. */
+int cublasSaxpy_v2(void *h, int n, const float *alpha, const float *x, int incx, float *y, int incy) {
+    if (!valid(h)) return 1;
+    if (n < 0 || !alpha || incx != 1 || incy != 1) return 7;
+    if (!on_device(x, sizeof(float) * (size_t)n) || !on_device(y, sizeof(float) * (size_t)n)) return 13;
+    for (int i = 0; i < n; i++) y[i] += (*alpha) * x[i];
+    touch(y);
+    return 0;
+}
+int cublasIsamax_v2(void *h, int n, const float *x, int incx, int *result) {
+    if (!valid(h)) return 1;
+    if (n < 0 || incx != 1 || !result) return 7;
+    if (!on_device(x, sizeof(float) * (size_t)n)) return 13;
+    int best = 0;
+    for (int i = 1; i < n; i++) if (fabsf(x[i]) > fabsf(x[best])) best = i;
+    *result = n > 0 ? best + 1 : 0;
     return 0;
 }
 const char *cublasGetStatusName(int status) {

@@ -33,6 +33,8 @@ Behaviour is chosen per run through environment variables (one build serves ever
   STUB_CUDNN_VERSION=N        cudnnGetVersion (default 8907)
   STUB_CUBLAS_CREATE_ERROR=N  cublasCreate_v2 returns N (e.g. 1 CUBLAS_STATUS_NOT_INITIALIZED)
   STUB_CUBLAS_WRONG=1         cublasSgemm_v2 returns a wrong result (a faulty GPU)
+  STUB_CUBLAS_SGEMM_US=N      every cublasSgemm_v2 takes N microseconds more (a known kernel time); a product
+                              whose buffers were not written since is reused, not recomputed
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def build_stub_libs(dest: Path) -> StubLibs:
         c_file.write_text(code)
         tmp = out.with_name(out.name + ".tmp")
         subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", *flags, f"-Wl,-soname,{soname}", "-o", str(tmp),
-                        str(c_file), "-ldl"], check=True, capture_output=True)
+                        str(c_file), "-ldl", "-lm"], check=True, capture_output=True)
         os.replace(tmp, out)
         stamp.write_text(digest)
     return StubLibs(driver=dest / "driver", env=dest / "env", cu13=dest / "cu13", cudnn_cu11=dest / "cudnn-cu11",
