@@ -105,7 +105,8 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     vis: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
                            "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
     if nv.get("error"):
-        vis["nvml_error"] = nv["error"]
+        vis["nvml_error"] = nv["error"] + (" (expected: a Jetson has no NVML)" if hw.get("measured", {}).get("tegra")
+                                           else "")
     gpu_errors = [d["error"] for d in nv.get("devices", []) if d.get("error")]
     if gpu_errors:  # one GPU NVML cannot open does not lose the others
         vis["nvml_gpu_errors"] = gpu_errors

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
@@ -82,6 +83,17 @@ def _read(path: str) -> str:
 
 
 # ---- layer 0 -------------------------------------------------------------------------------------
+def tegra_soc(root: str) -> str:
+    """A Jetson's Tegra SoC, from /etc/nv_tegra_release or the device tree's `nvidia,tegra*`
+    compatible string ('' when neither says so). Mirrors facts/identity.py (this file runs inside
+    the env, without the package)."""
+    m = re.search(r"R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", _read(os.path.join(root, "etc/nv_tegra_release")))
+    first = f"R{m.group(1)}.{m.group(2)}" if m else ""
+    compat = [c for c in _read(os.path.join(root, "proc/device-tree/compatible")).split("\x00")
+              if c.startswith("nvidia,tegra")]
+    return "; ".join(x for x in (f"L4T {first}" if first else "", compat[0] if compat else "") if x)
+
+
 def layer_hardware(root: str) -> dict[str, Any]:
     """An NVIDIA display/3D controller (vendor 0x10de, class 0x03xxxx) on the PCI bus."""
     base = os.path.join(root, "sys/bus/pci/devices")
@@ -115,6 +127,10 @@ def layer_hardware(root: str) -> dict[str, Any]:
     if os.path.exists(os.path.join(root, "dev/dxg")) and os.path.exists(
             os.path.join(root, "usr/lib/wsl/lib/libcuda.so.1")):
         return outcome("pass", "WSL2 GPU paravirtualisation (/dev/dxg, /usr/lib/wsl/lib)", {"wsl2": True})
+    tegra = tegra_soc(root)
+    if tegra:
+        return outcome("pass", f"NVIDIA Jetson (Tegra SoC: {tegra}): an integrated GPU (nvgpu) on no PCI bus, "
+                       "no /dev/nvidia0 and no NVML, as on every Jetson", {"tegra": tegra, "gpus": []})
     return outcome("fail", f"no NVIDIA GPU on the PCI bus ({base}: no vendor 0x10de display controller)",
                    {"gpus": []},
                    hint="this machine has no NVIDIA GPU visible: in a VM or container pass the GPU through "
