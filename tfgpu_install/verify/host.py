@@ -14,11 +14,14 @@ import hashlib
 import json
 import os
 import re
+import signal
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
@@ -188,6 +191,25 @@ def _layers_of_a_dead_check(progress: list[tuple[str, str]], current: Optional[i
 
 
 # ---- running it ----------------------------------------------------------------------------------
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the check runs, SIGTERM (a stage timeout, `kill`) ends us the way Ctrl-C does: the
+    runner then ends the check's own process group (it runs in a session of its own, so a signal
+    to us alone would leave it on the GPU)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def env_python(env: Path) -> Path:
     py = Path(env) / "bin" / "python"
     if not py.exists():
@@ -253,7 +275,8 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
         # Importing TF makes Keras write ~/.keras/keras.json: keep that in our cache, not the
         # user's home (an install touches nothing the user did not ask for).
         run_env.setdefault("KERAS_HOME", str(ctx.cache_dir / "keras"))
-        done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
+        with sigterm_as_interrupt():
+            done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
         log_text = log.read_text(errors="replace") if log.is_file() else ""
         prog_text = prog.read_text(errors="replace") if prog.is_file() else ""
     report = parse_check_output(done, timeout, log_text, prog_text)

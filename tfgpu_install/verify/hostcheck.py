@@ -18,7 +18,13 @@ from typing import Iterable, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
-from tfgpu_install.verify.host import BASE_TIMEOUT, CHECK_SCRIPT, VerifyReport, parse_check_output
+from tfgpu_install.verify.host import (
+    BASE_TIMEOUT,
+    CHECK_SCRIPT,
+    VerifyReport,
+    parse_check_output,
+    sigterm_as_interrupt,
+)
 
 HOST_LAYERS = ",".join(check_layers.host_layers())
 # What layer 0 looks at, in probe's wording ("no NVIDIA GPU found; tried: ...").
@@ -50,7 +56,8 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
                 "--root", str(ctx.root), "--layers", HOST_LAYERS, "--progress-file", str(progress)]
         if burn:
             argv += ["--sgemm-burn", f"{burn:g}"]
-        done = ctx.runner.run(argv, desc="GPU check on the host", env=dict(ctx.environ), timeout=timeout)
+        with sigterm_as_interrupt():
+            done = ctx.runner.run(argv, desc="GPU check on the host", env=dict(ctx.environ), timeout=timeout)
         progress_text = progress.read_text(errors="replace") if progress.is_file() else ""
     report = parse_check_output(done, timeout, "", progress_text)
     return replace(report, mode="host", when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
