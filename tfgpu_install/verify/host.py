@@ -364,13 +364,17 @@ def report_blocks(report: VerifyReport) -> list[Block]:
     six = report.layer("benchmark")
     bench = (six.measured.get("benchmark") if six else None) or {}
     if bench:
-        blocks.append(table(f"Matmul benchmark ({bench.get('device')})", ("n", "CPU GFLOP/s", "GPU GFLOP/s", "speed-up"),
-                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], f"{r['speedup']}x") for r in bench["sizes"]]))
+        blocks.append(table(f"Matmul benchmark ({bench.get('device')})",
+                            ("n", "CPU GFLOP/s", "GPU FP32", "GPU TF32", "GPU bf16", "speed-up (FP32)"),
+                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], r.get("tf32_gflops"), r.get("bf16_gflops"),
+                              f"{r['speedup']}x") for r in bench["sizes"]]))
     burn = (six.measured.get("burn") if six else None) or {}
     if burn:
         tele = burn.get("telemetry", {})
         items = [f"{burn['iterations']} matmuls of {burn['n']} in {burn['seconds']}s, {burn['gflops']} GFLOP/s, "
                  f"{burn['mismatches']} wrong results"]
+        if burn.get("duty_cycle") is not None:
+            items.append(f"GPU busy {burn['duty_cycle']:.0%} of the burn ({burn.get('gpu_gflops')} GFLOP/s while busy)")
         for key, unit in (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%")):
             if key in tele:
                 items.append(f"{key}: {tele[key]['min']}-{tele[key]['max']} {unit}")
