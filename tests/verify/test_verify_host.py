@@ -183,7 +183,7 @@ def test_benchmark_and_burn_blocks() -> None:
     report = VerifyReport(ok=True, mode="gpu", gpu_verified=True, layers=(six,))
     blocks = report_blocks(report)
     bench = next(b for b in blocks if isinstance(b, Table) and b.title.startswith("Matmul benchmark"))
-    assert bench.rows == (("4096", "900.0", "45000.0", "380000.0", "-", "50.0x"),)  # no bf16 figure: '-' 
+    assert bench.rows == (("4096", "900.0", "45000.0", "380000.0", "-", "50.0x"),)  # no bf16 figure: '-'
     burn = next(b for b in blocks if isinstance(b, Bullets) and b.title == "Burn test")
     assert "GPU busy 99% of the burn (44600.0 GFLOP/s while busy)" in burn.items
     assert "temp_c: 40-83 °C" in burn.items and "throttled: hw_thermal" in burn.items and burn.style == "error"
