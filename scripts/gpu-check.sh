@@ -32,6 +32,7 @@
 # default a new /tmp/tfgpu-gpu-check.XXXXXX), PROFILE (online mode, default stable).
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"  # gpu_check_summary.py lies beside this script (in the repo and the pack)
 PY="${PYTHON:-python3}"
 PACK_LIMIT=$((64 * 1024 * 1024))
 
@@ -66,7 +67,7 @@ pack() {
   # what only older Pythons need (pyproject: tomli for Python < 3.11).
   "$PY" -m pip download -q --only-binary=:all: --dest "$dir/wheels" --python-version 3.9 "tomli>=1.1" \
     || die "downloading tomli failed"
-  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh"
+  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh" && cp "$HERE/gpu_check_summary.py" "$dir/"
   echo "$arch" > "$dir/ARCH"
   local bytes
   bytes=$(du -sb "$dir" | cut -f1)
@@ -127,68 +128,7 @@ write_summary() {  # the exit trap: the summary JSON and the one PASS/FAIL line,
   local writer="$PY" code
   [ -x "$WORK/tool/bin/python" ] && writer="$WORK/tool/bin/python"
   printf '%s' "$STAGES" > "$WORK/stages.tsv"
-  "$writer" - "$SUMMARY" "$GPU_STATE" "$WORK" "$INTERRUPTED" "$EXPECTED" <<'PYEOF'
-import json, sys, time
-path, gpu_state, work, interrupted, expected = sys.argv[1:6]
-stages = []
-for line in open(f"{work}/stages.tsv").read().splitlines():
-    name, rc, seconds, log, extra = (line.split("\t") + [""] * 5)[:5]
-    st = {"name": name, "seconds": int(seconds or 0), "log": log or None}
-    if rc == "skip":
-        st.update(status="skip", why=extra)
-    elif rc == "interrupted":
-        st.update(status="interrupted")
-    else:
-        st.update(exit_code=int(rc), status={"0": "pass", "3": "no_gpu", "124": "timeout", "137": "timeout"}.get(rc, "fail"))
-        if extra:
-            try:
-                st["result"] = json.load(open(extra))
-            except (OSError, ValueError):
-                st["result"] = None
-    if log:
-        try:
-            st["log_tail"] = open(log, errors="replace").read().splitlines()[-15:]
-        except OSError:
-            pass
-    stages.append(st)
-# a stage's own verdict: visible-none passes when CUDA says "no device"; everything else when it exits 0
-for st in stages:
-    if st["name"] == "visible-none" and st["status"] == "fail":
-        lay = ((st.get("result") or {}).get("layers") or [{}, {}])[1]
-        if (lay.get("error") or {}).get("name") == "CUDA_ERROR_NO_DEVICE":
-            st["status"] = "pass"
-host = next((s for s in stages if s["name"] == "host"), None)
-message = ((host or {}).get("result") or {}).get("message")
-failed = [s["name"] for s in stages if s["status"] in ("fail", "timeout", "interrupted")]
-missing = [n for n in expected.split() if n not in {s["name"] for s in stages}]
-tf_skipped = any(s["name"] == "tensorflow" and s["status"] == "skip" for s in stages)
-if interrupted:
-    code, result = 130, "FAIL"
-    stages.append({"name": "interrupted", "status": "fail", "why": "SIGINT/SIGTERM before every stage ran",
-                   "missing_stages": missing})
-    failed.append("interrupted")
-elif gpu_state == "none":
-    code, result = 3, "NO_GPU"
-elif failed or not stages or missing:
-    code, result = 9, "FAIL"
-elif tf_skipped:
-    code, result = 0, "PASS_HOST_ONLY"
-else:
-    code, result = 0, "PASS"
-doc = {"format": 1, "tool": "scripts/gpu-check.sh --offline", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-       "result": result, "exit_code": code, "message": message if gpu_state == "none" else None,
-       "failed_stages": failed, "missing_stages": missing if gpu_state != "none" else [], "stages": stages,
-       "work_dir": work}
-with open(path, "w") as fh:
-    json.dump(doc, fh, indent=1)
-line = {"PASS": "PASS: every stage passed", "NO_GPU": f"FAIL: {message or 'no NVIDIA GPU'} (exit 3)",
-        "PASS_HOST_ONLY": "PASS (host layers only; TensorFlow not checked: no Python env here can import it)",
-        "FAIL": f"FAIL: stage(s) {', '.join(failed) or 'none ran'} failed (exit {code})"
-        + (f"; not run: {', '.join(missing)}" if missing else "")}[result]
-print(f"summary: {path}")
-print(line)
-sys.exit(code)
-PYEOF
+  "$writer" "$HERE/gpu_check_summary.py" summary "$SUMMARY" "$GPU_STATE" "$WORK" "$INTERRUPTED" "$EXPECTED"
   code=$?
   exit $code
 }
@@ -296,13 +236,7 @@ compute_cap,temperature.gpu,clocks.sm,power.draw,mig.mode.current --format=csv"
     --timeout "$inner" "${searches[@]}"
   local uuid
   # CUDA device 0's UUID as the host stage read it (MIG-... on a MIG instance): no nvidia-smi needed.
-  uuid="$("$WORK/tool/bin/python" - "$WORK/host.json" <<'PYEOF' 2>/dev/null
-import json, sys
-doc = json.load(open(sys.argv[1]))
-mapping = ((doc.get("extras") or {}).get("visible_devices") or {}).get("mapping") or [{}]
-print(mapping[0].get("uuid") or "")
-PYEOF
-)"
+  uuid="$("$WORK/tool/bin/python" "$HERE/gpu_check_summary.py" uuid "$WORK/host.json" 2>/dev/null)"
   if [ -n "$uuid" ]; then
     stage visible-uuid "$limit" "$WORK/visible-uuid.json" env CUDA_VISIBLE_DEVICES="$uuid" "$tool" verify --host-only \
       --json --timeout "$inner" "${searches[@]}"

@@ -156,3 +156,47 @@ def test_a_symlinked_venv_on_path_is_searched_as_itself(tmp_path: Path) -> None:
     mine = [r for r in rows if r[1] == str(site)]
     assert mine and mine[0][2] == "yes" and mine[0][3] == str(venv), done.stdout
     assert mine[0][0].startswith(str(venv))
+
+
+SUMMARY = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check_summary.py"
+EVERY = "install probe host burn visible-none visible-uuid visible-pci-order tensorflow"
+
+
+def _summarise(tmp_path: Path, rows: list[str], interrupted: str = "") -> tuple[subprocess.CompletedProcess[str], dict]:
+    (tmp_path / "stages.tsv").write_text("".join(r + "\n" for r in rows))
+    out = tmp_path / "summary.json"
+    done = subprocess.run([sys.executable, str(SUMMARY), "summary", str(out), "present", str(tmp_path), interrupted,
+                           EVERY], capture_output=True, text=True)
+    return done, json.loads(out.read_text())
+
+
+def _passed(*names: str) -> list[str]:
+    return [f"{n}\t0\t1\t\t" for n in names]
+
+
+def test_no_tensorflow_env_is_pass_host_only_not_pass(tmp_path: Path) -> None:
+    """Issue 25 defect 13: a run that checked no TensorFlow says so, with its own result value."""
+    rows = _passed("install", "probe", "host", "burn", "visible-none", "visible-uuid", "visible-pci-order")
+    done, doc = _summarise(tmp_path, rows + ["tensorflow\tskip\t0\t\tno Python env here can import tensorflow"])
+    assert done.returncode == 0 and doc["result"] == "PASS_HOST_ONLY"
+    assert done.stdout.splitlines()[-1] == ("PASS (host layers only; TensorFlow not checked: no Python env here can "
+                                            "import it)")
+    done, doc = _summarise(tmp_path, rows + _passed("tensorflow"))
+    assert done.returncode == 0 and doc["result"] == "PASS"
+
+
+def test_an_expected_stage_that_never_ran_is_a_failure(tmp_path: Path) -> None:
+    done, doc = _summarise(tmp_path, _passed("install", "probe", "host"))
+    assert done.returncode == 9 and doc["result"] == "FAIL"
+    assert doc["missing_stages"] == ["burn", "visible-none", "visible-uuid", "visible-pci-order", "tensorflow"]
+    assert "not run: burn" in done.stdout
+
+
+@pytest.mark.parametrize("uuid", ["GPU-8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11", "MIG-5a1b2c3d-0d1e-4a43-9e58-2b9d4e1f0c11"])
+def test_visible_uuid_is_taken_from_the_host_stage(tmp_path: Path, uuid: str) -> None:
+    """Issue 25 defect 14: no nvidia-smi needed; on MIG the instance's MIG- UUID (its parent's GPU- UUID
+    would select the whole GPU, which CUDA refuses while MIG is on)."""
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"extras": {"visible_devices": {"mapping": [{"cuda": 0, "uuid": uuid}]}}}))
+    done = subprocess.run([sys.executable, str(SUMMARY), "uuid", str(host)], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == uuid
