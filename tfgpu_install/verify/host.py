@@ -347,21 +347,9 @@ def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
 
 
 # ---- rendering -----------------------------------------------------------------------------------
-def report_blocks(report: VerifyReport) -> list[Block]:
-    blocks: list[Block] = [table("Verification", ("layer", "check", "result", "measured"),
-                                 [(lay.layer, lay.name, lay.status, lay.summary) for lay in report.layers])]
-    bad = report.first_failure
-    if bad is not None:
-        err = f" [{bad.error['name']} = {bad.error['code']}]" if bad.error else ""
-        blocks.append(Text(f"Layer {bad.layer} ({bad.name}) failed{err}: {bad.summary}", "error"))
-        if bad.hint:
-            blocks.append(Text(f"Fix: {bad.hint}", "warn"))
-    else:
-        blocks.append(Text(report.summary(), "ok"))
-    for lay in report.layers:
-        if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
-            blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
-    six = report.layer("benchmark")
+def _benchmark_blocks(six: Optional[LayerResult]) -> list[Block]:
+    """The benchmark layer's table and burn bullets (none when it did not run)."""
+    blocks: list[Block] = []
     bench = (six.measured.get("benchmark") if six else None) or {}
     if bench:
         blocks.append(table(f"Matmul benchmark ({bench.get('device')})",
@@ -382,6 +370,10 @@ def report_blocks(report: VerifyReport) -> list[Block]:
         if tele.get("error"):
             items.append(str(tele["error"]))
         blocks.append(Bullets("Burn test", tuple(items), "error" if burn["throttled"] or burn["mismatches"] else ""))
+    return blocks
+
+
+def _notes(report: VerifyReport) -> list[str]:
     notes = []
     mp = report.extras.get("mixed_precision")
     if mp:
@@ -403,6 +395,25 @@ def report_blocks(report: VerifyReport) -> list[Block]:
         if fail.get("harmless") or report.mode == "cpu":  # a CPU env lacks libcuda by design
             continue
         notes.append(f"TensorFlow could not load {fail['library']}: {fail.get('dlerror') or ''}".rstrip(": "))
+    return notes
+
+
+def report_blocks(report: VerifyReport) -> list[Block]:
+    blocks: list[Block] = [table("Verification", ("layer", "check", "result", "measured"),
+                                 [(lay.layer, lay.name, lay.status, lay.summary) for lay in report.layers])]
+    bad = report.first_failure
+    if bad is not None:
+        err = f" [{bad.error['name']} = {bad.error['code']}]" if bad.error else ""
+        blocks.append(Text(f"Layer {bad.layer} ({bad.name}) failed{err}: {bad.summary}", "error"))
+        if bad.hint:
+            blocks.append(Text(f"Fix: {bad.hint}", "warn"))
+    else:
+        blocks.append(Text(report.summary(), "ok"))
+    for lay in report.layers:
+        if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
+            blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
+    blocks += _benchmark_blocks(report.layer("benchmark"))
+    notes = _notes(report)
     if notes:
         blocks.append(Bullets("Also", tuple(notes)))
     if report.crashed and report.tf_log.get("tail"):
