@@ -140,3 +140,16 @@ def test_cudnn_9_statuses_by_name(root: Path, stubs: StubLibs, code: str, name: 
     doc = run_check(["--root", str(root), "--layers", "driver,cuda-runtime,cudnn", "--plan-json", json.dumps(plan)],
                     _env(stubs, STUB_CUDNN_CREATE_ERROR=code, STUB_CU_DRIVER_VERSION="12080"))
     assert f"cudnnCreate failed: {name}" in layer(doc, "cudnn")["summary"]
+
+
+def test_no_plan_and_a_cudnn_9_without_its_graph_library_does_not_abort_layer_2(root: Path, stubs: StubLibs,
+                                                                                  tmp_path: Path) -> None:
+    """Layer 2 asks the env's cuDNN which CUDA it was built for: never through a shim that would abort."""
+    venv, site = _venv(tmp_path, "broken")
+    _place(stubs.env, ("libcudart.so.12",), site / "nvidia/cuda_runtime/lib")
+    _place(stubs.env, ("libcudnn.so.9",), site / "nvidia/cudnn/lib")
+    (site / "nvidia/cudnn/lib/libcudnn_graph.so.9").mkdir()  # present, but not a library
+    doc = run_check(["--root", str(root), "--layers", "driver,cuda-runtime,cudnn", "--keep-going", "--plan-json", "{}"],
+                    _env(stubs, STUB_CU_DRIVER_VERSION="12040"), python=str(venv / "bin/python"))
+    assert layer(doc, "cuda-runtime")["status"] == "pass"
+    assert "libcudnn_graph.so.9" in layer(doc, "cudnn")["summary"] and layer(doc, "cudnn")["status"] == "fail"

@@ -242,10 +242,11 @@ def cudnn_built_for(plan: dict[str, Any]) -> Optional[int]:
     library (its first call would abort the check: layer 3 says so)."""
     names = [n for n in sonames("libcudnn.so", major(plan.get("cudnn")), CUDNN) if n != "libcudnn.so"]
     path = find_file(names, search_dirs(plan, "cudnn"))
-    if not path or (path.endswith(".so.9") and not os.path.exists(os.path.join(os.path.dirname(path),
-                                                                              CUDNN9_SUBLIBS[0]))):
+    if not path:
         return None
     try:
+        if path.endswith(".so.9"):  # the shim's first call aborts unless its graph library loads
+            ctypes.CDLL(os.path.join(os.path.dirname(path), CUDNN9_SUBLIBS[0]), mode=ctypes.RTLD_GLOBAL)
         lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return None
