@@ -22,7 +22,8 @@ def read_stages(work):
         elif rc == "interrupted":
             st.update(status="interrupted")
         else:
-            st.update(exit_code=int(rc), status={"0": "pass", "3": "no_gpu", "124": "timeout", "137": "timeout"}.get(rc, "fail"))
+            status = {"0": "pass", "3": "no_gpu", "124": "timeout", "137": "timeout"}.get(rc, "fail")
+            st.update(exit_code=int(rc), status=status)
             if extra:
                 try:
                     st["result"] = json.load(open(extra))

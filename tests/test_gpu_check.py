@@ -75,7 +75,8 @@ def test_a_pack_for_another_architecture_is_refused_with_the_fix(tmp_path: Path)
     other = "aarch64" if platform.machine() != "aarch64" else "x86_64"
     (pack / "ARCH").write_text(other + "\n")
     done = subprocess.run([str(SCRIPT), "--offline", str(pack)], capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TFGPU_CHECK_DIR": str(tmp_path / "w")})
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                               "TFGPU_CHECK_DIR": str(tmp_path / "w")})
     assert done.returncode == 2
     assert f"this pack holds wheels for {other}; this machine is {platform.machine()}" in done.stderr
     assert "--pack DIR" in done.stderr
@@ -96,7 +97,8 @@ def test_sigterm_mid_run_is_fail_130_with_the_stage_interrupted(tmp_path: Path) 
     started = tmp_path / "venv-started"
     py = _fake_python(tmp_path, f"touch {started}; sleep 60; exit 1")
     out = tmp_path / "out"
-    run = subprocess.Popen([str(SCRIPT), "--offline", str(pack)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    run = subprocess.Popen([str(SCRIPT), "--offline", str(pack)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True,
                            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": str(py), "OUT": str(out),
                                 "TFGPU_CHECK_DIR": str(tmp_path / "work")})
     try:
@@ -133,7 +135,8 @@ def test_without_ensurepip_the_packs_uv_makes_the_venv(tmp_path: Path) -> None:
     py = _fake_python(tmp_path, f"echo '{msg}' >&2; exit 1")
     work = tmp_path / "work"
     subprocess.run([str(SCRIPT), "--offline", str(pack)], capture_output=True, text=True, timeout=300,
-                   env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": str(py), "TFGPU_CHECK_DIR": str(work)})
+                   env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": str(py),
+                        "TFGPU_CHECK_DIR": str(work)})
     log = (work / "install.log").read_text()
     assert "ensurepip is not available" in log and "using the pack's uv" in log
     cfg = (work / "tool" / "pyvenv.cfg").read_text()
@@ -192,7 +195,8 @@ def test_an_expected_stage_that_never_ran_is_a_failure(tmp_path: Path) -> None:
     assert "not run: burn" in done.stdout
 
 
-@pytest.mark.parametrize("uuid", ["GPU-8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11", "MIG-5a1b2c3d-0d1e-4a43-9e58-2b9d4e1f0c11"])
+@pytest.mark.parametrize("uuid", ["GPU-8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11",
+                                  "MIG-5a1b2c3d-0d1e-4a43-9e58-2b9d4e1f0c11"])
 def test_visible_uuid_is_taken_from_the_host_stage(tmp_path: Path, uuid: str) -> None:
     """Issue 25 defect 14: no nvidia-smi needed; on MIG the instance's MIG- UUID (its parent's GPU- UUID
     would select the whole GPU, which CUDA refuses while MIG is on)."""

@@ -9,7 +9,8 @@ from tests.support.stublibs import layer, run_check
 from tfgpu_install.context import Context
 from tfgpu_install.facts import identity
 
-RELEASE = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025\n"
+RELEASE = ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, "
+           "DATE: Wed Jan  8 01:49:37 UTC 2025\n")
 COMPATIBLE = "nvidia,p3737-0000+p3701-0005\x00nvidia,p3701-0005\x00nvidia,tegra234\x00"
 
 

@@ -213,7 +213,7 @@ def _run_one(lay: layers.Layer, fn: Callable[[], dict[str, Any]], capture: Fd2Ca
             with capture:
                 return fn()
         return fn()
-    except Exception as exc:  # a misbehaving library must still give a report
+    except Exception as exc:  # noqa: BLE001  (recorded: a misbehaving library must still give a report)
         if lay.needs != "tensorflow":
             return cuda.outcome("fail", f"check error in the {lay.name} layer: {type(exc).__name__}: {exc}")
         return cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
@@ -249,7 +249,10 @@ def run_layers(args: argparse.Namespace, impl: dict[str, Callable[[], dict[str, 
     return results
 
 
-def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = Seam()) -> dict[str, Any]:
+NO_SEAM = Seam()
+
+
+def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO_SEAM) -> dict[str, Any]:
     started = time.monotonic()
     plan: dict[str, Any] = json.loads(args.plan_json or "{}")
     gpu_mode = not args.cpu_ok
@@ -293,7 +296,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = Se
     }
 
 
-def main(argv: list[str] | None = None, seam: Seam = Seam()) -> int:
+def main(argv: list[str] | None = None, seam: Seam = NO_SEAM) -> int:
     p = argparse.ArgumentParser(description="tfgpu-install's layered GPU check (runs inside the env)")
     p.add_argument("--plan-json", default="{}", help="what the plan placed: cuda, cudnn, tensorflow, lib_dirs")
     p.add_argument("--root", default="/", help="system root prefix (tests plant a /sys tree)")

@@ -109,7 +109,7 @@ def code_name(table: dict[int, str], code: int, lib: Any = None, namer: str = ""
                 text = name.decode(errors="replace") if isinstance(name, bytes) else ""
                 if text and text not in _UNRECOGNISED:
                     return text
-        except Exception:  # a namer that misbehaves must not hide the real code
+        except (ctypes.ArgumentError, OSError, UnicodeError, ValueError):  # a misbehaving namer: the table answers
             pass
     return table.get(code, f"unknown error {code}")
 

@@ -163,7 +163,8 @@ def _device_uuid(lib: Any, dev: ctypes.c_int) -> Optional[str]:
     return None
 
 
-def _device_info(lib: Any, i: int, measured: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+def _device_info(lib: Any, i: int,
+                 measured: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
     """(info, None) for CUDA device ordinal i, or (None, failure outcome)."""
     dev = ctypes.c_int(0)
     rc = lib.cuDeviceGet(ctypes.byref(dev), i)
@@ -441,6 +442,6 @@ def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
                        hint="cuDNN could not initialise on the GPU: check `nvidia-smi` (memory, other processes) "
                        "and that cuDNN matches the CUDA runtime")
     measured["handle"] = "created and destroyed"
-    return outcome("pass", f"cuDNN {version} ({path}), handle created" +
-                   (f", {len(measured.get('sublibraries', []))} sub-libraries loaded" if "sublibraries" in measured else "")
+    subs = f", {len(measured['sublibraries'])} sub-libraries loaded" if "sublibraries" in measured else ""
+    return outcome("pass", f"cuDNN {version} ({path}), handle created{subs}"
                    + (f"; as planned ({expected})" if expected else ""), measured, hint=note)

@@ -218,12 +218,13 @@ class Telemetry:
 
         def read() -> dict[str, Any]:
             t, clk, mw, thr, u = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong(), Utilization()
-            reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {"temp_c": (lambda: lib.nvmlDeviceGetTemperature(h, _TEMP_GPU, ctypes.byref(t)), lambda: t.value),
-                     "sm_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_SM, ctypes.byref(clk)), lambda: clk.value),
-                     "power_w": (lambda: lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)), lambda: mw.value / 1000.0),
-                     "util_pct": (lambda: lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)), lambda: u.gpu),
-                     "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
-                                  lambda: thr.value)}
+            reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {
+                "temp_c": (lambda: lib.nvmlDeviceGetTemperature(h, _TEMP_GPU, ctypes.byref(t)), lambda: t.value),
+                "sm_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_SM, ctypes.byref(clk)), lambda: clk.value),
+                "power_w": (lambda: lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)), lambda: mw.value / 1000.0),
+                "util_pct": (lambda: lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)), lambda: u.gpu),
+                "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
+                             lambda: thr.value)}
             sample: dict[str, Any] = {"gpu": self.gpu["nvidia_smi"] if self.gpu else None}
             for key, (call, value) in reads.items():
                 if key in self.unsupported:

@@ -202,7 +202,8 @@ class GpuClock:
         self.start, self.stop = ctypes.c_void_p(), ctypes.c_void_p()
         self.ok = all(hasattr(cudart, f) for f in ("cudaEventCreate", "cudaEventRecord", "cudaEventSynchronize",
                                                    "cudaEventElapsedTime")) and \
-            cudart.cudaEventCreate(ctypes.byref(self.start)) == 0 and cudart.cudaEventCreate(ctypes.byref(self.stop)) == 0
+            cudart.cudaEventCreate(ctypes.byref(self.start)) == 0 and \
+            cudart.cudaEventCreate(ctypes.byref(self.stop)) == 0
 
     def mark(self, which: str) -> None:
         if self.ok:

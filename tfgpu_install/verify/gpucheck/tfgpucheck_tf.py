@@ -77,7 +77,7 @@ class Tf32Off:
         try:
             self.before = bool(self.tf.config.experimental.tensor_float_32_execution_enabled())
             self.tf.config.experimental.enable_tensor_float_32_execution(False)
-        except Exception:  # an old TF without the switch: nothing to turn off or restore
+        except (AttributeError, RuntimeError, TypeError):  # an old TF without the switch: nothing to restore
             self.before = None
         return self
 
@@ -126,7 +126,7 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
     try:
         import numpy as np
         import tensorflow as tf
-    except Exception as exc:  # ImportError, numpy ABI errors, protobuf conflicts...
+    except Exception as exc:  # noqa: BLE001  (recorded: ImportError, numpy ABI errors, protobuf conflicts...)
         return outcome("fail", f"import tensorflow failed: {type(exc).__name__}: {str(exc)[:300]}",
                        hint="run `tfgpu-install doctor` for the cause (numpy/protobuf pins, missing libraries)")
     measured: dict[str, Any] = {"tensorflow": tf.__version__, "import_seconds": round(time.monotonic() - t0, 2)}
@@ -156,8 +156,9 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         try:
             cc = tf.config.experimental.get_device_details(g).get("compute_capability")
             details.append({"name": g.name, "compute_capability": ".".join(map(str, cc)) if cc else None})
-        except Exception:
-            details.append({"name": g.name, "compute_capability": None})
+        except Exception as exc:  # noqa: BLE001  (recorded beside the device: its cc stays unknown)
+            details.append({"name": g.name, "compute_capability": None,
+                            "details_error": f"{type(exc).__name__}: {exc}"})
     state["tf_gpus"] = details
     if gpu_mode and not gpus and require_gpu_list:
         log = parse_tf_log(tf_log())
@@ -178,7 +179,7 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
     try:
         strategy = tf.distribute.MirroredStrategy()
         measured["mirrored_replicas"] = int(strategy.num_replicas_in_sync)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (recorded in the report)
         measured["mirrored_error"] = f"{type(exc).__name__}: {exc}"
     return outcome("pass", f"TensorFlow {tf.__version__}: matmul and conv2d on {want_kind} match numpy "
                    f"(max errors {err:.1e}, {cerr:.1e}); {len(gpus)} GPU(s) listed", measured)
@@ -212,7 +213,7 @@ def _precisions(tf: Any, device: str) -> list[tuple[str, Any, Optional[bool]]]:
         cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") if gpus else None
         if cc and tuple(cc) >= (8, 0) and "GPU" in device.upper():
             out.append(("bf16", tf.bfloat16, None))
-    except Exception:  # no details: bf16 is not timed, never guessed
+    except (AttributeError, IndexError, RuntimeError, TypeError, ValueError):  # bf16 not timed, never guessed
         pass
     return out
 
