@@ -54,6 +54,7 @@ def test_tensorflow_cpu_path_passes(tf_env: Path, tmp_path: Path) -> None:
     assert m["build"]["is_cuda_build"] is True and m["build"]["cuda_version"] == "12.3"
     assert m["matmul_device"].endswith("device:CPU:0") and m["matmul_max_abs_error"] < 1e-2
     assert m["conv2d_device"].endswith("device:CPU:0")
+    assert m["tf32_restored_to"] is True  # TF's default (TF32 on) is put back after the exactness checks
     assert doc["extras"]["mirrored_strategy"]["replicas"] == 1
     assert doc["tf_log"]["tail"], "TF's own log lines are captured"
 
@@ -69,6 +70,7 @@ def test_tensorflow_gpu_machinery_through_the_test_device(tf_env: Path, tmp_path
     assert lay6["status"] == "pass", lay6
     bench = lay6["measured"]["benchmark"]
     assert [r["n"] for r in bench["sizes"]] == [64, 128]
+    assert bench["tf32_setting_kept"] is True and all("tf32_gflops" in r for r in bench["sizes"])
     assert all(r["cpu_gflops"] > 0 and r["gpu_gflops"] > 0 and r["speedup"] > 0 for r in bench["sizes"])
     burn = lay6["measured"]["burn"]
     assert burn["iterations"] >= 1 and burn["mismatches"] == 0 and burn["throttled"] == []

@@ -1,7 +1,7 @@
 """The layered GPU check, run INSIDE the target environment as a script:
 
     <env>/bin/python check.py --plan-json '{"cuda": "12.3", "cudnn": "8.9.7.29"}' [--cpu-ok]
-        [--benchmark] [--burn SECONDS] [--root /] [--layers 0,1,2] [--keep-going] [--tf-log FILE]
+        [--benchmark] [--burn SECONDS] [--root /] [--layers hardware,driver] [--keep-going] [--tf-log FILE]
 
 Prints ONE JSON document on stdout (anything else that writes to stdout is sent to stderr);
 progress lines ("tfgpu-check: layer N begin") go to stderr so a host that sees a crash knows

@@ -240,7 +240,7 @@ def _so_major(soname: str) -> int:
 def cudnn_built_for(plan: dict[str, Any]) -> Optional[int]:
     """The CUDA major the env's own cuDNN was built for (cudnnGetCudartVersion), found in the env's
     dirs only (never through the loader); None when the env has none, or cuDNN 9 lacks its graph
-    library (its first call would abort the check: layer 3 says so)."""
+    library (its first call would abort the check: the cudnn layer says so)."""
     names = [n for n in sonames("libcudnn.so", major(plan.get("cudnn")), CUDNN) if n != "libcudnn.so"]
     path = find_file(names, search_dirs(plan, "cudnn"))
     if not path:

@@ -113,7 +113,7 @@ class Sgemm:
 
 
 def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[Any], str, Optional[dict[str, Any]]]:
-    """cuBLAS of the planned CUDA, else of the CUDA runtime layer 2 loaded (same major)."""
+    """cuBLAS of the planned CUDA, else of the CUDA runtime the cuda-runtime layer loaded (same major)."""
     runtime = state.get("runtime_version")
     want = major(plan.get("cuda")) or (int(runtime) // 1000 if runtime else None)
     names = sonames("libcublas.so", want, CUBLAS)
@@ -127,7 +127,7 @@ def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[A
 def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) -> dict[str, Any]:
     cudart = state.get("cudart")
     if cudart is None:
-        return outcome("skip", "needs the CUDA runtime (layer 2)")
+        return outcome("skip", "needs the CUDA runtime (the cuda-runtime layer)")
     lib, path, failure = load_cublas(plan, state)
     if failure is not None:
         return failure
@@ -286,7 +286,7 @@ def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any)
     of the burn the GPU spent inside SGEMM (gpu-burn holds it near 100%)."""
     cudart, cublas = state.get("cudart"), state.get("cublas")
     if cudart is None or cublas is None:
-        return outcome("skip", "needs layers 2 and 4 (CUDA runtime, cuBLAS)")
+        return outcome("skip", "needs the cuda-runtime and cublas layers")
     run = Sgemm(cudart, cublas, size)
     tally = BurnTally()
     try:

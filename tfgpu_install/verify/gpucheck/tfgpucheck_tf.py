@@ -1,7 +1,7 @@
-"""Layer 5 (TensorFlow in the env) and layer 6 (benchmark, burn) of the GPU check.
+"""The tensorflow layer (TensorFlow in the env) and the benchmark layer (benchmark, burn) of the GPU check.
 
 Imported by check.py inside the target env. TensorFlow and numpy are imported here only,
-lazily: the env has them when TensorFlow installed, and layers 0-4 must run without them.
+lazily: the env has them when TensorFlow installed, and the GPU layers must run without them.
 TF's C++ log goes to fd 2; check.py captures it and `parse_tf_log` reads it.
 """
 
