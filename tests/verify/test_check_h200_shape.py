@@ -153,3 +153,24 @@ def test_no_plan_and_a_cudnn_9_without_its_graph_library_does_not_abort_layer_2(
                     _env(stubs, STUB_CU_DRIVER_VERSION="12040"), python=str(venv / "bin/python"))
     assert layer(doc, "cuda-runtime")["status"] == "pass"
     assert "libcudnn_graph.so.9" in layer(doc, "cudnn")["summary"] and layer(doc, "cudnn")["status"] == "fail"
+
+
+def test_host_only_finds_the_cuda_13_wheels_of_a_venv_on_path(root: Path, stubs: StubLibs, tmp_path: Path) -> None:
+    """The lent machine's shape end to end: a uv-style venv (bin/python3 a link to the base) holding
+    nvidia/cu13/lib and nvidia/cudnn/lib, a driver for CUDA 13.0, an H200 (cc 9.0) on the bus."""
+    venv, site = _venv(tmp_path, ".venv")
+    assert (venv / "bin/python3").is_symlink()
+    _place(stubs.cu13, ("libcudart.so.13", "libcublas.so.13"), site / "nvidia/cu13/lib")
+    _place(stubs.cudnn_cu13, ("libcudnn.so.9", *CUDNN9_SUBLIBS), site / "nvidia/cudnn/lib")
+    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TFGPU_ROOT": str(root),
+           "TFGPU_STATE_DIR": str(tmp_path / "state"), "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+           "TFGPU_DATA_DIR": str(tmp_path / "data"), **_env(stubs)}
+    done = subprocess.run([sys.executable, "-m", "tfgpu_install", "verify", "--host-only", "--json", "--search",
+                           str(venv)], env=env, capture_output=True, text=True, timeout=300)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0, doc
+    by_name = {lay["name"]: lay for lay in doc["layers"]}
+    assert [lay["status"] for lay in doc["layers"]] == ["pass"] * 5
+    assert by_name["cuda-runtime"]["measured"]["libcudart"] == str(site / "nvidia/cu13/lib/libcudart.so.13")
+    assert by_name["cudnn"]["measured"]["cudnn"] == "9.13.0" and by_name["cudnn"]["hint"] is None
+    assert by_name["driver"]["measured"]["devices"][0]["compute_capability"] == "9.0"
