@@ -81,7 +81,7 @@ def test_the_envs_launcher_applies_its_activation(tmp_env: dict[str, str], stubs
     ctx.environ.pop("LD_LIBRARY_PATH")  # type: ignore[attr-defined]
     report = run_verification(ctx, env, _plan(stubs))
     assert report.raw["argv"][0] == str(launcher)
-    assert report.layer(1) is not None and report.layer(1).status == "pass"  # type: ignore[union-attr]
+    assert report.layer("driver") is not None and report.layer("driver").status == "pass"  # type: ignore[union-attr]
 
 
 def test_env_without_python(ctx: Context, tmp_path: Path) -> None:
@@ -164,13 +164,16 @@ def test_a_passing_layer_with_a_warning_is_shown() -> None:
 def test_benchmark_and_burn_blocks() -> None:
     six = LayerResult(6, "benchmark", "pass", "matmul 4096: ...", measured={
         "benchmark": {"device": "/GPU:0", "precision": "float32 (TF32 off)",
-                      "sizes": [{"n": 4096, "cpu_gflops": 900.0, "gpu_gflops": 45000.0, "speedup": 50.0}]},
+                      "sizes": [{"n": 4096, "cpu_gflops": 900.0, "gpu_gflops": 45000.0, "speedup": 50.0,
+                                 "tf32_gflops": 380000.0}]},
         "burn": {"seconds": 30.0, "n": 4096, "iterations": 4000, "mismatches": 0, "gflops": 44000.0,
+                 "duty_cycle": 0.987, "gpu_gflops": 44600.0,
                  "telemetry": {"source": "pynvml", "samples": 60, "error": None, "temp_c": {"min": 40, "max": 83},
                                "throttle_reasons": ["hw_thermal"]}, "throttled": ["hw_thermal"]}})
     report = VerifyReport(ok=True, mode="gpu", gpu_verified=True, layers=(six,))
     blocks = report_blocks(report)
     bench = next(b for b in blocks if isinstance(b, Table) and b.title.startswith("Matmul benchmark"))
-    assert bench.rows == (("4096", "900.0", "45000.0", "50.0x"),)
+    assert bench.rows == (("4096", "900.0", "45000.0", "380000.0", "-", "50.0x"),)  # no bf16 figure: '-'
     burn = next(b for b in blocks if isinstance(b, Bullets) and b.title == "Burn test")
+    assert "GPU busy 99% of the burn (44600.0 GFLOP/s while busy)" in burn.items
     assert "temp_c: 40-83 °C" in burn.items and "throttled: hw_thermal" in burn.items and burn.style == "error"

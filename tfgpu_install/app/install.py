@@ -284,12 +284,12 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
     if not report.gpu_verified:
         items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
     else:
-        driver = report.layer(1)
+        driver = report.layer("driver")
         for dev in (driver.measured.get("devices") if driver else None) or []:
             mem = f", {dev['memory_mib']} MiB" if dev.get("memory_mib") else ""
             items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
                          f"{dev.get('compute_capability') or '?'}{mem})")
-        six = report.layer(6)
+        six = report.layer("benchmark")
         bench = (six.measured.get("benchmark") if six else None) or {}
         if bench.get("sizes"):
             top = bench["sizes"][-1]

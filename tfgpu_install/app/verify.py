@@ -79,7 +79,7 @@ def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
     blocks = report_blocks(report)
     code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
     if found_no_gpu(report):
-        lay0 = report.layer(0)
+        lay0 = report.layer("hardware")
         data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
         code = ExitCode.NO_GPU
     if no_env:

@@ -25,25 +25,17 @@ from tfgpu_install.doctor.walkstate import (
     version_tuple,
 )
 from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts import identity
 
 # ------------------------------------------------------------------ driver
 
 
 def gather_host(w: Walk) -> None:
-    version = (w.read("/proc/version") or "").lower()
-    w.wsl = "microsoft" in version or w.exists(WSL_LIB)
-    w.container = w.exists("/.dockerenv") or w.exists("/run/.containerenv")
+    w.wsl = identity.is_wsl(w.ctx)  # the host-identity module facts/ uses too
+    w.container = identity.container(w.ctx) is not None
     mods = w.read("/proc/modules") or ""
     w.modules = frozenset(line.split()[0] for line in mods.splitlines() if line.strip())
-    devices = w.ctx.sys_path("/sys/bus/pci/devices")
-    try:
-        for d in os.listdir(devices):
-            vendor = (w.read(f"/sys/bus/pci/devices/{d}/vendor") or "").strip().lower()
-            klass = (w.read(f"/sys/bus/pci/devices/{d}/class") or "").strip().lower()
-            if vendor == "0x10de" and klass.startswith("0x03"):
-                w.pci_nvidia = True
-    except OSError:
-        pass
+    w.pci_nvidia = bool(identity.pci_gpus(w.ctx))
     w.smi_path = w.ctx.runner.which("nvidia-smi")
     if w.smi_path is None and w.wsl and w.exists(f"{WSL_LIB}/nvidia-smi"):
         w.smi_path = f"{WSL_LIB}/nvidia-smi"

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import RunnerError
 from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts import identity
 from tfgpu_install.facts.model import Driver, Gpu, Host, Problem, SourceTried, Tools
 from tfgpu_install.facts.nvml import NvmlReading, query_nvml
 from tfgpu_install.runner import TIMED_OUT
@@ -208,23 +208,6 @@ def _live_smi_steps(ctx: Context, exe: str, tried: list[SourceTried]) -> tuple[s
     ), tried
 
 
-def _pci_scan(ctx: Context) -> tuple[smi.PciGpu, ...]:
-    """NVIDIA display devices from sysfs (no lspci needed): vendor 0x10de, class 0x0300/0x0302/0x0380."""
-    out = []
-    base = ctx.sys_path("/sys/bus/pci/devices")
-    try:
-        devices = sorted(base.iterdir())
-    except OSError:
-        return ()
-    for d in devices:
-        vendor = _read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "vendor")) or ""
-        cls = _read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "class")) or ""
-        if vendor.strip().lower() == "0x10de" and cls.strip().lower()[:6] in ("0x0300", "0x0302", "0x0380"):
-            dev = (_read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "device")) or "").strip().lower()
-            out.append(smi.PciGpu(d.name, "display", "NVIDIA device", dev.replace("0x", "") or None, None))
-    return tuple(out)
-
-
 def _with_sysfs_device_id(ctx: Context, gpu: Gpu) -> Gpu:
     """A GPU without a compute capability gets its PCI device id from sysfs (by its bus id), so the
     probe can still identify it from pci_ids.yaml when its name is in no table."""
@@ -364,7 +347,7 @@ def _cross_check_driver(nvml: NvmlReading, det: Optional[GpuDetection], reading:
 def _look_on_pci(ctx: Context, host: Host, reading: Optional[smi.SmiReading], tried: list[SourceTried],
                  problems: list[Problem]) -> tuple[smi.PciGpu, ...]:
     """No GPU answered: is one on the PCI bus (sysfs, then lspci)? Then the driver is the problem."""
-    pci = _pci_scan(ctx)
+    pci = identity.pci_gpus(ctx)
     tried.append(SourceTried("/sys/bus/pci/devices",
                              f"{len(pci)} NVIDIA display device(s)" if pci else "no NVIDIA display device"))
     lspci = ctx.runner.which("lspci")
