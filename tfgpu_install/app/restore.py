@@ -141,13 +141,18 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
+    from tfgpu_install.plan.additions import from_record
+
+    # The user's own requirements stay "added" in the restored env (upgrade carries them).
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
-                             index_url=None if bundle_dir else req.index_url, extra=extra)
+                             index_url=None if bundle_dir else req.index_url, extra=extra,
+                             with_requirements=from_record(snap.resolution))
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),
         "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
-                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in snap.packages]},
+                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)}
+                                 for p in snap.packages]},
     }
 
     def head(preview: ExecReport) -> list[Block]:
@@ -169,7 +174,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
             undo_on_failure=True,
         ))
     except TfgpuError as err:
-        raise _hash_mismatch(err)
+        raise _hash_mismatch(err) from err
     if req.dry_run:
         return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
                        "steps": done.preview.to_json(),
@@ -243,7 +248,8 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
                               "error"))
         code = ExitCode.VERIFY_FAILED
     data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": d.clean and files.clean, "drift": to_jsonable(d), "installed_files": files.to_json(), "warnings": warnings, "checked": list(verdict.checked),
+            "identical": d.clean and files.clean, "drift": to_jsonable(d), "installed_files": files.to_json(),
+            "warnings": warnings, "checked": list(verdict.checked),
             "gpu": verdict.gpu, "recorded": recorded}
     return Result(data, blocks, exit_code=int(code))
 

@@ -42,41 +42,31 @@ class ExportRequest:
 
 def export(ctx: Context, req: ExportRequest) -> Result:
     from tfgpu_install.snapshot.build import build
+    from tfgpu_install.snapshot.exports import FORMATS
 
     env = _env_path(ctx, req.env)
-    kind = "export"
     fmt = req.format
+    form = FORMATS.get(fmt)
+    if form is None:
+        raise UsageError(f"no export format {fmt!r}", "one of: " + ", ".join(FORMATS))
+    if form.render is not None and not req.output:
+        raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
     snap = build(
-        ctx, env, kind, facts=_facts(ctx), verification=_last_verification(ctx, env),
-        # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
-        hashes=not req.no_hashes and fmt != "pylock", index_url=req.index_url,
+        ctx, env, "export", facts=_facts(ctx), verification=_last_verification(ctx, env),
+        hashes=not req.no_hashes and form.look_up_hashes, index_url=req.index_url,
     )
-    if fmt == "tfgpu":
+    if form.render is None:
         if req.output:
             out = Path(req.output)
             snap_mod.write(out, snap)
         else:
             out = snap_mod.save(ctx.state_dir, snap)
     else:
-        if not req.output:
-            raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
-        out = Path(req.output)
+        assert req.output is not None
         from tfgpu_install.files import atomic_write
 
-        if fmt == "requirements":
-            from tfgpu_install.snapshot.exports import requirements_txt
-
-            atomic_write(out, requirements_txt(snap))
-        elif fmt == "conda":
-            from tfgpu_install.snapshot.exports import conda_environment_yml
-
-            atomic_write(out, conda_environment_yml(snap))
-        else:
-            from tfgpu_install.snapshot.pylock import compile_lock
-
-            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=req.index_url,
-                                glibc=snap.host.glibc, arch=snap.host.arch)
-            atomic_write(out, lock.text)
+        out = Path(req.output)
+        atomic_write(out, form.render(ctx, snap, req.index_url))
     data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
             "files": len(snap.files), "notes": list(snap.notes)}
     blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "

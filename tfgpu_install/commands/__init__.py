@@ -16,4 +16,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
     "check": ("check", "drift between the live env and its last known-good snapshot"),
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
+    "add": ("add", "add your own requirements to an env, resolved with TensorFlow's pins, and verify again"),
+    "kernel": ("kernel", "register an env as a Jupyter kernel that sees its CUDA libraries (install, remove)"),
 }

@@ -182,7 +182,17 @@ def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any
         _choice_fields(c, c.mapping(m["choice"], f"{path}.choice"), f"{path}.choice")
     if "resolution" in m and path == "resolution":  # a journaled plan: {"resolution": {...}, "options"}
         _resolution(c, m["resolution"], f"{path}.resolution")
+    _added(c, m, path)
     return c.plain(node, path)  # type: ignore[no-any-return]
+
+
+# --- resolution.added (issue #29: the user's own requirements, --with / add) ----------------
+def _added(c: Check, m: dict[str, Node], path: str) -> None:
+    """resolution.added: a list of requirement strings (each checked again where it is used,
+    plan/additions.from_record); absent or null when the user added none."""
+    if "added" in m and m["added"].value is not None:
+        for i, item in enumerate(c.seq(m["added"], _join(path, "added"))):
+            c.text(item, f"{_join(path, 'added')}[{i}]", limit=1000)
 
 
 def _host(c: Check, node: Node) -> dict[str, Any]:

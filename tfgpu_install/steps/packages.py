@@ -163,7 +163,6 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
-    prefetch = ("packaging.requirements", "packaging.utils")
 
     def __init__(
         self,
@@ -199,9 +198,10 @@ class InstallPackages(Step):
         """From a resolver Choice and the InstallOptions (index_url; extra["find_links"],
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
+        added = list(getattr(options, "with_requirements", None) or ())  # the user's own (--with, add)
         return cls(
             env,
-            choice.requirements(),
+            choice.requirements() + added,
             hashes=getattr(choice, "hashes", None),
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
@@ -210,7 +210,8 @@ class InstallPackages(Step):
         )
 
     def describe(self) -> str:
-        head = ", ".join(self.requirements[:3]) + (f" and {len(self.requirements) - 3} more" if len(self.requirements) > 3 else "")
+        more = len(self.requirements) - 3
+        head = ", ".join(self.requirements[:3]) + (f" and {more} more" if more > 0 else "")
         return f"install {head} into {self.env.path}"
 
     def touches(self, ctx: Context) -> list[str]:
@@ -325,10 +326,12 @@ class InstallPackages(Step):
                 lines.append(req)
         reqfile = before_file.parent / "requirements.txt"
         atomic_write(reqfile, "\n".join(lines) + "\n")
-        argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
+        argv = (install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else [])
+                + ["-r", str(reqfile)])
         damaged = self._damaged(ctx)
         if damaged:  # the same versions again, from the (hashed) pins: the recorded bytes back
-            argv += [a for n in damaged for a in ("--reinstall-package", n)] if tool == "uv" else ["--force-reinstall"]
+            argv += ([a for n in damaged for a in ("--reinstall-package", n)] if tool == "uv"
+                     else ["--force-reinstall"])
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
         donor = None
