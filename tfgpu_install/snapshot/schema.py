@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, NoReturn, Optional
 
+from tfgpu_install import names
 from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
 
 MAX_PATH = 4096
@@ -77,7 +78,7 @@ class Check:
             self.fail(node, path, f"expected a string{like}" + (" or null" if null else "")
                       + f", found {_kind(value)}", hint)
         self._clean(node, path, value, limit)
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             self.fail(node, path, f"expected something like {example!r}, found {value[:60]!r}")
         return value
 
@@ -86,6 +87,18 @@ class Check:
             self.fail(node, path, "contains a NUL byte: not a valid path or name")
         if len(value) > limit:
             self.fail(node, path, f"a string of {len(value)} characters ({limit} at most)")
+
+    def typed(self, node: Node, path: str, kind: str, *, null: bool = False) -> Optional[str]:
+        """A string of one strict kind: "project" (a PEP 503/508 name: no `name @ url`, no extras
+        or markers), "version" (PEP 440), "sha256" (sha256:<64 hex>), "hex64" (a bare digest)."""
+        value = self.text(node, path, null=null, limit=200)
+        if value is None:
+            return None
+        ok, what = _KINDS[kind]
+        if not ok(value):
+            self.fail(node, path, f"expected {what}, found {names.printable(value[:80])!r}",
+                      "a snapshot holds plain names, versions and hashes only; export it again")
+        return value
 
     def integer(self, node: Node, path: str) -> int:
         value = node.value
@@ -120,6 +133,25 @@ class Check:
         if isinstance(value, str):
             self._clean(node, path, value, MAX_SCALAR)
         return value
+
+
+def _specifiers(text: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        return False
+    return True
+
+
+_KINDS = {
+    "project": (names.is_project, "a project name like 'numpy' (letters, digits, '.', '-', '_'; no URL, extra or marker)"),
+    "version": (names.is_version, "a PEP 440 version like '2.17.1'"),
+    "sha256": (names.is_sha256, "a hash like 'sha256:<64 lowercase hex digits>'"),
+    "hex64": (lambda v: bool(names.HEX64.fullmatch(v)), "a sha256 digest (64 lowercase hex digits)"),
+    "specifiers": (_specifiers, "version specifiers like '>=1.26,<2'"),
+}
 
 
 def _join(path: str, key: object) -> str:
@@ -157,20 +189,30 @@ def _env(c: Check, node: Node) -> dict[str, Any]:
     return out
 
 
-_CHOICE_TEXT = ("tensorflow", "cuda", "cudnn", "python", "package", "cuda_from", "python_path", "visible_devices")
+_CHOICE_TEXT = ("cuda_from", "python_path", "visible_devices")
+# The default restore target is named from these: versions only, never a path.
+_CHOICE_VERSIONS = ("tensorflow", "cuda", "cudnn", "python")
 
 
 def _choice_fields(c: Check, m: dict[str, Node], path: str) -> None:
-    """The fields choice_of()/restore read: right types where present."""
+    """The fields choice_of()/restore read: right (strict) types where present."""
     for key in _CHOICE_TEXT:
         if key in m:
             c.text(m[key], _join(path, key), null=True)
+    for key in _CHOICE_VERSIONS:
+        if key in m:
+            c.typed(m[key], _join(path, key), "version", null=True)
+    if "package" in m:
+        c.typed(m["package"], _join(path, "package"), "project", null=True)
     for key in ("jit_only", "cpu_only"):
         if key in m and m[key].value is not None:
             c.boolean(m[key], _join(path, key))
-    for key in ("pins", "constraints"):
+    for key, kind in (("pins", "version"), ("constraints", "specifiers")):
         if key in m and m[key].value is not None:
-            c.str_map(m[key], _join(path, key))
+            for name, item in c.mapping(m[key], _join(path, key)).items():
+                where = _join(_join(path, key), name)
+                c.typed(Node(item.line or m[key].line, name), where, "project")
+                c.typed(item, where, kind)
 
 
 def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any]:
@@ -199,9 +241,11 @@ def _host(c: Check, node: Node) -> dict[str, Any]:
 
 def _package(c: Check, node: Node, path: str) -> dict[str, Any]:
     m = c.mapping(node, path, ("name", "version"))
-    hashes = c.strings(m["hashes"], f"{path}.hashes") if "hashes" in m and m["hashes"].value is not None else []
-    return {"name": c.text(m["name"], f"{path}.name", limit=200),
-            "version": c.text(m["version"], f"{path}.version", limit=200), "hashes": hashes}
+    hashes = [c.typed(h, f"{path}.hashes[{i}]", "sha256") or ""
+              for i, h in enumerate(c.seq(m["hashes"], f"{path}.hashes", "a list of strings"))] \
+        if "hashes" in m and m["hashes"].value is not None else []
+    return {"name": c.typed(m["name"], f"{path}.name", "project"),
+            "version": c.typed(m["version"], f"{path}.version", "version"), "hashes": hashes}
 
 
 def _relative(c: Check, node: Node, path: str) -> str:
@@ -213,7 +257,7 @@ def _relative(c: Check, node: Node, path: str) -> str:
 
 def _file(c: Check, node: Node, path: str) -> dict[str, Any]:
     m = c.mapping(node, path, ("path", "sha256", "size"))
-    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.text(m["sha256"], f"{path}.sha256", limit=200),
+    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.typed(m["sha256"], f"{path}.sha256", "hex64"),
             "size": c.integer(m["size"], f"{path}.size"),
             "mtime_ns": c.integer(m["mtime_ns"], f"{path}.mtime_ns") if "mtime_ns" in m else 0}
 
@@ -266,11 +310,13 @@ def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
                 if "==" not in text:
                     c.fail(item, path, f"expected 'name==version', found {text[:60]!r}")
                 name, version = text.split("==", 1)
-                packages.append({"name": name.strip(), "version": version.strip(), "hashes": []})
+                packages.append({"name": c.typed(Node(item.line, name.strip()), path, "project"),
+                                 "version": c.typed(Node(item.line, version.strip()), path, "version"), "hashes": []})
             else:
                 m = c.mapping(item, path, ("name",))
-                packages.append({"name": c.text(m["name"], f"{path}.name", limit=200),
-                                 "version": _opt_text(c, m, "version", path, limit=200) or "", "hashes": []})
+                packages.append({"name": c.typed(m["name"], f"{path}.name", "project"),
+                                 "version": (c.typed(m["version"], f"{path}.version", "version", null=True)
+                                             if "version" in m else None) or "", "hashes": []})
     return {
         "format": 1,
         "id": (c.text(top["id"], "id", null=True, pattern=ID, example="legacy") if "id" in top else None) or "legacy",
