@@ -53,6 +53,9 @@ class Provisioned:
 
 
 def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
+    from tfgpu_install.envpath import check_env_path
+
+    check_env_path(req.env)  # exit 5 before the preview: a path no loader or shell can carry
     ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import add_assume_flags, add_profile_flag, assume_flags, non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.envpath import env_path_arg
 from tfgpu_install.report import Result
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="show the plan and each step's state; change nothing")
     g = p.add_argument_group("target environment")
-    g.add_argument("--env", metavar="PATH", type=non_empty, help="the env to create/update (default: under the user data dir, "
+    g.add_argument("--env", metavar="PATH", type=env_path_arg, help="the env to create/update (default: under the user data dir, "
                    "named after the combination, e.g. tf2.17.1-cu12.3-py3.11)")
     g.add_argument("--backend", choices=("venv", "conda"), default=None,
                    help="venv (default when a suitable Python is here) or conda (conda/mamba/micromamba)")
