@@ -25,6 +25,9 @@ def remember_env(ctx: Context, env: Path) -> None:
 
 
 def last_env(ctx: Context) -> Optional[Path]:
+    from tfgpu_install.trust import require
+
+    require(_last_file(ctx), ctx.state_dir, "the env registry")
     try:
         text = _last_file(ctx).read_text().strip()
     except OSError:

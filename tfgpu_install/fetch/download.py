@@ -213,9 +213,14 @@ def fetch(
     timeout: float = 60,
 ) -> Downloaded:
     """The verified file for `sha256`, from the cache or downloaded from `url`."""
+    from tfgpu_install.trust import require
+
     sha256 = sha256.lower()
     final = cached_path(ctx, sha256)
     label = what or Path(urlsplit(url).path).name or url
+    for kept in (final, final.with_name(sha256 + ".part")):
+        # checked, then used: a file another user can swap must not be the one installed
+        require(kept, ctx.cache_dir, "the cached download")
     if final.is_file():
         # A cache hit is trusted only after re-hashing: a file damaged on disk is fetched again.
         if _sha256_file(final) == sha256:
