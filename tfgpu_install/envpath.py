@@ -87,3 +87,14 @@ def default_env_under(base: Path, name: str, versions: Iterable[str]) -> Path:
                             "pass --env PATH to say where the env goes, or use an untouched snapshot",
                             ref="bad-snapshot")
     return check_env_path(target)
+
+
+def real_env_path(env: Path) -> Path:
+    """The env's real path, the parent created first (so a symlinked parent of a new env and
+    '//path' resolve to the same place): what the env lock is keyed by. A parent that cannot
+    be created is left to the env step to report; the path is resolved as far as it exists."""
+    try:
+        Path(env).parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    return Path(os.path.realpath(env))
