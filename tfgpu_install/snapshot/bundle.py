@@ -151,7 +151,9 @@ def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
 
     bundle = Path(bundle)
     try:
-        manifest = json.loads((bundle / MANIFEST).read_text())
+        from tfgpu_install.bounded import read_text
+
+        manifest = json.loads(read_text(str(bundle / MANIFEST), "bundle manifest"))
         files = dict(manifest["files"])
     except FileNotFoundError:
         raise BadInputError(f"{bundle} is not a bundle (no {MANIFEST})",
