@@ -8,7 +8,7 @@ import sys
 from typing import Any, Optional, TextIO
 
 from tfgpu_install.errors import TfgpuError
-from tfgpu_install.names import printable
+from tfgpu_install.guard.names import printable
 from tfgpu_install.report import Bullets, Heading, Result, Table, Text, human_bytes
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}

@@ -25,7 +25,7 @@ def remember_env(ctx: Context, env: Path) -> None:
 
 
 def last_env(ctx: Context) -> Optional[Path]:
-    from tfgpu_install.trust import require
+    from tfgpu_install.guard.trust import require
 
     require(_last_file(ctx), ctx.state_dir, "the env registry")
     try:
@@ -57,7 +57,7 @@ def default_env_path(ctx: Context, choice: "Choice") -> Path:
     """Where install (and a restore without --env) puts the env for a combination: a name made
     of validated version numbers only, directly under <data>/envs (a snapshot's text never
     picks a path: anything else is BAD_INPUT)."""
-    from tfgpu_install.envpath import default_env_under
+    from tfgpu_install.guard.envpath import default_env_under
 
     return default_env_under(ctx.data_dir / "envs", env_name(choice),
                              (choice.tensorflow, choice.cuda or "0", choice.python))

@@ -152,7 +152,7 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
     """The stored no-op answer ({"data": ..., "message": ...}) when nothing it depends on
     changed; None (run the full path) otherwise. Never raises."""
     try:
-        from tfgpu_install.trust import problem
+        from tfgpu_install.guard.trust import problem
 
         key = invocation_key(argv, ctx.environ, os.getcwd())
         if problem(stamp_path(ctx, key), ctx.state_dir) is not None:

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read_log(name: str) -> str:
-    from tfgpu_install.bounded import read_text
+    from tfgpu_install.guard.bounded import read_text
 
     try:
         return read_text(name, "log", errors="replace")  # capped ('-': stdin): an endless input is BAD_INPUT

@@ -210,7 +210,7 @@ class Executor:
     def lock(self, wait: bool = False) -> EnvLock:
         """Keyed by the env's real path (its parent created first): every spelling of one env
         (a symlinked parent, '//path') meets the same lock."""
-        from tfgpu_install.envpath import real_env_path
+        from tfgpu_install.guard.envpath import real_env_path
 
         return EnvLock(env_state_dir(self.ctx, real_env_path(self.env)) / "lock", self.env, wait=wait)
 

@@ -48,7 +48,7 @@ def known_envs(ctx: Context) -> list[Path]:
                 candidates.append((f.stat().st_mtime, f))
             except OSError:
                 continue
-    from tfgpu_install.trust import problem
+    from tfgpu_install.guard.trust import problem
 
     found: dict[str, None] = {}
     for _, f in sorted(candidates, reverse=True):
@@ -95,7 +95,7 @@ class Entry:
 class Journal:
     def __init__(self, path: Path, root: Optional[Path] = None) -> None:
         self.path = Path(path)
-        # the tool's state dir: the journal and every dir up to it must pass tfgpu_install/trust.py
+        # the tool's state dir: the journal and every dir up to it must pass tfgpu_install/guard/trust.py
         self.root = Path(root) if root is not None else self.path.parent
 
     @classmethod
@@ -157,7 +157,7 @@ class Journal:
     def entries(self) -> list[Entry]:
         """The whole records; ENVIRONMENT (exit 6) when another user could have written the file
         (a forged undo must never be run by rollback)."""
-        from tfgpu_install.trust import require
+        from tfgpu_install.guard.trust import require
 
         if not self.path.is_file():
             return []

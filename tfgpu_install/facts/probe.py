@@ -55,7 +55,7 @@ def _check(name: str, value: Optional[str], pattern: str, example: str, origin: 
 
 def _read_smi(path: str) -> str:
     try:
-        from tfgpu_install.bounded import read_text
+        from tfgpu_install.guard.bounded import read_text
 
         return read_text(path, "nvidia-smi output", errors="replace")  # capped: /dev/zero is BAD_INPUT
     except OSError as exc:

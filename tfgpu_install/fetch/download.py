@@ -257,7 +257,7 @@ def fetch(
     """The verified file for `sha256`, from the cache or downloaded from `url`. Never more than
     `size` bytes are taken (a longer stream is refused); `timeout` bounds each idle read,
     `deadline` (default: DEADLINE_BASE + size at DEADLINE_RATE) the whole download."""
-    from tfgpu_install.trust import require
+    from tfgpu_install.guard.trust import require
 
     sha256 = sha256.lower()
     final = cached_path(ctx, sha256)

@@ -132,9 +132,9 @@ def _doubt(why: str) -> Any:
 
 def read(path: Path, directory: Path, root: Optional[Path] = None) -> Optional[Knowledge]:
     """The cached Knowledge for `directory`, or None when there is any doubt about the file;
-    ENVIRONMENT (exit 6) when another user could have written it (tfgpu_install/trust.py; root:
+    ENVIRONMENT (exit 6) when another user could have written it (tfgpu_install/guard/trust.py; root:
     the cache dir)."""
-    from tfgpu_install.trust import require
+    from tfgpu_install.guard.trust import require
 
     require(path, root or path.parent, "the knowledge cache")
     try:

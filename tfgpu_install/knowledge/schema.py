@@ -152,7 +152,7 @@ def _projects(c: Checker, row: LDict, key: str, p: str, found: dict[str, str], s
     installer fetch code from that URL), its values version specifiers when `specifiers`."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    from tfgpu_install.names import is_project
+    from tfgpu_install.guard.names import is_project
 
     for name, value in found.items():
         if not is_project(name):

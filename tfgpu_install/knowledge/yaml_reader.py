@@ -81,7 +81,7 @@ def read_yaml(path: Path, label: str) -> Any:
     if _LOADER is None:
         _LOADER = _loader_class()
     try:
-        from tfgpu_install.bounded import read_text
+        from tfgpu_install.guard.bounded import read_text
 
         text = read_text(str(path), "profile")
     except UnicodeDecodeError as exc:

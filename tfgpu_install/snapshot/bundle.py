@@ -151,7 +151,7 @@ def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
 
     bundle = Path(bundle)
     try:
-        from tfgpu_install.bounded import read_text
+        from tfgpu_install.guard.bounded import read_text
 
         manifest = json.loads(read_text(str(bundle / MANIFEST), "bundle manifest"))
         files = dict(manifest["files"])

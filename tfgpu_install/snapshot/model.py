@@ -162,7 +162,7 @@ def loads(text: str, where: str = "snapshot") -> Snapshot:
 
 def load(path: Path) -> Snapshot:
     try:
-        from tfgpu_install.bounded import read_bytes
+        from tfgpu_install.guard.bounded import read_bytes
 
         data = read_bytes(str(path), "snapshot")
     except FileNotFoundError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, NoReturn, Optional
 
-from tfgpu_install import names
+from tfgpu_install.guard import names
 from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
 
 MAX_PATH = 4096

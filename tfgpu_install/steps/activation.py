@@ -20,7 +20,6 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from tfgpu_install import shellquote
 from tfgpu_install.context import Context
 from tfgpu_install.envlayout import nvidia_lib_dirs
 from tfgpu_install.errors import BadInputError, StepFailed, TfgpuError
@@ -34,6 +33,7 @@ from tfgpu_install.files import (
     remove_file,
     replace_block,
 )
+from tfgpu_install.guard import shellquote
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"

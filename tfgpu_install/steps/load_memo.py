@@ -86,9 +86,9 @@ def _read(memo: Path) -> list[str]:
 
 
 def known_to_load(cache_dir: Path, key: Optional[str]) -> bool:
-    """A memo is only believed when it and the dirs up to the cache dir pass tfgpu_install/trust.py
+    """A memo is only believed when it and the dirs up to the cache dir pass tfgpu_install/guard/trust.py
     (a memo only saves time: a doubtful one is ignored, the load is checked again)."""
-    from tfgpu_install.trust import problem
+    from tfgpu_install.guard.trust import problem
 
     memo = cache_dir / MEMO_FILE
     return key is not None and problem(memo, cache_dir) is None and key in _read(memo)

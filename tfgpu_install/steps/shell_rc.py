@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from tfgpu_install import shellquote
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem, TfgpuError
 from tfgpu_install.files import (
@@ -31,6 +30,7 @@ from tfgpu_install.files import (
     replace_block,
     scan_blocks,
 )
+from tfgpu_install.guard import shellquote
 from tfgpu_install.steps.activation import b64, parsed_blocks, restore_blocks
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 

@@ -3,7 +3,7 @@
 bash/zsh/sh: POSIX single quotes (shlex.quote). fish: single quotes in which only `\\` and `'`
 are special (written `\\\\` and `\\'`); POSIX's `'\\''` would end fish's quote early. csh/tcsh:
 single quotes, `'` as `'\\''`; a newline or `!` cannot be carried (history expansion works
-inside quotes), which the env-path policy (tfgpu_install/envpath.py) refuses before anything runs.
+inside quotes), which the env-path policy (tfgpu_install/guard/envpath.py) refuses before anything runs.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_tmp_env
-from tfgpu_install.bounded import LIMITS, read_bytes
 from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.guard.bounded import LIMITS, read_bytes
 
 CAP = 1 << 30  # address space of the child: far below what reading either input whole takes
 
@@ -27,7 +27,7 @@ def _run(argv: list[str], tmp_path: Path, stdin: str = "/dev/null") -> subproces
     env = make_tmp_env(tmp_path)
     with open(stdin, "rb") as fh:
         return subprocess.run([sys.executable, "-c", CHILD.format(cap=CAP), *argv], stdin=fh, capture_output=True,
-                              text=True, env=env, cwd=Path(__file__).resolve().parent.parent, timeout=300)
+                              text=True, env=env, cwd=Path(__file__).resolve().parents[2], timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ directory per line), and in activation blocks that bash/zsh/sh, fish and tcsh/cs
 their own quoting. Characters none of that can carry are refused with BAD_INPUT (exit 5)
 naming the character: NUL, newline and every other control character, ':', ';', '$', and
 '!' (csh/tcsh history expansion works even inside quotes). Quotes, backslashes and spaces are
-fine: each shell's block quotes them its own way (steps/activation.py, tfgpu_install/shellquote.py).
+fine: each shell's block quotes them its own way (steps/activation.py, tfgpu_install/guard/shellquote.py).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def check_env_path(path: "str | os.PathLike[str]") -> Path:
     text = os.fspath(path)
     problem = env_path_problem(text)
     if problem is not None:
-        from tfgpu_install.names import printable
+        from tfgpu_install.guard.names import printable
 
         raise BadInputError(f"the env path {printable(text[:200])!r} cannot be used: {problem}",
                             "choose an env path of letters, digits, spaces, '/', '.', '-', '_'", ref="bad-env-path")
@@ -77,7 +77,7 @@ def env_path_arg(value: str) -> str:
 def default_env_under(base: Path, name: str, versions: Iterable[str]) -> Path:
     """<base>/<name> for a default env named from version numbers: every version must be
     PEP 440 and the result must be a direct child of base (BAD_INPUT otherwise)."""
-    from tfgpu_install.names import is_version, printable
+    from tfgpu_install.guard.names import is_version, printable
 
     bad = [v for v in versions if not is_version(str(v))]
     target = base / name

@@ -122,7 +122,7 @@ def test_a_umask_002_dir_of_the_users_private_group_passes_another_group_does_no
     import grp
     import pwd
 
-    from tfgpu_install.trust import problem
+    from tfgpu_install.guard.trust import problem
 
     me = pwd.getpwuid(os.getuid()).pw_name
     if grp.getgrgid(os.getgid()).gr_name != me:

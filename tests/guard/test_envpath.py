@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tfgpu_install.cli import main
-from tfgpu_install.envpath import check_env_path, env_path_problem
 from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.guard.envpath import check_env_path, env_path_problem
 from tfgpu_install.steps.activation import csh_block, fish_block, sh_block
 from tfgpu_install.steps.ldconfig import conf_name
 from tfgpu_install.steps.shell_rc import WriteShellRc
