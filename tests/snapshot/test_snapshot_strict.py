@@ -120,3 +120,37 @@ def test_control_characters_in_an_error_are_escaped() -> None:
     err = io.StringIO()
     render_error(BadInputError("no snapshot 'a\x1b]0;pwned\x07'", "fix\x1b[2K"), False, err)
     assert "\x1b" not in err.getvalue() and "\\x1b]0;pwned" in err.getvalue()
+
+
+CONDA = {"name": "cudatoolkit", "version": "11.8.0", "build": "h6a678d5_0", "channel": "conda-forge", "sha256": "c" * 64}
+
+
+def test_a_conda_envs_packages_load_strictly() -> None:
+    snap = make(id="20261201T000000Z-known-good-aaaaaa",
+                env={"path": "/envs/tf", "backend": "conda", "conda_packages": [CONDA]})
+    assert S.loads(S.dumps(snap), "f.yaml").env["conda_packages"] == [CONDA]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("channel", "http://evil.example/channel"), ("channel", "file:///tmp/chan"), ("name", "cuda @ http://x"),
+    ("version", "11.8; rm -rf"), ("build", "h 0"), ("sha256", "xyz"),
+])
+def test_a_conda_record_with_a_hostile_field_is_refused(key: str, value: str) -> None:
+    snap = make(id="20261201T000000Z-known-good-aaaaaa",
+                env={"path": "/envs/tf", "backend": "conda", "conda_packages": [{**CONDA, key: value}]})
+    with pytest.raises(BadInputError) as info:
+        S.loads(S.dumps(snap), "f.yaml")
+    assert f"env.conda_packages[0].{key}" in info.value.message
+
+
+def test_the_restore_command_it_suggests_is_shell_quoted(tmp_path: Path) -> None:
+    from tfgpu_install.app.restore import _target_env
+    from tfgpu_install.context import build_context
+    from tfgpu_install.resolver.model import Choice
+
+    ctx = build_context({"TFGPU_DATA_DIR": str(tmp_path / "data"), "TFGPU_STATE_DIR": str(tmp_path / "s"),
+                         "TFGPU_CACHE_DIR": str(tmp_path / "c"), "HOME": str(tmp_path)})
+    snap = make(env={"path": "/envs/x; touch PWNED", "backend": "venv"})
+    _, line = _target_env(ctx, None, snap, Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11",
+                                                  jit_only=False))
+    assert "--env '/envs/x; touch PWNED'" in line, line

@@ -185,7 +185,37 @@ def _env(c: Check, node: Node) -> dict[str, Any]:
     m = c.mapping(node, "env")
     out: dict[str, Any] = {}
     for key, item in m.items():
+        if key == "conda_packages" and item.value is not None:
+            out[key] = [_conda_record(c, r, f"env.conda_packages[{i}]")
+                        for i, r in enumerate(c.seq(item, "env.conda_packages"))]
+            continue
         out[key] = c.text(item, f"env.{key}", null=True)
+    return out
+
+
+_CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.+-]{0,199}")
+_CONDA_WORD = re.compile(r"[A-Za-z0-9_.+!]{1,200}")  # a conda version or build string
+_CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?")
+
+
+def _conda_record(c: Check, node: Node, path: str) -> dict[str, str]:
+    """One conda package of a conda env: a restore pins name=version=build from channel, so each
+    is a strict word; the channel is a plain name (conda-forge) or an https URL."""
+    m = c.mapping(node, path, ("name", "version", "build"))
+    out = {}
+    for key, pattern in (("name", _CONDA_NAME), ("version", _CONDA_WORD), ("build", _CONDA_WORD)):
+        out[key] = c.text(m[key], _join(path, key), pattern=pattern, example={"name": "cudatoolkit",
+                          "version": "11.8.0", "build": "h6a678d5_0"}[key]) or ""
+    channel = (c.text(m["channel"], _join(path, "channel"), null=True) if "channel" in m else None) or ""
+    if channel and not _CHANNEL_NAME.fullmatch(channel) and names.url_problem(channel) is not None:
+        c.fail(m["channel"], _join(path, "channel"), f"expected a channel name or an https URL, found "
+               f"{names.printable(channel[:80])!r} ({names.url_problem(channel)})",
+               "a snapshot never chooses where packages come from over plain http; export it again")
+    out["channel"] = channel
+    digest = (c.text(m["sha256"], _join(path, "sha256"), null=True) if "sha256" in m else None) or ""
+    if digest:
+        c.typed(m["sha256"], _join(path, "sha256"), "hex64")
+    out["sha256"] = digest
     return out
 
 
