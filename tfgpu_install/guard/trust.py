@@ -24,6 +24,8 @@ def problem(path: Path, root: Path) -> Optional[str]:
     dir writable by this user's private group (umask 002) is still only this user's."""
     path = Path(os.path.abspath(path))
     root = Path(os.path.abspath(root))
+    if not os.path.lexists(path):
+        return None  # nothing there to believe
     chain = [path]
     if path != root and root in path.parents:
         here = path.parent
