@@ -56,6 +56,7 @@ def test_an_endless_input_is_bad_input_under_a_memory_cap(tmp_path: Path, argv: 
     ["plan", "--profile", "{big}"],
     ["plan", "--from-nvidia-smi", "{big}"],
     ["doctor", "--log", "{big}"],
+    ["doctor", "--rules", "{big}", "--log", "/dev/null"],
 ])
 def test_a_2gb_sparse_file_is_bad_input_under_a_memory_cap(tmp_path: Path, sparse: Path, argv: list[str]) -> None:
     done = _run([a.format(big=sparse) for a in argv], tmp_path)
