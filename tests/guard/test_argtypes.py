@@ -27,6 +27,8 @@ from tfgpu_install.errors import ExitCode
     ["install", "--cuda-mirror", "https://", "--dry-run"],
     ["snapshot", "restore", "x.yaml", "--index-url", "http://h:port/", "--dry-run"],
     ["fleet", "install", "-i", "hosts.ini", "--index-url", "gopher://x"],
+    ["install", "--backend", "conda", "--name", "n" * 250, "--dry-run"],
+    ["install", "--backend", "conda", "--name", "../../x", "--dry-run"],
 ])
 def test_bad_values_are_usage_errors_at_parse_time(tmp_path: Path, argv: list[str],
                                                    capsys: pytest.CaptureFixture[str]) -> None:

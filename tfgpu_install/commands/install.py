@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "named after the combination, e.g. tf2.17.1-cu12.3-py3.11)")
     g.add_argument("--backend", choices=("venv", "conda"), default=None,
                    help="venv (default when a suitable Python is here) or conda (conda/mamba/micromamba)")
-    g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
+    g.add_argument("--name", metavar="NAME", type=argtypes.env_name, help="a named conda env (with --backend conda)")
     g.add_argument("--python", metavar="X.Y|PATH", type=non_empty, help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", type=argtypes.url, help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
     g.add_argument("--seed-pip", action="store_true",

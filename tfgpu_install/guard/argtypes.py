@@ -39,6 +39,18 @@ def url(text: str) -> str:
     return text
 
 
+def env_name(text: str) -> str:
+    """A named conda env (--name): a plain name of at most 100 characters (it becomes a dir
+    name under conda's envs dir and is written into activation commands)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
+        raise argparse.ArgumentTypeError(
+            f"{printable(text[:60])!r}{'...' if len(text) > 60 else ''}: an env name is 1-100 letters, digits, "
+            "'.', '-', '_' (starting with a letter or digit)")
+    return text
+
+
 def output(text: str) -> str:
     """A path the command will write (a file, or a dir it creates): the nearest existing dir
     above it must be a directory this user can create files in, tried with an unnamed temp file
