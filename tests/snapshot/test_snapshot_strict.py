@@ -122,7 +122,8 @@ def test_control_characters_in_an_error_are_escaped() -> None:
     assert "\x1b" not in err.getvalue() and "\\x1b]0;pwned" in err.getvalue()
 
 
-CONDA = {"name": "cudatoolkit", "version": "11.8.0", "build": "h6a678d5_0", "channel": "conda-forge", "sha256": "c" * 64}
+CONDA = {"name": "cudatoolkit", "version": "11.8.0", "build": "h6a678d5_0", "channel": "conda-forge",
+         "sha256": "c" * 64}
 
 
 def test_a_conda_envs_packages_load_strictly() -> None:

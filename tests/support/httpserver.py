@@ -111,7 +111,7 @@ class LoopbackServer:
                         return
                 body = data[start:]
                 if res.fault in (Fault.DRIP, Fault.ENDLESS, Fault.LYING):
-                    self._stream(res.fault, body)
+                    _stream(self, res.fault, body)
                     return
                 self.send_response(206 if start else 200)
                 if start:
@@ -128,31 +128,6 @@ class LoopbackServer:
                     self.close_connection = True
                     return
                 self.wfile.write(body)
-
-            def _stream(self, fault: Fault, body: bytes) -> None:
-                import time
-
-                self.send_response(200)
-                if fault is Fault.DRIP:
-                    self.send_header("Content-Length", str(len(body)))
-                elif fault is Fault.LYING:
-                    self.send_header("Content-Length", str(len(body) * 1000))
-                self.end_headers()
-                try:
-                    if fault is Fault.DRIP:
-                        for i in range(len(body)):
-                            self.wfile.write(body[i:i + 1])
-                            self.wfile.flush()
-                            time.sleep(DRIP_EVERY)
-                        return
-                    self.wfile.write(body)
-                    sent = len(body)
-                    while sent < ENDLESS_LIMIT:
-                        self.wfile.write(b"\0" * 65536)
-                        sent += 65536
-                except OSError:
-                    pass  # the client hung up: what a client should do
-                self.close_connection = True
 
             def _send(self, code: int, body: bytes) -> None:
                 self.send_response(code)
@@ -175,6 +150,33 @@ class LoopbackServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
+
+
+def _stream(handler: BaseHTTPRequestHandler, fault: Fault, body: bytes) -> None:
+    """DRIP, ENDLESS and LYING answers (a full 200, whatever Range asked)."""
+    import time
+
+    handler.send_response(200)
+    if fault is Fault.DRIP:
+        handler.send_header("Content-Length", str(len(body)))
+    elif fault is Fault.LYING:
+        handler.send_header("Content-Length", str(len(body) * 1000))
+    handler.end_headers()
+    try:
+        if fault is Fault.DRIP:
+            for i in range(len(body)):
+                handler.wfile.write(body[i:i + 1])
+                handler.wfile.flush()
+                time.sleep(DRIP_EVERY)
+            return
+        handler.wfile.write(body)
+        sent = len(body)
+        while sent < ENDLESS_LIMIT:
+            handler.wfile.write(b"\0" * 65536)
+            sent += 65536
+    except OSError:
+        pass  # the client hung up: what a client should do
+    handler.close_connection = True
 
 
 def refused_port() -> int:

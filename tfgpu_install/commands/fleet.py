@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         s.add_argument("--forks", type=int, metavar="N", help="hosts worked on at once (Ansible's --forks)")
         s.add_argument("--wheel", metavar="FILE", help="the tfgpu-install wheel to ship (default: built from here)")
         s.add_argument("--index-url", metavar="URL", type=argtypes.url, help="the package index the nodes install from")
-        s.add_argument("--timeout", type=argtypes.seconds(1, 7 * 86400), default=3600.0, metavar="S", help="bound on the whole playbook")
+        s.add_argument("--timeout", type=argtypes.seconds(1, 7 * 86400), default=3600.0, metavar="S",
+                       help="bound on the whole playbook")
         if name in ("install", "restore"):
             s.add_argument("--serial", type=int, metavar="N", help="rolling: N hosts per batch (Ansible's serial)")
             s.add_argument("--check", action="store_true", help="plan only (install --dry-run on every host)")

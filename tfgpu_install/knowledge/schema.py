@@ -147,7 +147,8 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
 _SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-def _projects(c: Checker, row: LDict, key: str, p: str, found: dict[str, str], specifiers: bool = False) -> dict[str, str]:
+def _projects(c: Checker, row: LDict, key: str, p: str, found: dict[str, str],
+              specifiers: bool = False) -> dict[str, str]:
     """A map keyed by project names (PEP 503/508 names only: `name @ url` would make the
     installer fetch code from that URL), its values version specifiers when `specifiers`."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet

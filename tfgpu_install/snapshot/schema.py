@@ -146,7 +146,8 @@ def _specifiers(text: str) -> bool:
 
 
 _KINDS = {
-    "project": (names.is_project, "a project name like 'numpy' (letters, digits, '.', '-', '_'; no URL, extra or marker)"),
+    "project": (names.is_project,
+                "a project name like 'numpy' (letters, digits, '.', '-', '_'; no URL, extra or marker)"),
     "version": (names.is_version, "a PEP 440 version like '2.17.1'"),
     "sha256": (names.is_sha256, "a hash like 'sha256:<64 lowercase hex digits>'"),
     "hex64": (lambda v: bool(names.HEX64.fullmatch(v)), "a sha256 digest (64 lowercase hex digits)"),
