@@ -35,7 +35,11 @@ def remember_env(ctx: Context, env: Path) -> None:
 
 
 def last_env(ctx: Context) -> Optional[Path]:
-    """What <state>/last-env names, whether or not it still exists (see default_env)."""
+    """What <state>/last-env names, whether or not it still exists (see default_env). A file
+    someone else could have written is refused (guard.trust), never followed."""
+    from tfgpu_install.guard.trust import require
+
+    require(_last_file(ctx), ctx.state_dir, "the env registry")
     try:
         text = _last_file(ctx).read_text(errors="replace").strip()
     except OSError:

@@ -22,6 +22,7 @@ from tests.support.faults import fault_env
 from tests.support.install_kit import cli_env, run_cli
 from tests.support.promised import absent
 from tfgpu_install.files import tree_digest
+from tfgpu_install.steps.ldconfig import conf_name
 from tfgpu_install.steps.shell_rc import env_block_id
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
@@ -59,10 +60,11 @@ def _normalized(base: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     marker = str(base).encode()
     env_id = env_block_id(base / "data" / "tf-env").encode()  # the rc block's id hashes the env's path
+    conf = conf_name(base / "data" / "tf-env")  # so does the ld.so.conf.d file's name
     for name in ("home", "root", "data"):
         root = base / name
         for p in sorted(root.rglob("*")):
-            rel = f"{name}/{p.relative_to(root)}"
+            rel = f"{name}/{p.relative_to(root)}".replace(conf, "<CONF>")
             if "__pycache__" in rel or rel.endswith("ld.so.cache"):
                 continue
             if p.is_symlink():

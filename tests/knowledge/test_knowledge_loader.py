@@ -270,3 +270,17 @@ def test_a_pickle_in_the_cache_is_never_run(pdir: Path, tmp_path: Path) -> None:
     missing = pickle.dumps(Evil()).replace(b"posix", b"nosuchmodule_xyz")
     path.write_bytes(missing)
     assert _cached(pdir, tmp_path / "cache")[0] == parsed and not marker.exists()
+
+
+@pytest.mark.parametrize("old, new", [
+    ("pins: {nvidia-cudnn-cu12:", 'pins: {"nvidia-cudnn-cu12 @ https://evil/x.whl#":'),
+    ("pins: {nvidia-cudnn-cu12:", 'pins: {"x; os_name == \'posix\'":'),
+    ("    extra: and-cuda\n", '    extra: and-cuda\n    constraints: {"numpy @ http://h/n.whl": ">=1"}\n'),
+    ("    extra: and-cuda\n", '    extra: and-cuda\n    constraints: {numpy: "@ http://h/n.whl"}\n'),
+])
+def test_pin_names_are_project_names_not_direct_references(pdir: Path, old: str, new: str) -> None:
+    text = (pdir / "matrix.yaml").read_text()
+    assert old in text
+    (pdir / "matrix.yaml").write_text(text.replace(old, new))
+    err = _fails(pdir)
+    assert "matrix.yaml:" in err.message and ("project name" in err.message or "specifier" in err.message), err.message

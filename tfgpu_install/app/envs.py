@@ -50,8 +50,13 @@ def env_name(choice: "Choice") -> str:
 
 
 def default_env_path(ctx: Context, choice: "Choice") -> Path:
-    """Where install (and a restore without --env) puts the env for a combination."""
-    return ctx.data_dir / "envs" / env_name(choice)
+    """Where install (and a restore without --env) puts the env for a combination: a name made
+    of validated version numbers only, directly under <data>/envs (a snapshot's text never
+    picks a path: anything else is BAD_INPUT)."""
+    from tfgpu_install.guard.envpath import default_env_under
+
+    return default_env_under(ctx.data_dir / "envs", env_name(choice),
+                             (choice.tensorflow, choice.cuda or "0", choice.python))
 
 
 __all__ = ["default_env", "default_env_path", "env_name", "existing_env", "last_env", "no_env_error",

@@ -175,7 +175,11 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
     """The stored no-op answer ({"data": ..., "message": ...}) when nothing it depends on
     changed; None (run the full path) otherwise. Never raises."""
     try:
+        from tfgpu_install.guard.trust import problem
+
         key = invocation_key(argv, ctx.environ, os.getcwd())
+        if problem(stamp_path(ctx, key), ctx.state_dir) is not None:
+            return None  # a stamp another user could have written answers nothing
         with open(stamp_path(ctx, key), encoding="utf-8") as fh:
             stamp = json.load(fh)
         if not isinstance(stamp, dict) or stamp.get("format") != FORMAT or stamp.get("key") != key:

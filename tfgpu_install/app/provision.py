@@ -53,6 +53,11 @@ class Provisioned:
 
 
 def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
+    from tfgpu_install.guard.argtypes import check_tool_dirs
+    from tfgpu_install.guard.envpath import check_env_path
+
+    check_env_path(req.env)  # exit 5 before the preview: a path no loader or shell can carry
+    check_tool_dirs(ctx.state_dir, ctx.cache_dir, ctx.data_dir)  # exit 5, also in a dry run
     ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -64,10 +65,11 @@ def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
         _, snap = snap_mod.find(ctx.state_dir, req.file)
         if snap.id != bsnap.id:
             raise BadInputError(f"the bundle {bdir} holds snapshot {bsnap.id}, not {snap.id}",
-                                f"pass the bundle's own snapshot: --offline {bdir} {bdir}", ref="bundle-other-snapshot")
+                                f"pass the bundle's own snapshot: --offline {shlex.quote(str(bdir))} "
+                                f"{shlex.quote(str(bdir))}", ref="bundle-other-snapshot")
         return bsnap, bdir
     if Path(req.file).is_dir() and (Path(req.file) / "manifest.json").is_file():
-        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {req.file}")
+        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {shlex.quote(req.file)}")
     return snap_mod.find(ctx.state_dir, req.file)[1], None
 
 
@@ -198,7 +200,7 @@ def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any)
     taken = str(snap.env.get("path") or "")
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""
-    how = "" if given else f" (pass --env {taken} to restore there)"
+    how = "" if given else f" (pass --env {shlex.quote(taken)} to restore there)"  # a command: quoted
     return env, f"snapshot was taken at {taken}{how}"
 
 
@@ -267,7 +269,8 @@ def bundle(ctx: Context, req: BundleRequest) -> Result:
     blocks: list[Block] = [
         Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
              f"({', '.join(manifest['platforms'])})", "ok"),
-        Text(f"on the offline machine: tfgpu-install snapshot restore {out} --offline {out}"),
+        Text(f"on the offline machine: tfgpu-install snapshot restore {shlex.quote(str(out))} "
+             f"--offline {shlex.quote(str(out))}"),
     ]
     return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json")},
                   blocks)

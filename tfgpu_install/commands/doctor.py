@@ -12,7 +12,6 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -41,10 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read_log(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
+    from tfgpu_install.guard.bounded import read_text
+
     try:
-        return Path(name).read_text(encoding="utf-8", errors="replace")
+        return read_text(name, "log", errors="replace")  # capped ('-': stdin): an endless input is BAD_INPUT
     except OSError as exc:
         raise UsageError(f"cannot read log file {name}: {exc.strerror}",
                          hint="give a readable file, or '-' for stdin") from exc

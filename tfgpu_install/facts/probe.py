@@ -8,7 +8,6 @@ A probe that fails leaves None and a reason in `problems`; gather never raises.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
@@ -56,10 +55,9 @@ def _check(name: str, value: Optional[str], pattern: str, example: str, origin: 
 
 def _read_smi(path: str) -> str:
     try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        from tfgpu_install.guard.bounded import read_text
+
+        return read_text(path, "nvidia-smi output", errors="replace")  # capped: /dev/zero is BAD_INPUT
     except OSError as exc:
         raise BadInputError(
             f"cannot read the nvidia-smi output {path!r}: {exc.strerror or exc}",

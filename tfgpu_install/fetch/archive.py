@@ -101,6 +101,25 @@ def check_archive_input(path: Path) -> None:
     )
 
 
+def vet(archive: Path) -> int:
+    """Every member's name, kind, link target and size checked (the checks extract() makes
+    first), without writing anything: hostile members are found before any step runs, also
+    in a dry run. Reads the archive once (a .tar.xz is decompressed); returns the member count."""
+    archive = Path(archive)
+    try:
+        reader: Union[tarfile.TarFile, zipfile.ZipFile] = (
+            zipfile.ZipFile(archive) if zipfile.is_zipfile(archive) else tarfile.open(archive, "r:*"))
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        raise unreadable(archive, exc) from exc
+    with reader:
+        try:
+            if isinstance(reader, zipfile.ZipFile):
+                return len(zip_members(archive, reader, limits()))
+            return len(tar_members(archive, reader, limits()))
+        except (tarfile.TarError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise unreadable(archive, exc) from exc
+
+
 def extract(archive: Path, staging_parent: Path) -> Path:
     """Extract `archive` into a new staging dir under `staging_parent` (same filesystem as
     the final place, so the later rename is atomic). Returns the staging dir."""

@@ -163,7 +163,9 @@ def loads(text: str, where: str = "snapshot") -> Snapshot:
 
 def load(path: Path) -> Snapshot:
     try:
-        data = Path(path).read_bytes()
+        from tfgpu_install.guard.bounded import read_bytes
+
+        data = read_bytes(str(path), "snapshot")
     except FileNotFoundError:
         raise BadInputError(f"no snapshot file at {path}",
                             "`tfgpu-install snapshot list` shows the stored ones") from None

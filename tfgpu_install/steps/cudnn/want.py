@@ -65,14 +65,17 @@ class Want:
         return self.prefix if self.prefix else self.env / "lib" / f"cudnn-{version}"
 
 
-def check_cudnn_inputs(source: Optional[str], archive: Optional[Path]) -> None:
+def check_cudnn_inputs(source: Optional[str], archive: Optional[Path], members: bool = True) -> None:
     """The cuDNN inputs checked before any step changes anything (issue 17): a missing,
     unreadable or foreign --cudnn-archive fails here (exit 5), not after the env and
-    TensorFlow were installed. Reads the file's first bytes only."""
+    TensorFlow were installed; so do hostile members (a '..' name, an absolute path, a link
+    out of the tree, a device file), by listing the archive without writing anything."""
     if source == "archive" and archive is not None:
-        from tfgpu_install.fetch.archive import check_archive_input
+        from tfgpu_install.fetch.archive import check_archive_input, vet
 
         check_archive_input(Path(archive))
+        if members:
+            vet(Path(archive).expanduser())
 
 
 def _redist_url() -> str:
