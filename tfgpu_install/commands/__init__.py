@@ -16,4 +16,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
     "check": ("check", "drift between the live env and its last known-good snapshot"),
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
+    "completion": ("completion", "print a shell completion script: bash, zsh or fish"),
 }
