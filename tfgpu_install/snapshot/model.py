@@ -218,10 +218,15 @@ def list_stored(state_dir: Path) -> list[tuple[Path, Snapshot]]:
 
 
 def find(state_dir: Path, ref: str, store: Optional[Store] = None) -> tuple[Path, Snapshot]:
-    """A snapshot by file path, full id, or unique id prefix."""
+    """A snapshot by file path (any existing file, whatever its name), full id, or unique id prefix."""
     p = Path(ref)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if p.is_file():
         return p, load(p)
+    if p.exists():
+        raise BadInputError(f"{ref} is not a snapshot file (not a regular file)",
+                            "pass a file written by `tfgpu-install snapshot export`, or a stored snapshot's id")
+    if "/" in ref:
+        raise BadInputError(f"no snapshot file at {ref}", "`tfgpu-install snapshot list` shows the stored ones")
     store = store or scan(state_dir)
     matches = [(path, s) for path, s in store.snapshots if s.id == ref or s.id.startswith(ref)]
     exact = [m for m in matches if m[1].id == ref]
