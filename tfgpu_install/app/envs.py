@@ -53,3 +53,12 @@ def env_name(choice: "Choice") -> str:
 def default_env_path(ctx: Context, choice: "Choice") -> Path:
     """Where install (and a restore without --env) puts the env for a combination."""
     return ctx.data_dir / "envs" / env_name(choice)
+
+
+def forget_default(ctx: Context, env: Path) -> bool:
+    """The env is gone (envs remove): it stops being the default; True when it was."""
+    last = last_env(ctx)
+    if last is None or os.path.abspath(str(last)) != os.path.abspath(str(env)):
+        return False
+    _last_file(ctx).unlink(missing_ok=True)
+    return True

@@ -17,4 +17,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "drift between the live env and its last known-good snapshot"),
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
     "completion": ("completion", "print a shell completion script: bash, zsh or fish"),
+    "envs": ("envs", "the envs tfgpu-install made (TF/CUDA/cuDNN/Python, verified, drift, size); remove one"),
+    "self": ("selfcmd", "uninstall tfgpu-install (its state, cache and data; its envs with --envs)"),
 }
