@@ -40,13 +40,28 @@ def two_envs(tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Pat
     first = tmp_path / "data" / "envs" / "first"
     second = tmp_path / "elsewhere" / "second"
     _install(env, first, "--shell-rc", str(rc))
-    _install(env, second)
+    _install(env, second, "--no-pip")
     # the user adds a package on top of the snapshot: drift
     added = build_wheel(WheelSpec("user-added", "1.0", files={"user_added/__init__.py": b"X = 1\n"}), tmp_path / "w")
     uv = str(Path(sys.executable).parent / "uv")  # the uv the tool depends on
     subprocess.run([uv, "pip", "install", "-q", "--python", str(second / "bin" / "python"), str(added)],
                    env={**env, "VIRTUAL_ENV": ""}, check=True, capture_output=True)
     return {"env": env, "first": first, "second": second, "rc": rc, "uv_cache": uv_cache}
+
+
+def test_pip_is_in_every_env_unless_no_pip(tmp_path: Path, two_envs: dict[str, Any]) -> None:
+    first, second = two_envs["first"], two_envs["second"]
+    wheel = build_wheel(WheelSpec("by-pip", "2.0", files={"by_pip/__init__.py": b"Y = 2\n"}), tmp_path / "w2")
+    # pip works inside the env, offline, with no activation (the env's own pip, not the system's)
+    done = subprocess.run([str(first / "bin" / "pip"), "install", "--no-index", "--disable-pip-version-check", "-q",
+                           str(wheel)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run([str(first / "bin" / "python"), "-c", "import by_pip"], capture_output=True).returncode == 0
+    assert not (second / "bin" / "pip").exists()
+    from tfgpu_install.app.install import add_packages_hint
+
+    assert "`pip install PACKAGE`" in add_packages_hint(first)
+    assert "no pip" in add_packages_hint(second) and f"--python {second}/bin/python" in add_packages_hint(second)
 
 
 def test_envs_list_remove_and_self_uninstall(tmp_path: Path, two_envs: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ class InstallRequest:
     env: Optional[str] = None  # --env as given; None: the default location for the choice
     system_ldconfig: bool = False
     shell_rc: Optional[str] = None
-    seed_pip: bool = False
+    seed_pip: bool = True  # pip in the env (--no-pip: none)
     cudnn_source: str = "wheel"
     cudnn_mirror: Optional[str] = None
     cudnn_archive: Optional[str] = None
@@ -214,6 +214,7 @@ def _result(
         blocks += verification_findings(ctx, options.env)
         blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
                            f"`{options.env}/bin/tfgpu-run`", "ok"))
+        blocks.append(Text(add_packages_hint(options.env), "dim"))
     else:
         blocks = [Text(noop_message(options.env), "ok")]
     data: dict[str, Any] = {
@@ -226,6 +227,14 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def add_packages_hint(env: Path) -> str:
+    """How to add packages to the env, as it is now (pip only when the env has it)."""
+    uv = f"`uv pip install --python {env}/bin/python PACKAGE`"
+    if (env / "bin" / "pip").exists():
+        return f"add packages: `pip install PACKAGE` in the activated env, or {uv}"
+    return f"add packages: {uv} (this env has no pip: installed with --no-pip)"
 
 
 def noop_message(env: Path) -> str:

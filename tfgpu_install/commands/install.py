@@ -28,8 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
     g.add_argument("--python", metavar="X.Y|PATH", type=non_empty, help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
-    g.add_argument("--seed-pip", action="store_true",
-                   help="give the venv its own pip (uv-made venvs have none: use `uv pip` or tfgpu-run)")
+    g.add_argument("--seed-pip", dest="seed_pip", action="store_true", default=True,
+                   help="give the venv its own pip (the default; offline, from the interpreter's bundled wheel)")
+    g.add_argument("--no-pip", dest="seed_pip", action="store_false",
+                   help="no pip in the venv (add packages with `uv pip install --python ENV/bin/python`)")
     g.add_argument("--wait", action="store_true", help="if another run holds this env, wait for it instead of failing")
     s = p.add_argument_group("system integration")
     s.add_argument("--system-ldconfig", action="store_true",
