@@ -45,6 +45,7 @@ class InstallRequest:
     dry_run: bool = False
     wait: bool = False
     progress: bool = False  # live progress on the terminal
+    carry: tuple[str, ...] = ()  # upgrade: "name==version" the user had added to the old env
 
 
 def install(ctx: Context, req: InstallRequest) -> Result:
@@ -58,16 +59,22 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
+    before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=plan_to_json(resolution, options),
-        head=lambda preview: _plan_blocks(resolution, options, preview),
+        head=lambda preview: _plan_blocks(resolution, options, preview, before),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
-    head = _plan_blocks(resolution, options, done.preview)
+    head = _plan_blocks(resolution, options, done.preview, before)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
-        return _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
-    return _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+        out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+    else:
+        out = _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+    assert resolution.choice is not None
+    if before is not None and before != resolution.choice.tensorflow:
+        out.data["tensorflow_change"] = {"from": before, "to": resolution.choice.tensorflow}
+    return out
 
 
 # --- the pieces before execution ------------------------------------------------------------
@@ -146,7 +153,8 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
         conda_channel=req.conda_channel,
         cuda_source=req.cuda_source,
         cuda_mirror=req.cuda_mirror,
-        extra={"profiles_dir": str(ctx.profiles_dir)} if ctx.profiles_dir else {},
+        extra={**({"profiles_dir": str(ctx.profiles_dir)} if ctx.profiles_dir else {}),
+               **({"carry": " ".join(req.carry)} if req.carry else {})},
     )
 
 
@@ -167,7 +175,8 @@ def _verified_before(ctx: Context, env: Path) -> bool:
 _MARK = {"done": "done", "unchanged": "unchanged", "applied": "applied", "pending": "to do"}
 
 
-def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport) -> list[Block]:
+def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport,
+                 before: Optional[str] = None) -> list[Block]:
     choice = resolution.choice
     assert choice is not None
     cuda = f"CUDA {choice.cuda}, cuDNN {choice.cudnn}" if choice.cuda else "CPU build"
@@ -175,6 +184,8 @@ def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecRe
         Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
         Text(f"env: {options.env} ({options.backend})"),
     ]
+    if before is not None and before != choice.tensorflow:
+        blocks.append(Text(f"TensorFlow in this env: {before} → {choice.tensorflow} (installed now → planned)", "warn"))
     if resolution.cpu_only:
         blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
     if resolution.warnings:
@@ -227,6 +238,16 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def installed_tensorflow(env: Path) -> Optional[str]:
+    """The TensorFlow version installed in the env now (its dist-info), or None."""
+    from tfgpu_install.envlayout import site_packages_dirs
+
+    for sp in site_packages_dirs(env):
+        for d in sorted(sp.glob("tensorflow-*.dist-info")):
+            return d.name[len("tensorflow-"):-len(".dist-info")]
+    return None
 
 
 def add_packages_hint(env: Path) -> str:

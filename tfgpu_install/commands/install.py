@@ -72,6 +72,7 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
             profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
             allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
             strict_driver=args.strict_driver, python=args.python, backend=args.backend, conda_name=args.name,
+            tensorflow=args.tensorflow,
         ),
         env=args.env, system_ldconfig=args.system_ldconfig, shell_rc=args.shell_rc, seed_pip=args.seed_pip,
         cudnn_source=args.cudnn_source, cudnn_mirror=args.cudnn_mirror, cudnn_archive=args.cudnn_archive,

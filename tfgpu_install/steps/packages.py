@@ -195,9 +195,10 @@ class InstallPackages(Step):
         """From a resolver Choice and the InstallOptions (index_url; extra["find_links"],
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
+        carried = [r for r in extra.get("carry", "").split() if r]  # upgrade: what the user had added
         return cls(
             env,
-            choice.requirements(),
+            list(choice.requirements()) + carried,
             hashes=getattr(choice, "hashes", None),
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
