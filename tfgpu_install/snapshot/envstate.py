@@ -64,11 +64,18 @@ def backend_of(env: Path) -> str:
     return "unknown"
 
 
+# The env's own installer, seeded by env.create (--no-pip: none) from the interpreter's bundled wheel:
+# tooling, not content. Left out of snapshots, drift and upgrade's carry-over, so a restore or an
+# upgrade never has to find that exact pip on the index.
+SEEDED = frozenset({"pip"})
+
+
 def installed_packages(env: Path) -> tuple[Package, ...]:
     sp = site_packages(env)
     if sp is None:
         return ()
     seen = [Package(d.name, d.version) for d in installed_dists(sp).values()]
+    seen = [p for p in seen if p.key not in SEEDED]
     return tuple(sorted(seen, key=lambda p: p.key))
 
 

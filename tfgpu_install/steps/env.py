@@ -517,6 +517,17 @@ def _nonempty(path: Path) -> bool:
         return False
 
 
+# The lines of a uv/pip/conda failure that say why (uv: "error: ..." then "cause:"/"Caused by:" down
+# to the root cause and its "hint:", or its tree "×"/"╰─▶"; pip: "ERROR: ..."): kept whole rather
+# than only the last lines.
+_WHY = re.compile(r"^\s*(error|caused by|cause|hint|help)\b|^\s*(×|╰─▶|├─▶)", re.IGNORECASE)
+
+
 def _last_lines(text: str, n: int = 5) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """A failed tool's output in one line: the lines that say why (each error and every "Caused by"),
+    else the last n lines."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    why = [ln for ln in lines if _WHY.search(ln)]
+    if why:
+        return " / ".join(why[:12])
     return " / ".join(lines[-n:]) if lines else "(no output)"
