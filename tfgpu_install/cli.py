@@ -40,7 +40,7 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> Optional[str]:
     for word in message[len(prefix):].split():
         flag = word.split("=", 1)[0]
         if flag.startswith("-"):
-            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(flag, [k for k in known if k != flag], n=1, cutoff=0.6)
             if close:
                 return f"did you mean `{close[0]}`? (see `{parser.prog} --help`)"
     return None

@@ -30,6 +30,12 @@ def test_did_you_mean(argv: list[str], hint: str, capsys: pytest.CaptureFixture[
     assert hint in err and err.count("\n") == 2, err
 
 
+def test_a_flag_of_another_command_is_not_suggested_as_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--uv-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean `--uv-cache`" not in err
+
+
 def test_a_word_far_from_every_command_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["xyzzy"]) == 2
     err = capsys.readouterr().err

@@ -98,6 +98,8 @@ def test_envs_list_remove_and_self_uninstall(tmp_path: Path, two_envs: dict[str,
     assert rc.read_text() == "export EDITOR=vi\n"  # its activation block went with it
     after = json.loads(run_cli(["envs", "--json"], env).stdout)["envs"]
     assert [r["path"] for r in after] == [str(second)]
+    every = {r["path"]: r for r in json.loads(run_cli(["envs", "--all", "--json"], env).stdout)["envs"]}
+    assert every[str(first)]["exists"] is False and every[str(first)]["drift"].startswith("unknown")
 
     # self uninstall: the sizes first (dry run), then nothing of ours, the user's uv cache untouched
     uv_before = _tree(two_envs["uv_cache"])

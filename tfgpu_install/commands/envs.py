@@ -11,6 +11,7 @@ from tfgpu_install.report import Result
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all", action="store_true", help="also envs whose directory is gone")
     sub = p.add_subparsers(dest="envs_command", metavar="ACTION", parser_class=type(p))
     ls = sub.add_parser("list", help="the envs tfgpu-install made (the default action)")
     ls.add_argument("--all", action="store_true", help="also envs whose directory is gone")
