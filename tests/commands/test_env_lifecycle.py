@@ -122,6 +122,14 @@ def test_envs_list_remove_and_self_uninstall(tmp_path: Path, two_envs: dict[str,
 
 def test_self_uninstall_keeps_envs_unless_asked(tmp_path: Path, two_envs: dict[str, Any]) -> None:
     env, first = two_envs["env"], two_envs["first"]
+    # what scripts/install leaves: the tool's venv in the data dir and a link to its command
+    tool = Path(env["TFGPU_DATA_DIR"]) / "tool" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "tfgpu-install").write_text("#!/bin/sh\n")
+    bindir = Path(env["HOME"]) / ".local" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "tfgpu-install").symlink_to(tool / "tfgpu-install")
+    (bindir / "other").symlink_to(tool / "tfgpu-install")  # not the link it made: kept
     done = run_cli(["self", "uninstall", "-y", "--json"], env)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -129,6 +137,7 @@ def test_self_uninstall_keeps_envs_unless_asked(tmp_path: Path, two_envs: dict[s
     assert not Path(env["TFGPU_STATE_DIR"]).exists() and not Path(env["TFGPU_CACHE_DIR"]).exists()
     assert (first / "bin" / "python").exists() and two_envs["second"].is_dir()
     assert sorted(os.listdir(env["TFGPU_DATA_DIR"])) == ["envs"]
+    assert sorted(os.listdir(bindir)) == ["other"]
 
 
 def test_self_uninstall_refuses_a_dir_that_holds_home(tmp_path: Path, tmp_env: dict[str, str]) -> None:

@@ -66,34 +66,31 @@ def _launcher(home: Path, tool_venv: Path) -> Optional[Path]:
 
 
 def _targets(ctx: Context, req: UninstallRequest, seen: set[tuple[int, int]]) -> list[Target]:
+    """What goes, each checked (never /, home or another user's) before any of it is measured."""
     from tfgpu_install.disksize import disk_usage
 
     home = Path(ctx.environ.get("HOME") or str(Path.home()))
-    found: list[Target] = []
     tool_venv = ctx.data_dir / "tool"
+    envs_dir = ctx.data_dir / "envs"
+    found: list[tuple[str, Path]] = []
     link = _launcher(home, tool_venv)
     if link is not None:
-        found.append(Target("the command's link", link, 0))
-    envs_dir = ctx.data_dir / "envs"
-    for what, path in (("state (journals, snapshots, verification records)", ctx.state_dir),
-                       ("cache (downloads, knowledge)", ctx.cache_dir)):
-        if path.exists():
-            found.append(Target(what, path, disk_usage(path, seen)))
+        found.append(("the command's link", link))
+    found += [(what, path) for what, path in (("state (journals, snapshots, verification records)", ctx.state_dir),
+                                              ("cache (downloads, knowledge)", ctx.cache_dir)) if path.exists()]
     if ctx.data_dir.exists():
         if req.envs or not envs_dir.exists():
-            found.append(Target("data (the tool's venv, envs)", ctx.data_dir, disk_usage(ctx.data_dir, seen)))
+            found.append(("data (the tool's venv, envs)", ctx.data_dir))
         else:  # the envs stay: the rest of the data dir goes
-            for child in sorted(ctx.data_dir.iterdir()):
-                if child != envs_dir:
-                    found.append(Target("data" + (" (the tool's own venv)" if child == tool_venv else ""), child,
-                                        disk_usage(child, seen)))
+            found += [("data" + (" (the tool's own venv)" if child == tool_venv else ""), child)
+                      for child in sorted(ctx.data_dir.iterdir()) if child != envs_dir]
     if req.uv_cache:
         uv = uv_cache_dir(ctx.environ, home)
         if uv.exists():
-            found.append(Target("your uv cache (shared with your other uv projects)", uv, disk_usage(uv, seen)))
-    for t in found:
-        _refuse_unsafe(t.path, home)
-    return found
+            found.append(("your uv cache (shared with your other uv projects)", uv))
+    for _, path in found:
+        _refuse_unsafe(path, home)
+    return [Target(what, path, 0 if path == link else disk_usage(path, seen)) for what, path in found]
 
 
 def uninstall(ctx: Context, req: UninstallRequest) -> Result:
