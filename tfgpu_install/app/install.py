@@ -62,7 +62,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=plan_to_json(resolution, options),
-        head=lambda preview: _plan_blocks(resolution, options, preview, before),
+        head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
@@ -238,6 +238,24 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def _space(env: Path) -> list[Block]:
+    """For the confirmation: the free space where the env goes (measured now). The download's size
+    is not known before uv resolves: the progress counts it as it goes."""
+    import shutil
+
+    probe = Path(os.path.abspath(str(env)))
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return []
+    from tfgpu_install.report import human_bytes
+
+    return [Text(f"disk: {human_bytes(free)} free at {probe}; the download's size is counted as it goes "
+                 "(uv tells it only once it resolves)", "dim")]
 
 
 def installed_tensorflow(env: Path) -> Optional[str]:
