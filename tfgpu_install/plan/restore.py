@@ -15,7 +15,7 @@ from tfgpu_install.steps.base import Step
 
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
                   require_hashes: bool) -> list[Step]:
-    from tfgpu_install.snapshot.envstate import SEEDED
+    from tfgpu_install.snapshot.model import SEEDED
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.env import CreateEnv, TargetEnv
     from tfgpu_install.steps.packages import InstallPackages
@@ -41,7 +41,7 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
     conda = _pinned_conda_cuda(choice, options, target.path)
     lib_dirs = [target.path / "lib"] if conda else []
     return [
-        # pip as install gives it (snapshots leave the seeded pip out: envstate.SEEDED), and kept by the sync
+        # pip as install gives it (snapshots leave the seeded pip out: model.SEEDED), and kept by the sync
         CreateEnv(target, choice.python, Path(base) if base else None, seed_pip=True,
                   channel=extra.get("conda_channel")),
         install,

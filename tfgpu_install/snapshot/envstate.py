@@ -14,7 +14,7 @@ from typing import Optional
 
 from tfgpu_install.envlayout import installed_dists, record_rows, site_packages_dirs
 from tfgpu_install.files import sha256_file
-from tfgpu_install.snapshot.model import FileRecord, Package
+from tfgpu_install.snapshot.model import SEEDED, FileRecord, Package
 
 _BLOCK_RE = re.compile(r"^.*>>> tfgpu-install.*$\n.*?^.*<<< tfgpu-install.*$", re.M | re.S)
 # Files that carry our activation: marked blocks inside them, or whole files we wrote.
@@ -62,12 +62,6 @@ def backend_of(env: Path) -> str:
     if (Path(env) / "pyvenv.cfg").is_file():
         return "venv"
     return "unknown"
-
-
-# The env's own installer, seeded by env.create (--no-pip: none) from the interpreter's bundled wheel:
-# tooling, not content. Left out of snapshots, drift and upgrade's carry-over, so a restore or an
-# upgrade never has to find that exact pip on the index.
-SEEDED = frozenset({"pip"})
 
 
 def installed_packages(env: Path) -> tuple[Package, ...]:

@@ -38,6 +38,12 @@ class HostContract:
     gpus: tuple[dict[str, Optional[str]], ...] = ()  # [{"name", "compute_capability"}]
 
 
+# The env's own installer, seeded by env.create (--no-pip: none) from the interpreter's bundled wheel:
+# tooling, not content. Left out of snapshots, drift and upgrade's carry-over, so a restore or an
+# upgrade never has to find that exact pip on the index.
+SEEDED = frozenset({"pip"})
+
+
 @dataclass(frozen=True)
 class Package:
     name: str
