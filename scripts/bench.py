@@ -7,7 +7,8 @@
 Every measure runs its contenders interleaved (A B C, B C A, C A B ...) so drift in the
 machine (page cache, CPU frequency, the network) spreads over all of them. It reports the
 median and min/max of each, ratios within the run (ours / uv, ours / python start) against the
-targets of issue 15 (in the markdown and, as "targets", in the JSON), a markdown table and a JSON file (default bench-results/, git-ignored).
+targets of issue 15 (in the markdown and, as "targets", in the JSON), a markdown table and a JSON
+file (default bench-results/, git-ignored).
 It never fails on a time: only a command that fails makes the exit status 1.
 Run it with the interpreter that has the tool installed (e.g. .venv-test/bin/python).
 """
@@ -123,13 +124,16 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         if name in m:
             row = m[name]
             lines.append(f"| {label} | {_cell(row.get('ours'), 's')} | {_cell(row.get('uv'), 's')} | "
-                         f"{_cell(row.get('pip'), 's')} | {_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
+                         f"{_cell(row.get('pip'), 's')} | "
+                         f"{_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
                          f"| {_r(ratio(med(results, name, 'ours'), med(results, name, 'pip')))} |")
     if "warm" in m and m["warm"].get("ours.verify_step"):
-        lines.append(f"| verification inside the install (journal: verify.run) | {_cell(m['warm']['ours.verify_step'], 's')}"
+        lines.append("| verification inside the install (journal: verify.run) | "
+                     f"{_cell(m['warm']['ours.verify_step'], 's')}"
                      " | | | | |")
     if "warm" in m and m["warm"].get("ours.verify"):
-        lines.append(f"| verification alone (`tfgpu-install verify`) | {_cell(m['warm']['ours.verify'], 's')} | | | | |")
+        lines.append(f"| verification alone (`tfgpu-install verify`) | {_cell(m['warm']['ours.verify'], 's')} "
+                     "| | | | |")
     if "disk" in m:
         d = m["disk"]
         for who in ("first", "second"):
@@ -139,21 +143,25 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += ["", "| measure | A | B | A/B |", "|---|---|---|---|"]
     if "restore" in m:
         lines.append(f"| restore vs cold provision | {_cell(m['restore'].get('ours'), 's')} | "
-                     f"{_cell(m['restore'].get('cold'), 's')} | {_r(ratio(med(results, 'restore', 'ours'), med(results, 'restore', 'cold')))} |")
+                     f"{_cell(m['restore'].get('cold'), 's')} | "
+                     f"{_r(ratio(med(results, 'restore', 'ours'), med(results, 'restore', 'cold')))} |")
     if "plan" in m:
         p = m["plan"]
         lines.append(f"| probe + plan (--assume) vs `python -c pass` | {_cell(p.get('ours'), 's')} | "
-                     f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours'), med(results, 'plan', 'bare')))} |")
+                     f"{_cell(p.get('bare'), 's')} | "
+                     f"{_r(ratio(med(results, 'plan', 'ours'), med(results, 'plan', 'bare')))} |")
         if p.get("ours.probed"):
             lines.append(f"| probe + plan (real probe) vs `python -c pass` | {_cell(p.get('ours.probed'), 's')} | "
-                         f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
+                         f"{_cell(p.get('bare'), 's')} | "
+                         f"{_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
     lines += ["", "| target | ratio | measured | limit | met |", "|---|---|---|---|---|"]
     for t in evaluate(results):
         if t["value"] is None and t["limit"] is None:
             continue
         met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
         lim = "–" if t["limit"] is None else (f"< {t['limit']:.0%}" if t["limit"] < 0.1 else f"≤ {t['limit']:.2f}×")
-        val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if t["limit"] and t["limit"] < 0.1 else f"{t['value']:.2f}×")
+        share = t["limit"] and t["limit"] < 0.1
+        val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if share else f"{t['value']:.2f}×")
         lines.append(f"| {t['target']} | {t['ratio_of']} | {val} | {lim} | {met} |")
     if results.get("load"):
         lines += ["", f"load average (1 min) at start/end: {results['load'][0]:.1f} / {results['load'][1]:.1f} "
@@ -221,7 +229,8 @@ def journal_seconds(state_dir: Path, env_dir: Path, step: str) -> Optional[float
                 continue
             if e.get("event") == "run":
                 mine = e.get("env") == str(env_dir)
-            elif mine and e.get("event") == "done" and e.get("step") == step and isinstance(e.get("seconds"), (int, float)):
+            elif (mine and e.get("event") == "done" and e.get("step") == step
+                  and isinstance(e.get("seconds"), (int, float))):
                 found = float(e["seconds"])
         if found is not None:
             return found
@@ -291,7 +300,8 @@ class Bench:
         if who == "ours":
             return self.run(self.install_args(env_dir), env, f"ours provision {env_dir}", timeout)
         if who == "uv":
-            venv = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv", timeout)
+            venv = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv",
+                            timeout)
         else:
             venv = self.run([self.python, "-m", "venv", str(env_dir)], env, "python -m venv", timeout)
         if venv is None:
@@ -408,23 +418,9 @@ class Bench:
                     if v is not None:
                         self.add("warm", "ours.verify", v)
             if "noop" in scenarios:
-                for who in rotations([*CONTENDERS, "bare"], i + 1):
-                    if who == "bare":  # Python's own start, interleaved: the no-op's floor
-                        took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
-                    else:
-                        took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
-                    if took is not None:
-                        self.add("noop", who, took)
+                self.measure_noop(spaces, i, timeout)
         if "disk" in scenarios:
-            cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
-            if os.stat(first["ours"].parent).st_dev != cache_dev:
-                self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
-            for who in CONTENDERS:
-                cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
-                self.add("disk", f"{who}.first", disk_usage([first[who]]))
-                if self.reps:
-                    second = Path(spaces[who]["BENCH_WS"]) / "env-1"
-                    self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
+            self.measure_disk(spaces, first)
         snaps = sorted(Path(spaces["ours"]["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml"))
         if not snaps:
             self.notes.append("no snapshot was recorded by the primed install: restore not measured")
@@ -432,6 +428,28 @@ class Bench:
         keep = self.work / "snapshot.yaml"
         shutil.copy2(snaps[0], keep)
         return keep
+
+    def measure_noop(self, spaces: Mapping[str, Mapping[str, str]], i: int, timeout: float) -> None:
+        """The same install again on rep i's env, each contender and Python's bare start interleaved."""
+        for who in rotations([*CONTENDERS, "bare"], i + 1):
+            if who == "bare":  # Python's own start, interleaved: the no-op's floor
+                took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
+            else:
+                took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
+            if took is not None:
+                self.add("noop", who, took)
+
+    def measure_disk(self, spaces: Mapping[str, Mapping[str, str]], first: Mapping[str, Path]) -> None:
+        """Disk of the first env, and what a second one adds beyond it and the caches."""
+        cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
+        if os.stat(first["ours"].parent).st_dev != cache_dev:
+            self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
+        for who in CONTENDERS:
+            cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
+            self.add("disk", f"{who}.first", disk_usage([first[who]]))
+            if self.reps:
+                second = Path(spaces[who]["BENCH_WS"]) / "env-1"
+                self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
 
     def results(self, scenarios: Sequence[str]) -> dict[str, Any]:
         return {
@@ -475,7 +493,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="the tests' local wheelhouse over loopback HTTP")
     p.add_argument("--reps", type=int, default=3, help="repetitions of each measure (default 3)")
     p.add_argument("--out", type=Path, default=REPO / "bench-results", help="where the JSON and markdown go")
-    p.add_argument("--allow-cpu", action="store_true", help="no GPU here: verify on the CPU (the quick mode always does)")
+    p.add_argument("--allow-cpu", action="store_true", help="no GPU here: verify on the CPU (the quick mode always "
+                                                            "does)")
     p.add_argument("--python", default=None, help="interpreter the envs are built on (default: this one's base)")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     p.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temp dir, removed after)")

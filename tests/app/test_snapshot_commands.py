@@ -131,11 +131,13 @@ def test_requirements_export_installs_with_real_pip_require_hashes(
     subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install", "-q",
                     "--disable-pip-version-check", "--no-cache-dir", "--require-hashes", "--no-deps",
                     "--index-url", source_env.index_url, "-r", str(req)],
-                   check=True, capture_output=True, text=True, env={**source_env.environ, "PIP_CONFIG_FILE": "/dev/null"})
+                   check=True, capture_output=True, text=True,
+                   env={**source_env.environ, "PIP_CONFIG_FILE": "/dev/null"})
     assert freeze(fresh) == freeze(source_env.env)
     # A wrong hash makes pip refuse.
     bad = tmp_path / "bad.txt"
-    bad.write_text(re.sub(r"(absl-py==2\.1\.0 \\\n\s+--hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "0" * 64, req.read_text()))
+    bad.write_text(re.sub(r"(absl-py==2\.1\.0 \\\n\s+--hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "0" * 64,
+                          req.read_text()))
     out = subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install", "-q",
                           "--disable-pip-version-check", "--no-cache-dir", "--require-hashes", "--force-reinstall",
                           "--no-deps", "--index-url", source_env.index_url, "-r", str(bad)],

@@ -78,7 +78,8 @@ def test_envs_list_remove_and_self_uninstall(tmp_path: Path, two_envs: dict[str,
         assert row["size_bytes"] > 0
     assert rows[str(second)]["default"] and not rows[str(first)]["default"]
     assert rows[str(first)]["drift"] == "clean"
-    assert rows[str(second)]["drift"] != "clean" and any("user-added==1.0" in line for line in rows[str(second)]["drift_lines"])
+    assert rows[str(second)]["drift"] != "clean"
+    assert any("user-added==1.0" in line for line in rows[str(second)]["drift_lines"])
     human = run_cli(["envs"], {**env, "COLUMNS": "80"})
     assert human.returncode == 0 and str(first) in human.stdout and "*" in human.stdout
 

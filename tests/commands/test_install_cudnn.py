@@ -19,9 +19,10 @@ import pytest
 from tests.support.cudnn_archive import build_archive, publish
 from tests.support.httpserver import Fault, LoopbackServer
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.errors import ExitCode
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the libraries are built with gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the libraries are built with gcc")
 
 
 def install(env: dict[str, str], target: Path, *argv: str) -> "subprocess.CompletedProcess[str]":

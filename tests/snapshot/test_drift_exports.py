@@ -34,7 +34,8 @@ def test_identical_states_are_clean() -> None:
 
 
 def test_requirements_txt_has_hash_lines() -> None:
-    text = exports.requirements_txt(make(packages=(S.Package("numpy", "1.26.4", ("sha256:" + "a" * 64, "sha256:" + "b" * 64)),)))
+    hashes = ("sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    text = exports.requirements_txt(make(packages=(S.Package("numpy", "1.26.4", hashes),)))
     assert "numpy==1.26.4 \\\n    --hash=sha256:" + "a" * 64 + " \\\n    --hash=sha256:" + "b" * 64 + "\n" in text
     assert "WARNING" not in text
     warn = exports.requirements_txt(make())

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
-from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import tree_digest
 from tfgpu_install.runner import ReplayRunner
 from tfgpu_install.steps.ldconfig import SystemLdconfig
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("gcc") is None or not (shutil.which("ldconfig") or Path("/sbin/ldconfig").exists()),
+    absent("gcc") or absent("ldconfig", "/sbin/ldconfig"),
     reason="needs gcc and ldconfig",
 )
 
@@ -77,7 +78,7 @@ def test_kill_in_the_middle_then_rollback(tmp_env: dict[str, str], tmp_path: Pat
     before = tree_digest(etc)
     ctx.hooks.fail_at = "ldconfig.system:middle:eio"
     ex = Executor(ctx, env)
-    with pytest.raises(Exception):
+    with pytest.raises(StepFailed):
         ex.run([SystemLdconfig(env)])
     assert (etc / "ld.so.conf.d" / "tfgpu-tf-env.conf").exists()
     ctx.hooks.fail_at = None

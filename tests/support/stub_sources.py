@@ -59,7 +59,9 @@ static void fmt_uuid(const unsigned char *b, const char *prefix, char *out, size
     snprintf(out, len, "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
              b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
-static int by_pci(const void *a, const void *b) { return strcmp(((const stub_dev *)a)->pci, ((const stub_dev *)b)->pci); }
+static int by_pci(const void *a, const void *b) {
+    return strcmp(((const stub_dev *)a)->pci, ((const stub_dev *)b)->pci);
+}
 
 /* What CUDA shows: CUDA_DEVICE_ORDER, then CUDA_VISIBLE_DEVICES (indices or UUID prefixes, stopping
    at the first entry that names no GPU). */
@@ -183,11 +185,15 @@ int cuDeviceGetUuid_v2(CUuuid *u, int dev) {  /* a MIG instance's own UUID (CUDA
 }
 static const struct { int code; const char *name; const char *text; } CU_ERRORS[] = {
     {0, "CUDA_SUCCESS", "no error"}, {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"}, {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
-    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"}, {304, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
-    {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"}, {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {304, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
-    {805, "CUDA_ERROR_MPS_CONNECTION_FAILED", "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {805, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 static int cu_lookup(int code, const char **out, int text) {
@@ -252,14 +258,16 @@ int cudaFree(void *p) {
 int cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
     int dd = stub_is_device(dst, count), sd = stub_is_device(src, count);
     if (kind == 4) kind = sd ? (dd ? 3 : 2) : (dd ? 1 : 0); /* cudaMemcpyDefault */
-    int ok = (kind == 0 && !dd && !sd) || (kind == 1 && dd && !sd) || (kind == 2 && !dd && sd) || (kind == 3 && dd && sd);
+    int ok = (kind == 0 && !dd && !sd) || (kind == 1 && dd && !sd)
+          || (kind == 2 && !dd && sd) || (kind == 3 && dd && sd);
     if (kind < 0 || kind > 4) return 21; /* cudaErrorInvalidMemcpyDirection */
     if (!ok) return 1;
     memcpy(dst, src, count);
     return 0;
 }
 static const struct { int code; const char *name; } RT_ERRORS[] = {
-    {0, "cudaSuccess"}, {1, "cudaErrorInvalidValue"}, {2, "cudaErrorMemoryAllocation"}, {35, "cudaErrorInsufficientDriver"},
+    {0, "cudaSuccess"}, {1, "cudaErrorInvalidValue"}, {2, "cudaErrorMemoryAllocation"},
+    {35, "cudaErrorInsufficientDriver"},
     {100, "cudaErrorNoDevice"}, {101, "cudaErrorInvalidDevice"}, {304, "cudaErrorOperatingSystem"},
     {800, "cudaErrorNotPermitted"}, {801, "cudaErrorNotSupported"}, {805, "cudaErrorMpsConnectionFailed"},
 };
@@ -372,7 +380,9 @@ static int inited = 0;
 static stub_dev gpus[MAXDEV];
 static int ngpus = 0;
 static stub_dev migs[MAXDEV];
-typedef struct { char busIdLegacy[16]; unsigned int domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32]; } pci_info;
+typedef struct {
+    char busIdLegacy[16]; unsigned int domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32];
+} pci_info;
 typedef struct { unsigned int gpu, memory; } util_t;
 int nvmlInit_v2(void) {
     int rc = env_int("STUB_NVML_INIT_ERROR", 0);
@@ -391,7 +401,9 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int i, stub_dev **h) {
     *h = &gpus[i];
     return 0;
 }
-static int is_handle(stub_dev *h) { return inited && ((h >= gpus && h < gpus + ngpus) || (h >= migs && h < migs + ngpus)); }
+static int is_handle(stub_dev *h) {
+    return inited && ((h >= gpus && h < gpus + ngpus) || (h >= migs && h < migs + ngpus));
+}
 int nvmlDeviceGetUUID(stub_dev *h, char *out, unsigned int len) {
     if (!is_handle(h)) return 2;
     if (h->mig == 2) fmt_uuid(h->mig_uuid, "MIG-", out, len); else fmt_uuid(h->uuid, "GPU-", out, len);

@@ -85,7 +85,10 @@ def test_tensorflow_without_a_gpu_fails_layer_5(tf_env: Path, tmp_path: Path) ->
     if ctypes.util.find_library("cuda") is None:
         assert lay5["summary"] == "TensorFlow sees no GPU: could not load libcuda.so.1"
         assert failures["libcuda.so.1"] is False
-    assert all(harmless for lib, harmless in failures.items() if lib.startswith("libnvinfer"))
+    assert failures, "the loader's failures are captured (libcuda's at least, without a driver)"
+    # Exactly TensorRT's are harmless (an all() over the libnvinfer ones passed with none of them).
+    assert {lib for lib, harmless in failures.items() if harmless} == {
+        lib for lib in failures if lib.startswith(("libnvinfer", "nvinfer"))}
 
 
 def test_build_info_other_than_the_plan_fails(tf_env: Path, tmp_path: Path) -> None:
@@ -102,7 +105,8 @@ def test_tensorflow_on_a_driver_it_cannot_use(tf_env: Path, tmp_path: Path) -> N
     from tests.support.stublibs import build_stub_libs
 
     libs = build_stub_libs(tmp_path / "stubs")
-    doc = run_check(["--root", str(tmp_path), "--layers", "1,5", "--keep-going", "--plan-json", json.dumps(STABLE_PLAN)],
+    doc = run_check(["--root", str(tmp_path), "--layers", "1,5", "--keep-going",
+                     "--plan-json", json.dumps(STABLE_PLAN)],
                     env={"LD_LIBRARY_PATH": str(libs.driver)}, python=_py(tf_env))
     assert layer(doc, 1)["status"] == "pass"
     lay5 = layer(doc, 5)
@@ -115,14 +119,16 @@ def cudnn9_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import subprocess
     import sys
 
+    from tests.support.promised import skip_or_fail
     from tests.support.tfenv import make_venv
 
     uv = Path(sys.executable).parent / "uv"
     env = make_venv(tmp_path_factory.mktemp("cudnn9") / "env")
-    proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"), "nvidia-cudnn-cu12==9.3.0.75",
-                           "nvidia-cuda-runtime-cu12==12.5.82"], capture_output=True, text=True)
+    proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"),
+                           "nvidia-cudnn-cu12==9.3.0.75", "nvidia-cuda-runtime-cu12==12.5.82"],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"could not install cuDNN 9 from the registry: {proc.stderr.strip()[-500:]}")
+        skip_or_fail(f"could not install cuDNN 9 from the registry: {proc.stderr.strip()[-500:]}")
     return env
 
 

@@ -109,7 +109,8 @@ def test_cuda_13_wheels_in_nvidia_cu13_lib(root: Path, stubs: StubLibs, tmp_path
     for so in ("libcudnn.so.9", *CUDNN9_SUBLIBS):
         shutil.copy(stubs.env / so, site / "nvidia/cudnn/lib" / so)
     doc = run_check(_args(root, {"cuda": "13.0", "cudnn": "9.13"}, []),
-                    _env(stubs, STUB_CUDNN_VERSION="91300", STUB_CUDART_VERSION="13000"), python=str(venv / "bin/python"))
+                    _env(stubs, STUB_CUDNN_VERSION="91300", STUB_CUDART_VERSION="13000"),
+                    python=str(venv / "bin/python"))
     assert [lay["status"] for lay in doc["layers"]] == ["pass"] * 5, doc["layers"]
     assert layer(doc, 2)["measured"]["libcudart"] == str(site / "nvidia/cu13/lib/libcudart.so.13")
     assert layer(doc, 4)["measured"]["libcublas"] == str(site / "nvidia/cu13/lib/libcublas.so.13")

@@ -21,10 +21,8 @@ from tfgpu_install.verify.host import (
     VerifyReport,
     parse_check_output,
     plan_from_env,
-    read_record,
     report_blocks,
     run_verification,
-    write_record,
 )
 
 PLAN = CheckPlan(cuda="12.3", cudnn="8.9.7.29")
@@ -104,7 +102,8 @@ def test_parse_timeout_before_any_layer() -> None:
 
 def test_parse_timeout_in_the_burn_fails_layer_6() -> None:
     err = "".join(f"tfgpu-check: layer {i} begin\ntfgpu-check: layer {i} pass\n" for i in range(5))
-    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9, progress_text=err + "tfgpu-check: layer 6 begin\n")
+    report = parse_check_output(Completed(("py",), TIMED_OUT, "", ""), timeout=9,
+                                progress_text=err + "tfgpu-check: layer 6 begin\n")
     assert [lay.status for lay in report.layers] == ["pass"] * 5 + ["skip", "fail"]
     assert report.first_failure is not None and report.first_failure.name == "benchmark"
     assert "timed out after 9s" in report.summary()
@@ -119,15 +118,6 @@ def test_parse_crash_in_tensorflow_keeps_its_log() -> None:
     assert report.tf_log["tail"] == ["F0000 check failed"]
     texts = [b for b in report_blocks(report) if isinstance(b, Bullets)]
     assert texts and texts[-1].items == ("F0000 check failed",)
-
-
-def test_record_round_trip(ctx: Context, venv: Path) -> None:
-    report = run_verification(ctx, venv, PLAN)
-    path = write_record(ctx, venv, report, "f" * 64, PLAN)
-    doc = read_record(ctx, venv)
-    assert doc is not None and doc["fingerprint"] == "f" * 64 and doc["plan"]["cudnn"] == "8.9.7.29"
-    assert VerifyReport.from_json(doc["report"]).layers == report.layers
-    assert not list(path.parent.glob("*.tmp*"))
 
 
 def test_plan_from_env_reads_the_wheels(tmp_path: Path) -> None:

@@ -62,12 +62,11 @@ def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
 
 
 def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool]]:
-    from tfgpu_install.errors import TfgpuError
-    from tfgpu_install.verify.host import read_record
+    from tfgpu_install.verify.record import BadRecord, read_record
 
     try:
         doc = read_record(ctx, env)
-    except (TfgpuError, OSError):
+    except BadRecord:  # damaged: vouches for nothing (`verify` says what is wrong with it)
         return "unreadable record", None
     report = (doc or {}).get("report") or {}
     if not report:

@@ -19,10 +19,11 @@ from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choic
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.envlayout import user_path
-from tfgpu_install.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageError
+from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.resolver.model import Resolution
+from tfgpu_install.verify.record import BadRecord, gpu_verified, read_record
 
 
 @dataclass(frozen=True)
@@ -161,13 +162,9 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
 def _verified_before(ctx: Context, env: Path) -> bool:
     """A complete env: the stored verification said the GPU works."""
     try:
-        from tfgpu_install.verify.host import read_record
-
-        doc = read_record(ctx, env) or {}
-    except Exception:
+        return gpu_verified(read_record(ctx, env))
+    except BadRecord:  # a damaged record vouches for nothing; `verify` says what is wrong with it
         return False
-    report = doc.get("report") or {}
-    return bool(report.get("ok") and report.get("gpu_verified", doc.get("gpu_verified")))
 
 
 # --- the result ---------------------------------------------------------------------------
@@ -284,13 +281,15 @@ def noop_message(env: Path) -> str:
 def verification_findings(ctx: Context, env: Path) -> list[Block]:
     """What verification found, for the last screen: per GPU its name, compute capability, the
     layers passed, matmul GFLOP/s and speed-up, mixed precision; or that only the CPU was checked."""
-    from tfgpu_install.verify.host import VerifyReport, read_record
+    from tfgpu_install.verify.host import VerifyReport
 
     try:
         doc = read_record(ctx, env) or {}
         report = VerifyReport.from_json(doc.get("report") or {})
-    except (OSError, TfgpuError, ValueError, TypeError, AttributeError):  # no findings is no reason to fail
+    except BadRecord:  # no findings is no reason to fail
         return []
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a record of another shape: say so
+        return [Text(f"verification record for {env} not understood ({exc!r}): run `tfgpu-install verify`", "warn")]
     if not report.layers:
         return []
     passed = [f"{lay.layer} {lay.name}" for lay in report.layers if lay.status == "pass"]

@@ -30,6 +30,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.context import Context
+from tfgpu_install.errors import TfgpuError
+from tfgpu_install.verify.record import BadRecord, read_record_file
 
 FORMAT = 1
 # Variables a shell changes between two runs of the same command; they change nothing here.
@@ -72,12 +74,11 @@ def _read(path: Path) -> str:
 def _verification(path: Path) -> list[Any]:
     """What install reads from the verification record (`verify` rewrites it with a new date)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        report = doc.get("report") or {}
-        return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
-    except (OSError, ValueError, AttributeError):
+        doc = read_record_file(path) or {}
+    except BadRecord:
         return ["unreadable"]
+    report = doc.get("report") or {}
+    return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
 
 
 def _knowledge_dir(ctx: Context) -> Path:
@@ -163,7 +164,8 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
         if not isinstance(stamp.get("data"), dict) or not isinstance(stamp.get("message"), str):
             return None
         return {"data": stamp["data"], "message": stamp["message"]}
-    except Exception:  # a damaged stamp, a vanished file: the full path decides
+    # A damaged stamp, a vanished file: the full path decides (a bug in here surfaces, not hidden).
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, TfgpuError):
         return None
 
 
@@ -196,7 +198,7 @@ def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message
         stamp = {"format": FORMAT, "key": key, "env": str(env), "watch": watch(ctx, env),
                  "data": noop_data(data, fingerprinted), "message": message}
         atomic_write(stamp_path(ctx, key), json.dumps(stamp, default=str).encode())
-    except Exception:
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, TfgpuError):  # no stamp: the next run is full
         try:
             os.unlink(stamp_path(ctx, invocation_key(argv, ctx.environ, os.getcwd())))
         except OSError:

@@ -82,7 +82,7 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
                 try:
                     ex.rollback(req.steps, to_seq=before)
                 except TfgpuError:
-                    raise err  # the journal still holds it: `tfgpu-install rollback` finishes the undo
+                    raise err from None  # the journal still holds it: `tfgpu-install rollback` finishes the undo
                 if previous is not None:
                     remember_env(ctx, previous)
                 raise undone(err, req.env) from err

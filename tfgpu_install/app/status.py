@@ -8,14 +8,13 @@ from typing import Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, TfgpuError
 from tfgpu_install.report import Block, Result, Text, table
+from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
     try:
-        from tfgpu_install.verify.host import read_record
-
         doc = read_record(ctx, env)
-    except Exception as exc:  # an unreadable record is reported, not fatal
+    except BadRecord as exc:  # an unreadable record is reported, not fatal
         return {"ok": False, "summary": f"unreadable verification record: {exc}"}
     if not doc:
         return None

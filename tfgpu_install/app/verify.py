@@ -40,12 +40,11 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
     from tfgpu_install.verify.host import (
         CheckPlan,
         plan_from_env,
-        read_record,
         report_blocks,
         run_verification,
         verify_fingerprint,
-        write_record,
     )
+    from tfgpu_install.verify.record import read_record, write_record
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")

@@ -18,6 +18,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
     "completion": ("completion", "print a shell completion script: bash, zsh or fish"),
     "envs": ("envs", "the envs tfgpu-install made (TF/CUDA/cuDNN/Python, verified, drift, size); remove one"),
-    "upgrade": ("upgrade", "the profile's current choice in a new env, your added packages carried over; made the default"),
+    "upgrade": ("upgrade", "the profile's current choice in a new env with your added packages; made the default"),
     "self": ("selfcmd", "uninstall tfgpu-install (its state, cache and data; its envs with --envs)"),
 }

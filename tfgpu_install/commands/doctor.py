@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", metavar="FILE", type=non_empty,
                    help="classify a saved TensorFlow / pip / nvidia-smi / loader output ('-' for stdin) instead "
                         "of walking this machine")
-    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)  # another errors.yaml (tests, drafts)
+    # another errors.yaml (tests, drafts)
+    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)
 
 
 def _read_log(name: str) -> str:
@@ -44,7 +45,8 @@ def _read_log(name: str) -> str:
     try:
         return Path(name).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise UsageError(f"cannot read log file {name}: {exc.strerror}", hint="give a readable file, or '-' for stdin") from exc
+        raise UsageError(f"cannot read log file {name}: {exc.strerror}",
+                         hint="give a readable file, or '-' for stdin") from exc
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
@@ -92,7 +94,8 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
     if context:
         blocks.append(Bullets("Context", tuple(f.cause for f in context), "dim"))
     if diag.harmless:
-        blocks.append(Bullets("Known harmless (not the cause)", tuple(f"[{f.rule_id}] {f.cause}" for f in diag.harmless), "dim"))
+        blocks.append(Bullets("Known harmless (not the cause)",
+                              tuple(f"[{f.rule_id}] {f.cause}" for f in diag.harmless), "dim"))
     smi_info = _smi_context(text)
     if smi_info:
         blocks.append(Text(smi_info["text"], "dim"))
@@ -152,7 +155,8 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
                            "the usual bottleneck: tf.data .cache() and .prefetch(tf.data.AUTOTUNE).", "ok"))
     warnings = [c for c in report.checks if c.status == WARN]
     if warnings:
-        blocks.append(Bullets("Warnings met on the way", tuple(f"{c.summary}: {c.cause} Fix: {c.fix}" for c in warnings), "warn"))
+        blocks.append(Bullets("Warnings met on the way",
+                              tuple(f"{c.summary}: {c.cause} Fix: {c.fix}" for c in warnings), "warn"))
     data = {
         "mode": "machine", "status": status, "env": env, "wsl": report.wsl, "container": report.container,
         "broken": report.broken.to_json() if report.broken else None,

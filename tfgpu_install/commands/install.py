@@ -21,12 +21,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="show the plan and each step's state; change nothing")
     g = p.add_argument_group("target environment")
-    g.add_argument("--env", metavar="PATH", type=non_empty, help="the env to create/update (default: under the user data dir, "
+    g.add_argument("--env", metavar="PATH", type=non_empty,
+                   help="the env to create/update (default: under the user data dir, "
                    "named after the combination, e.g. tf2.17.1-cu12.3-py3.11)")
     g.add_argument("--backend", choices=("venv", "conda"), default=None,
                    help="venv (default when a suitable Python is here) or conda (conda/mamba/micromamba)")
     g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
-    g.add_argument("--python", metavar="X.Y|PATH", type=non_empty, help="the Python for the env: a version or an interpreter path")
+    g.add_argument("--python", metavar="X.Y|PATH", type=non_empty,
+                   help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
     g.add_argument("--seed-pip", dest="seed_pip", action="store_true", default=True,
                    help="give the venv its own pip (the default; offline, from the interpreter's bundled wheel)")
@@ -57,10 +59,12 @@ def add_cuda_source_flags(p: argparse.ArgumentParser) -> None:
     """Where a release without CUDA wheels (TF 2.0-2.13) gets its CUDA user space."""
     g = p.add_argument_group("CUDA for releases without CUDA wheels (TF <= 2.13)")
     g.add_argument("--conda-channel", metavar="NAME|URL", default=None,
-                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages (default conda-forge)")
+                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages "
+                   "(default conda-forge)")
     g.add_argument("--cuda-source", choices=("default", "redist"), default="default",
                    help="default: conda packages on the conda backend; redist: NVIDIA's redistributable archives")
-    g.add_argument("--cuda-mirror", metavar="URL", help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source redist)")
+    g.add_argument("--cuda-mirror", metavar="URL", help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source "
+                                                        "redist)")
 
 
 def request_from_args(args: argparse.Namespace) -> "InstallRequest":

@@ -20,14 +20,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.required = True
     ex = sub.add_parser("export", help="write a snapshot of an env (native YAML, requirements, conda, pylock)")
     add_env_flag(ex)
-    ex.add_argument("-o", "--output", metavar="FILE", type=non_empty, help="where to write it (native format: default the store)")
+    ex.add_argument("-o", "--output", metavar="FILE", type=non_empty,
+                    help="where to write it (native format: default the store)")
     ex.add_argument("--format", choices=("tfgpu", "requirements", "conda", "pylock"), default="tfgpu")
     ex.add_argument("--no-hashes", action="store_true", help="skip looking up package hashes on the index")
     ex.add_argument("--index-url", metavar="URL", help="the index to look hashes up on (default: as pip/uv are set)")
     re_ = sub.add_parser("restore", help="rebuild the env a snapshot describes, after checking this host")
     re_.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
     add_env_flag(re_)
-    re_.add_argument("--offline", metavar="DIR", type=non_empty, help="install only from a bundle made by `snapshot bundle`")
+    re_.add_argument("--offline", metavar="DIR", type=non_empty,
+                     help="install only from a bundle made by `snapshot bundle`")
     re_.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
     re_.add_argument("--allow-cpu", action="store_true", help="restore on a host without a usable GPU")
     re_.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")

@@ -243,9 +243,6 @@ class Executor:
             if not started:
                 self.journal.append("run", env=str(self.env), plan=self.plan)
                 started = True
-                from tfgpu_install.engine.prefetch import start
-
-                start(m for later in steps[i:] for m in later.prefetch)
             self._apply(step, results)
             report.steps.append(StepReport(step.id, step.describe(), "applied"))
         self.ctx.progress("provisioning: done", total, total)

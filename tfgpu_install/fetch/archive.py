@@ -169,7 +169,8 @@ class _Builder:
             if m.kind == "symlink":
                 assert m.target is not None
                 if _resolve(self.root, list(m.parts[:-1]), m.target) is None:
-                    raise unsafe(self.archive, m.name, f"is a symlink leading out of the tree or in a loop ({m.target!r})")
+                    raise unsafe(self.archive, m.name, "is a symlink leading out of the tree or in a loop "
+                                                       f"({m.target!r})")
                 os.symlink(m.target, name, dir_fd=parent_fd)
             elif m.kind == "hardlink":
                 self._hardlink(root_fd, parent_fd, m, name)

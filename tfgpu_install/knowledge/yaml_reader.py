@@ -198,7 +198,8 @@ class Checker:
         value = parent.get(key)
         if value is None:
             return {}
-        m = self.mapping(value, path, self.line_of(parent, key), optional=[str(k) for k in value] if isinstance(value, dict) else ())
+        m = self.mapping(value, path, self.line_of(parent, key),
+                         optional=[str(k) for k in value] if isinstance(value, dict) else ())
         return {str(k): self.string(m, k, f"{path}.{k}", pattern=pattern, example=example) or "" for k in m}
 
     def boolean(self, parent: Any, key: str, path: str, default: bool) -> bool:

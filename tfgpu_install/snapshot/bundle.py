@@ -155,9 +155,10 @@ def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
         files = dict(manifest["files"])
     except FileNotFoundError:
         raise BadInputError(f"{bundle} is not a bundle (no {MANIFEST})",
-                            "make one with `tfgpu-install snapshot bundle FILE -o DIR`", ref="not-a-bundle")
+                            "make one with `tfgpu-install snapshot bundle FILE -o DIR`", ref="not-a-bundle") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again", ref="not-a-bundle")
+        raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again",
+                            ref="not-a-bundle") from exc
     bad = []
     for rel, digest in sorted(files.items()):
         p = bundle / rel

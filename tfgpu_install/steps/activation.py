@@ -211,7 +211,7 @@ class WriteActivation(Step):
                 path = self.env / "bin" / name
                 if not path.is_file():
                     continue
-                data, before = parsed_blocks(path, lambda: put_block(path.read_bytes(), render(libs, bins)))
+                data, before = parsed_blocks(path, lambda: put_block(path.read_bytes(), render(libs, bins)))  # noqa: B023 (called at once)
                 previous = {"": before}
                 # Only inside an existing `deactivate`: appended, it would run at activation.
                 if deact_body and deact_at and re.search(deact_at.encode(), data, re.M):
@@ -286,7 +286,7 @@ def restore_blocks(path: Path, previous: dict[str, Optional[str]]) -> None:
     data = path.read_bytes()
     new = data
     for name, old in previous.items():
-        span = parsed_blocks(path, lambda: find_block(new, name))
+        span = parsed_blocks(path, lambda: find_block(new, name))  # noqa: B023 (called at once)
         if span is not None:
             new = replace_block(new, span, base64.b64decode(old) if old else b"")
     if new != data:

@@ -163,7 +163,6 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
-    prefetch = ("packaging.requirements", "packaging.utils")
 
     def __init__(
         self,
@@ -207,7 +206,8 @@ class InstallPackages(Step):
         )
 
     def describe(self) -> str:
-        head = ", ".join(self.requirements[:3]) + (f" and {len(self.requirements) - 3} more" if len(self.requirements) > 3 else "")
+        more = len(self.requirements) - 3
+        head = ", ".join(self.requirements[:3]) + (f" and {more} more" if more > 0 else "")
         return f"install {head} into {self.env.path}"
 
     def touches(self, ctx: Context) -> list[str]:
@@ -310,7 +310,8 @@ class InstallPackages(Step):
                 lines.append(req)
         reqfile = before_file.parent / "requirements.txt"
         atomic_write(reqfile, "\n".join(lines) + "\n")
-        argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
+        argv = (install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else [])
+                + ["-r", str(reqfile)])
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
         donor = None

@@ -8,20 +8,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import TfgpuError
 from tfgpu_install.files import remove_file
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     """What verify.run found: this run's result, else its stored record (verify skipped)."""
     res = ctx.results.get("verify.run")
     out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
-    from tfgpu_install.verify.host import read_record
-
     try:
         doc = read_record(ctx, env)
-    except (OSError, TfgpuError):  # an unreadable record: the snapshot says so (None)
+    except BadRecord:  # an unreadable record: the snapshot says so (None)
         doc = None
     if isinstance(doc, dict):
         report = doc.get("report")
@@ -33,7 +31,6 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
 
 class RecordSnapshot(Step):
     id = "snapshot.record"
-    prefetch = ("yaml", "tfgpu_install.snapshot.model", "tfgpu_install.snapshot.build")
     fingerprinted = True  # re-recorded only when the env changed since the last record
 
     def __init__(

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
-from tfgpu_install.errors import BadInputError, EnvironmentProblem
+from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.runner import TIMED_OUT, Completed
 
@@ -254,12 +254,6 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
 
 
 # ---- records -------------------------------------------------------------------------------------
-def record_path(ctx: Context, env: Path) -> Path:
-    from tfgpu_install.engine.journal import env_state_dir
-
-    return env_state_dir(ctx, Path(env)) / "verify.json"
-
-
 def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     """The env's fingerprint (packages, activation, library files) plus the driver and the plan:
     a driver upgrade or a new plan means the old verification no longer vouches for the env."""
@@ -274,29 +268,6 @@ def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     for part in (env_fingerprint(Path(env)), driver, json.dumps(plan.to_json(), sort_keys=True)):
         h.update(part.encode() + b"\0")
     return h.hexdigest()
-
-
-def write_record(ctx: Context, env: Path, report: VerifyReport, fingerprint: str, plan: CheckPlan) -> Path:
-    path = record_path(ctx, env)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"format": 1, "env": str(env), "created": report.when, "fingerprint": fingerprint,
-           "plan": plan.to_json(), "report": report.to_json()}
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
-    os.replace(tmp, path)  # never half-written
-    return path
-
-
-def read_record(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
-    path = record_path(ctx, env)
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except ValueError as exc:
-        raise BadInputError(f"{path}: not a verification record ({exc})", hint=f"delete {path} and re-run verify",
-                            ref="bad-verify-record") from exc
-    return doc if isinstance(doc, dict) else None
 
 
 def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:

@@ -26,7 +26,8 @@ class Want:
         self.tensorflow = choice.tensorflow if choice else "?"
         self.built_with = choice.cudnn if choice else None  # TF's build cuDNN ("8.9")
         self.cuda_major = choice.cuda.split(".")[0] if choice and choice.cuda else None
-        pin = next((v for k, v in sorted((choice.pins if choice else {}).items()) if k.startswith("nvidia-cudnn")), None)
+        pins = sorted((choice.pins if choice else {}).items())
+        pin = next((v for k, v in pins if k.startswith("nvidia-cudnn")), None)
         # The exact version to fetch: an explicit one, else the wheel pin TF was tested with.
         self.version = options.extra.get("cudnn_version") or pin or self.built_with
         self.mirror = options.cudnn_mirror
