@@ -23,9 +23,47 @@ def _parser_class() -> "type[argparse.ArgumentParser]":
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
-            raise UsageError(message, hint=f"see `{self.prog} --help`")
+            raise UsageError(message, hint=_suggestion(self, message) or f"see `{self.prog} --help`")
 
     return _Parser
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> Optional[str]:
+    """"did you mean `--profile`?" for an unrecognized flag: the closest of the flags this parser and
+    its subcommands know (argparse reports unknown flags from the top parser)."""
+    import difflib
+
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return None
+    known = _option_strings(parser)
+    for word in message[len(prefix):].split():
+        flag = word.split("=", 1)[0]
+        if flag.startswith("-"):
+            close = difflib.get_close_matches(flag, [k for k in known if k != flag], n=1, cutoff=0.6)
+            if close:
+                return f"did you mean `{close[0]}`? (see `{parser.prog} --help`)"
+    return None
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    import argparse
+
+    found: list[str] = []
+    for action in parser._actions:
+        found.extend(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found.extend(_option_strings(sub))
+    return sorted(set(found))
+
+
+def _unknown_command(word: str) -> UsageError:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.6)
+    hint = f"did you mean `tfgpu-install {close[0]}`?" if close else "see `tfgpu-install --help` for the commands"
+    return UsageError(f"unknown command '{word}'", hint=hint)
 
 
 def _module(name: str) -> ModuleType:
@@ -58,7 +96,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 def _with_default_command(argv: list[str]) -> list[str]:
     """`tfgpu-install --profile stable` means `tfgpu-install install --profile stable`.
 
-    Only the global flags may stand before a command name; anything else starts an install.
+    Only the global flags may stand before a command name; a flag starts an install. A first word that
+    is not a flag and not a command is a mistyped command (install takes no positional argument).
     """
     for arg in argv:
         if arg in ("-h", "--help", "--version"):
@@ -67,6 +106,8 @@ def _with_default_command(argv: list[str]) -> list[str]:
             continue
         if arg in COMMANDS:
             return argv
+        if not arg.startswith("-"):
+            raise _unknown_command(arg)
         break
     return ["install"] + argv
 
@@ -96,10 +137,10 @@ def main(
             fast = _noop_fast_path(full, environ, as_json, debug)
             if fast is not None:
                 return fast
-        parser = build_parser(only=chosen)
-        if not args_list:
-            parser.print_help()
+        if not [a for a in args_list if a not in ("--json", "--debug")]:
+            build_parser().print_help()  # every command, not just install's
             return int(ExitCode.USAGE)
+        parser = build_parser(only=chosen)
         args = parser.parse_args(full)
         _keep_global_flags(args, full)
         from tfgpu_install.console import render

@@ -121,13 +121,16 @@ def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None
 
 
 class Progress:
-    """A progress sink for long work: a rich bar on a terminal, plain lines otherwise (a log, CI),
-    at most one per PLAIN_EVERY seconds for the same task. Never used under --json.
+    """A progress sink for long work: rich's live rows on a terminal (one per task: each step with its
+    own elapsed timer, each active download with bytes, rate and time left), plain lines otherwise
+    (a log, CI), at most one per PLAIN_EVERY seconds for the same task. Never used under --json.
 
     A task is named by the text before ": " (e.g. "installing 15 requirements with uv: 3/12
-    downloads, ..."): the rest is its changing detail."""
+    downloads, ..."): the rest is its changing detail. A counter task (total <= 100: steps, layers)
+    that moves on after a second or more gets a plain line saying how long that step took."""
 
     PLAIN_EVERY = 5.0
+    SLOW_STEP_S = 1.0
 
     def __init__(self, enabled: bool, stream: Optional[TextIO] = None) -> None:
         import time
@@ -140,6 +143,7 @@ class Progress:
         self._tasks: dict[str, Any] = {}
         self._last: dict[str, tuple[float, tuple[str, float]]] = {}
         self._start: dict[str, float] = {}
+        self._step: dict[str, tuple[str, float]] = {}  # counter task -> (its current line, since when)
 
     def __call__(self, what: str, done: float, total: Optional[float]) -> None:
         if not self.enabled:
@@ -149,13 +153,18 @@ class Progress:
         if not self.rich:
             return self._plain(key, what, done, total)
         if self._bar is None:
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(console=_console(self.stream), transient=True)
+            self._bar = _rich_progress(self.stream)
             self._bar.start()
+        counter = total is not None and total <= 100
         if key not in self._tasks:
-            self._tasks[key] = self._bar.add_task(what, total=total)
-        self._bar.update(self._tasks[key], completed=done, total=total, description=what)
+            self._tasks[key] = self._bar.add_task(what, total=total, counter=counter)
+        elif counter and self._bar.tasks[self._tasks[key]].description != what:
+            # a new step: its own elapsed time
+            self._bar.reset(self._tasks[key], total=total, completed=done, description=what, counter=counter)
+            return
+        self._bar.update(self._tasks[key], completed=done, total=total, description=what, counter=counter)
+        if not counter and total and done >= total and key.startswith("download "):
+            self._bar.remove_task(self._tasks.pop(key))  # a row per *active* download
 
     def _plain(self, key: str, what: str, done: float, total: Optional[float]) -> None:
         now = self._clock()
@@ -163,6 +172,8 @@ class Progress:
         start = self._start.setdefault(key, now)
         counter = total is not None and total <= 100  # steps or layers, not bytes
         finished = total is not None and done >= total
+        if counter:
+            self._step_took(key, what, now)
         if last is not None:
             same = last[1] == (what, done) or (finished and last[1][1] == done)  # the rate alone moved
             if same or not (finished or counter or now - last[0] >= self.PLAIN_EVERY):
@@ -170,19 +181,69 @@ class Progress:
         self._last[key] = (now, (what, done))
         if counter:
             line = f"{what} [{done:.0f}/{total:.0f}]"
-        elif done > 0 and "/s" not in what:  # bytes: how many and how fast
+        elif done > 0 and "/s" not in what:  # bytes: how many, how fast, how long still
             rate = done / max(now - start, 1e-3)
             line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "") + \
-                f" ({human_bytes(rate)}/s)"
+                f" ({human_bytes(rate)}/s" + (f", {_duration((total - done) / rate)} left" if total and
+                                              not finished and rate > 0 else "") + ")"
         else:
             line = what
         self.stream.write(f"  ... {printable(line)}\n")
         self.stream.flush()
 
+    def _step_took(self, key: str, what: str, now: float) -> None:
+        previous = self._step.get(key)
+        if previous is not None and previous[0] != what:
+            took = now - previous[1]
+            if took >= self.SLOW_STEP_S:
+                self.stream.write(f"  ... {previous[0]}: took {_duration(took)}\n")
+        if previous is None or previous[0] != what:
+            self._step[key] = (what, now)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _duration(seconds: float) -> str:
+    """3.2 -> "3.2 s", 95 -> "1 min 35 s"."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes} min {secs} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def _rich_progress(stream: TextIO) -> Any:
+    """rich's Progress with columns for both kinds of task: a counter ([3/12]) or bytes (12.1/589.2 MiB,
+    the rate and the time left); every row shows its elapsed time."""
+    from rich.progress import BarColumn, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as RichProgress
+    from rich.table import Column
+    from rich.text import Text as RichText
+
+    class Amount(ProgressColumn):
+        def render(self, task: Any) -> Any:
+            if task.total is None:
+                return RichText("")
+            if task.fields.get("counter"):
+                return RichText(f"[{task.completed:.0f}/{task.total:.0f}]")
+            # measured: rich's recent samples, else all bytes so far over the row's elapsed time
+            speed = task.finished_speed or task.speed or (
+                task.completed / task.elapsed if task.completed and task.elapsed else None)
+            text = f"{human_bytes(task.completed)}/{human_bytes(task.total)}"
+            if speed:
+                text += f" {human_bytes(speed)}/s"
+                if not task.finished and task.total > task.completed:
+                    text += f" ETA {_duration((task.total - task.completed) / speed)}"
+            return RichText(text)
+
+    # the numbers never wrap or get cut: the description gives way (ellipsis) to fit the terminal's width
+    return RichProgress(
+        TextColumn("{task.description}", markup=False, table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+        BarColumn(bar_width=16), Amount(table_column=Column(no_wrap=True)), TimeElapsedColumn(),
+        console=_console(stream), transient=True, expand=True,
+    )
 
 
 def _isatty(stream: TextIO) -> bool:

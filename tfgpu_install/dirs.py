@@ -1,6 +1,5 @@
 """Where the tool keeps its state, cache and data (XDG dirs, TFGPU_*_DIR overrides), and which
-kept files it trusts: read by the Context and, before any model class exists, by the start-up
-code (tfgpu_install/codecache.py)."""
+kept files it trusts: read by the Context."""
 
 from __future__ import annotations
 

@@ -102,3 +102,14 @@ def test_lock_platform_is_the_newest_uv_knows_not_above_the_host_glibc() -> None
     assert python_platform("2.27", "aarch64") == "aarch64-manylinux_2_17"
     assert python_platform(None, None) == "x86_64-manylinux_2_28"
     assert python_platform("2.45", "x86_64") == "x86_64-manylinux_2_40"
+
+
+def test_the_seeded_pip_is_never_drift() -> None:
+    from tfgpu_install.snapshot.drift import compare
+    from tfgpu_install.snapshot.model import Package
+
+    old = [Package("pip", "23.2.1"), Package("numpy", "1.26.4")]
+    assert compare((old, [Package("numpy", "1.26.4")]), ((), ()), ({}, {})).clean
+    assert compare(([Package("numpy", "1.26.4")], [Package("pip", "24.0"), Package("numpy", "1.26.4")]),
+                   ((), ()), ({}, {})).clean
+    assert not compare((old, [Package("numpy", "2.0.0")]), ((), ()), ({}, {})).clean

@@ -64,3 +64,19 @@ def test_store_find_by_prefix_and_latest(tmp_path: Path) -> None:
 def test_write_is_atomic_no_temp_left(tmp_path: Path) -> None:
     S.write(tmp_path / "s.yaml", make())
     assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
+
+
+def test_find_takes_any_existing_file_whatever_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snap = make(id="20261203T000000Z-known-good-cccccc")
+    state = tmp_path / "state"
+    for name in ("snap.tfgpu", "snapshot", "s.yaml.bak"):
+        S.write(tmp_path / name, snap)
+        assert S.find(state, str(tmp_path / name)) == (tmp_path / name, snap)
+    monkeypatch.chdir(tmp_path)
+    assert S.find(state, "snap.tfgpu")[1] == snap  # a bare name in the current dir is a file first
+    with pytest.raises(BadInputError, match="not a regular file"):
+        S.find(state, str(tmp_path))
+    with pytest.raises(BadInputError, match="no snapshot file at"):
+        S.find(state, str(tmp_path / "gone.tfgpu"))
+    S.save(state, snap)
+    assert S.find(state, "20261203")[1] == snap  # not a file: an id prefix

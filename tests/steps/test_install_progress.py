@@ -51,19 +51,32 @@ def feed(text: str, clock: Clock) -> list[tuple[str, float, Optional[float]]]:
     return seen
 
 
-def test_uv_downloads_counted_with_bytes_total_and_rate() -> None:
-    seen = feed(UV, Clock())
+def _overall(seen: list[tuple[str, float, Optional[float]]]) -> list[tuple[str, float, Optional[float]]]:
+    return [s for s in seen if s[0].startswith("installing")]
+
+
+def test_uv_downloads_counted_with_bytes_total_rate_and_time_left() -> None:
+    seen = _overall(feed(UV, Clock()))
     total = size_bytes("16.1", "MiB") + size_bytes("33.7", "MiB")
     after_numpy = next(s for s in seen if s[1] == pytest.approx(size_bytes("16.1", "MiB")))
     assert after_numpy[2] == pytest.approx(total)
     assert after_numpy[0].startswith("installing 2 requirements with uv: 1/2 downloads, 16.1 MiB of 49.8 MiB, ")
-    assert after_numpy[0].endswith("/s")
+    assert "/s, about " in after_numpy[0] and after_numpy[0].endswith(" left")
     last = seen[-1]
-    assert last[1] == pytest.approx(total) and "2/2 downloads" in last[0]
+    assert last[1] == pytest.approx(total) and "2/2 downloads" in last[0] and "left" not in last[0]
+
+
+def test_one_row_per_active_download() -> None:
+    rows = [s for s in feed(UV, Clock()) if s[0].startswith("download ")]
+    numpy = size_bytes("16.1", "MiB")
+    assert rows[0] == ("download numpy: 16.1 MiB", 0.0, pytest.approx(numpy))
+    assert rows[1][0] == "download scipy: 33.7 MiB" and rows[1][1] == 0.0
+    assert ("download numpy: 16.1 MiB", pytest.approx(numpy), pytest.approx(numpy)) in rows[2:]
+    assert len(rows) == 4  # each started once and finished once
 
 
 def test_pip_downloads_counted_as_pip_prints_them() -> None:
-    seen = feed(PIP, Clock())
+    seen = _overall(feed(PIP, Clock()))
     assert seen[-1][1] == pytest.approx(11e3 + 276e3) and seen[-1][2] == pytest.approx(11e3 + 276e3)
     # "Collecting tomli" means six's download is done (pip downloads one after another)
     assert any(d == pytest.approx(11e3) for _, d, _ in seen)

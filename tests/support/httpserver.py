@@ -46,6 +46,7 @@ class Resource:
     cut_at: int = 0
     served: int = 0  # responses started
     location: Optional[str] = None  # a redirect: answered with 302 and this Location
+    content_type: Optional[str] = None  # sent when set (a PEP 503 page for uv: "text/html")
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ class LoopbackServer:
     requests: list[Request] = field(default_factory=list)
     tls: Optional[tuple[Path, Path]] = None  # (certificate, key): serve https
 
-    def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0) -> str:
-        self.resources[path] = Resource(data, fault, cut_at)
+    def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0,
+            content_type: Optional[str] = None) -> str:
+        self.resources[path] = Resource(data, fault, cut_at, content_type=content_type)
         return self.url(path)
 
     def redirect(self, path: str, location: str) -> str:
@@ -117,6 +119,8 @@ class LoopbackServer:
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.send_header("Accept-Ranges", "bytes")
+                if res.content_type:
+                    self.send_header("Content-Type", res.content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 cut = res.fault is Fault.CLOSE_MID or (res.fault is Fault.CUT_ONCE and res.served == 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -52,11 +53,12 @@ def cli(args: Sequence[str], environ: Mapping[str, str], capsys: pytest.CaptureF
 
 
 def freeze(env: Path) -> list[str]:
-    """`pip freeze --all` of the env's site-packages (the env itself may have no pip)."""
+    """`pip freeze --all` of the env's site-packages (the env itself may have no pip), less the seeded
+    pip: it comes from the env's own interpreter's bundled wheel, and snapshots leave it out."""
     sp = sorted(env.glob("lib/python3*/site-packages"))[-1]
     out = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--disable-pip-version-check",
                           "--path", str(sp)], capture_output=True, text=True, check=True)
-    return sorted(line for line in out.stdout.splitlines() if line.strip())
+    return sorted(line for line in out.stdout.splitlines() if line.strip() and not re.match(r"pip( @|==)", line))
 
 
 def lib_hashes(env: Path) -> dict[str, str]:

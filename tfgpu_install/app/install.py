@@ -32,7 +32,7 @@ class InstallRequest:
     env: Optional[str] = None  # --env as given; None: the default location for the choice
     system_ldconfig: bool = False
     shell_rc: Optional[str] = None
-    seed_pip: bool = False
+    seed_pip: bool = True  # pip in the env (--no-pip: none)
     cudnn_source: str = "wheel"
     cudnn_mirror: Optional[str] = None
     cudnn_archive: Optional[str] = None
@@ -63,16 +63,22 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
+    before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=plan_to_json(resolution, options),
-        head=lambda preview: _plan_blocks(resolution, options, preview),
+        head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
-    head = _plan_blocks(resolution, options, done.preview)
+    head = _plan_blocks(resolution, options, done.preview, before)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
-        return _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
-    return _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+        out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+    else:
+        out = _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+    assert resolution.choice is not None
+    if before is not None and before != resolution.choice.tensorflow:
+        out.data["tensorflow_change"] = {"from": before, "to": resolution.choice.tensorflow}
+    return out
 
 
 # --- the pieces before execution ------------------------------------------------------------
@@ -199,7 +205,8 @@ def _verified_before(ctx: Context, env: Path) -> bool:
 _MARK = {"done": "done", "unchanged": "unchanged", "applied": "applied", "pending": "to do"}
 
 
-def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport) -> list[Block]:
+def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport,
+                 before: Optional[str] = None) -> list[Block]:
     choice = resolution.choice
     assert choice is not None
     cuda = f"CUDA {choice.cuda}, cuDNN {choice.cudnn}" if choice.cuda else "CPU build"
@@ -207,6 +214,8 @@ def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecRe
         Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
         Text(f"env: {options.env} ({options.backend})"),
     ]
+    if before is not None and before != choice.tensorflow:
+        blocks.append(Text(f"TensorFlow in this env: {before} → {choice.tensorflow} (installed now → planned)", "warn"))
     if resolution.cpu_only:
         blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
     if resolution.warnings:
@@ -246,6 +255,7 @@ def _result(
         blocks += verification_findings(ctx, options.env)
         blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
                            f"`{options.env}/bin/tfgpu-run`", "ok"))
+        blocks.append(Text(add_packages_hint(options.env), "dim"))
     else:
         blocks = [Text(noop_message(options.env), "ok")]
     data: dict[str, Any] = {
@@ -258,6 +268,42 @@ def _result(
         "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
     }
     return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
+
+
+def _space(env: Path) -> list[Block]:
+    """For the confirmation: the free space where the env goes (measured now). The download's size
+    is not known before uv resolves: the progress counts it as it goes."""
+    import shutil
+
+    probe = Path(os.path.abspath(str(env)))
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return []
+    from tfgpu_install.report import human_bytes
+
+    return [Text(f"disk: {human_bytes(free)} free at {probe}; the download's size is counted as it goes "
+                 "(uv tells it only once it resolves)", "dim")]
+
+
+def installed_tensorflow(env: Path) -> Optional[str]:
+    """The TensorFlow version installed in the env now (its dist-info), or None."""
+    from tfgpu_install.envlayout import site_packages_dirs
+
+    for sp in site_packages_dirs(env):
+        for d in sorted(sp.glob("tensorflow-*.dist-info")):
+            return d.name[len("tensorflow-"):-len(".dist-info")]
+    return None
+
+
+def add_packages_hint(env: Path) -> str:
+    """How to add packages to the env, as it is now (pip only when the env has it)."""
+    uv = f"`uv pip install --python {env}/bin/python PACKAGE`"
+    if (env / "bin" / "pip").exists():
+        return f"add packages: `pip install PACKAGE` in the activated env, or {uv}"
+    return f"add packages: {uv} (this env has no pip: installed with --no-pip)"
 
 
 def noop_message(env: Path) -> str:

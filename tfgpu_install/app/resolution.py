@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import EnvironmentProblem, NoGpuError, UnsatisfiableError
+from tfgpu_install.errors import EnvironmentProblem, NoGpuError, UnsatisfiableError, UsageError
 from tfgpu_install.facts.background import Background
 from tfgpu_install.facts.model import AssumeFlags, Facts, PythonInterp
-from tfgpu_install.knowledge.model import Knowledge
+from tfgpu_install.knowledge.model import Knowledge, Policy
 from tfgpu_install.resolver.model import Resolution
 
 
@@ -27,6 +27,7 @@ class ResolveRequest:
     python: Optional[str] = None  # --python: a version ("3.11") or an interpreter path
     backend: Optional[str] = None  # --backend; None: decided from the choice
     conda_name: Optional[str] = None  # --name: a named conda env
+    tensorflow: Optional[str] = None  # --tensorflow X.Y[.Z]: this release line (or release) only
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
     asked = None if explicit is None else Background(partial(asked_version, ctx, explicit))
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     policy = load_policy(req.profile, knowledge)
+    if req.tensorflow:
+        policy = pinned_policy(policy, knowledge, req.tensorflow)
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
     facts = _python_choice(req, facts, explicit, None if asked is None else asked.result())
     tools = facts.tools
@@ -60,6 +63,23 @@ def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
         strict_driver=req.strict_driver,
     )
     return Resolved(facts, knowledge, resolution, explicit)
+
+
+def pinned_policy(policy: Policy, knowledge: Knowledge, wanted: str) -> Policy:
+    """--tensorflow X.Y[.Z]: the profile with its TensorFlow range replaced by that release line (X.Y:
+    the profile's preferred patch of it) or that release; its age and patch-release rules no longer
+    apply (the user chose), its other rules (CUDA source, JIT, defects) still do. A version the
+    knowledge tables do not have is a usage error naming the ones they do."""
+    parts = wanted.split(".")
+    known = [r.tensorflow for r in knowledge.releases]
+    matching = [v for v in known if v.split(".")[: len(parts)] == parts]
+    if not matching:
+        lines = sorted({".".join(v.split(".")[:2]) for v in known}, key=lambda v: tuple(int(x) for x in v.split(".")))
+        raise UsageError(f"TensorFlow {wanted} is not in the knowledge tables",
+                         hint="known release lines: " + ", ".join(lines[-12:]) + " (`tfgpu-install profiles`)")
+    spec = f"=={wanted}" if len(parts) == 3 else f"=={wanted}.*"
+    return replace(policy, tensorflow=spec, min_age_days=0, require_patch_release=False,
+                   name=f"{policy.name} (--tensorflow {wanted})")
 
 
 def require_choice(resolved: Resolved, allow_cpu: bool) -> None:

@@ -18,4 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
     "add": ("add", "add your own requirements to an env, resolved with TensorFlow's pins, and verify again"),
     "kernel": ("kernel", "register an env as a Jupyter kernel that sees its CUDA libraries (install, remove)"),
+    "completion": ("completion", "print a shell completion script: bash, zsh or fish"),
+    "envs": ("envs", "the envs tfgpu-install made (TF/CUDA/cuDNN/Python, verified, drift, size); remove one"),
+    "upgrade": ("upgrade", "the profile's current choice in a new env with your added packages; made the default"),
+    "self": ("selfcmd", "uninstall tfgpu-install (its state, cache and data; its envs with --envs)"),
 }

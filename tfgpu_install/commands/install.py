@@ -33,8 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Python for the env: a version or an interpreter path")
     g.add_argument("--index-url", metavar="URL", type=argtypes.url,
                    help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
-    g.add_argument("--seed-pip", action="store_true",
-                   help="give the venv its own pip (uv-made venvs have none: use `uv pip` or tfgpu-run)")
+    g.add_argument("--seed-pip", dest="seed_pip", action="store_true", default=True,
+                   help="give the venv its own pip (the default; offline, from the interpreter's bundled wheel)")
+    g.add_argument("--no-pip", dest="seed_pip", action="store_false",
+                   help="no pip in the venv (add packages with `uv pip install --python ENV/bin/python`)")
     g.add_argument("--wait", action="store_true", help="if another run holds this env, wait for it instead of failing")
     s = p.add_argument_group("system integration")
     s.add_argument("--system-ldconfig", action="store_true",
@@ -86,6 +88,7 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
             profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
             allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
             strict_driver=args.strict_driver, python=args.python, backend=args.backend, conda_name=args.name,
+            tensorflow=args.tensorflow,
         ),
         env=args.env, system_ldconfig=args.system_ldconfig, shell_rc=args.shell_rc, seed_pip=args.seed_pip,
         cudnn_source=args.cudnn_source, cudnn_mirror=args.cudnn_mirror, cudnn_archive=args.cudnn_archive,

@@ -27,8 +27,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_assume_flags(p)
 
 
+def tensorflow_version(value: str) -> str:
+    """--tensorflow: X.Y or X.Y.Z, digits only (the resolver matches it against the knowledge tables)."""
+    import re
+
+    if not re.fullmatch(r"\d{1,3}\.\d{1,3}(\.\d{1,3})?", value):
+        raise argparse.ArgumentTypeError(f"expected X.Y or X.Y.Z (e.g. 2.17 or 2.17.1), not {value!r}")
+    return value
+
+
 def add_resolve_flags(p: argparse.ArgumentParser) -> None:
     """Flags that change what the resolver may accept (install should offer the same ones)."""
+    p.add_argument(
+        "--tensorflow",
+        metavar="X.Y[.Z]", type=tensorflow_version, default=None,
+        help="this TensorFlow release line (its newest patch the machine runs) or release, instead of the "
+        "profile's range; the profile's other rules still apply",
+    )
     p.add_argument(
         "--allow-cpu",
         action="store_true",
@@ -59,7 +74,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     resolved = resolve_machine(ctx, ResolveRequest(
         profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
         allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
-        strict_driver=args.strict_driver,
+        strict_driver=args.strict_driver, tensorflow=args.tensorflow,
     ))
     facts, resolution = resolved.facts, resolved.resolution
     steps = _steps(ctx, resolution, args.allow_cpu)

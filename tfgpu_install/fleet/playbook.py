@@ -38,16 +38,20 @@ class PlaybookRun:
 
 
 def collections_root(environ: Mapping[str, str]) -> Path:
-    """The directory holding ansible_collections/tfgpu/install (this checkout's, or $TFGPU_ANSIBLE_COLLECTIONS)."""
+    """The directory holding ansible_collections/tfgpu/install: $TFGPU_ANSIBLE_COLLECTIONS when set,
+    else the installed package's copy (the wheel carries it under tfgpu_install/share), else the
+    checkout's (an editable install or a run from the source tree)."""
     given = environ.get(COLLECTIONS_ENV)
-    root = Path(given) if given else Path(tfgpu_install.__file__).resolve().parents[1]
-    if not (root / "ansible_collections" / "tfgpu" / "install" / "playbooks" / "site.yml").is_file():
-        raise EnvironmentProblem(
-            f"the tfgpu.install Ansible collection is not under {root}",
-            hint=f"run from a checkout of tfgpu-install, or set {COLLECTIONS_ENV} to the directory that holds "
-            "ansible_collections/",
-        )
-    return root
+    package = Path(tfgpu_install.__file__).resolve().parent
+    candidates = [Path(given)] if given else [package / "share", package.parent]
+    for root in candidates:
+        if site_playbook(root).is_file():
+            return root
+    raise EnvironmentProblem(
+        f"the tfgpu.install Ansible collection is not under {candidates[0]}",
+        hint=f"reinstall tfgpu-install (its wheel carries the collection), or set {COLLECTIONS_ENV} to the "
+        "directory that holds ansible_collections/",
+    )
 
 
 def site_playbook(root: Path) -> Path:

@@ -23,7 +23,7 @@ class InstallOptions:
     cudnn_prefix: Optional[Path] = None
     quarantine_stale: bool = False
     index_url: Optional[str] = None  # else PIP_INDEX_URL / UV_INDEX_URL from the environment
-    seed_pip: bool = False  # give a uv-made venv its own pip (uv's venvs have none by default)
+    seed_pip: bool = True  # give a uv-made venv its own pip (uv's venvs have none by default); --no-pip: False
     conda_channel: Optional[str] = None  # conda backend: channel for Python and the CUDA packages
     cuda_source: str = "default"  # "default" (wheels / conda packages) | "redist" (NVIDIA's archives)
     cuda_mirror: Optional[str] = None  # a mirror of NVIDIA's cuda/redist tree (with cuda_source redist)

@@ -16,6 +16,7 @@ from tfgpu_install.steps.base import Step
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
                   require_hashes: bool) -> list[Step]:
     from tfgpu_install.plan.additions import snapshot_block
+    from tfgpu_install.snapshot.model import SEEDED
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.env import CreateEnv, TargetEnv
     from tfgpu_install.steps.packages import InstallPackages
@@ -42,10 +43,12 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
     conda = _pinned_conda_cuda(choice, options, target.path)
     lib_dirs = [target.path / "lib"] if conda else []
     return [
-        CreateEnv(target, choice.python, Path(base) if base else None, channel=extra.get("conda_channel")),
+        # pip as install gives it (snapshots leave the seeded pip out: model.SEEDED), and kept by the sync
+        CreateEnv(target, choice.python, Path(base) if base else None, seed_pip=True,
+                  channel=extra.get("conda_channel")),
         install,
         *conda,
-        SyncPackages(target, [p.name for p in packages]),
+        SyncPackages(target, [p.name for p in packages] + sorted(SEEDED)),
         WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
         VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
         RecordSnapshot(target.path, options.backend,

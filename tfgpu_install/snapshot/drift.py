@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from tfgpu_install.snapshot.model import FileRecord, HostContract, Package
+from tfgpu_install.snapshot.model import SEEDED, FileRecord, HostContract, Package
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class Drift:
 
 
 def _packages(a: Sequence[Package], b: Sequence[Package]) -> tuple[tuple[str, ...], ...]:
-    old = {p.key: p for p in a}
-    new = {p.key: p for p in b}
+    old = {p.key: p for p in a if p.key not in SEEDED}  # an older snapshot may list the seeded pip
+    new = {p.key: p for p in b if p.key not in SEEDED}
     added = tuple(new[k].requirement() for k in sorted(new.keys() - old.keys()))
     removed = tuple(old[k].requirement() for k in sorted(old.keys() - new.keys()))
     changed = tuple(

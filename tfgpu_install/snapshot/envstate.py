@@ -14,7 +14,7 @@ from typing import Optional
 
 from tfgpu_install.envlayout import installed_dists, record_rows, site_packages_dirs
 from tfgpu_install.files import sha256_file
-from tfgpu_install.snapshot.model import FileRecord, Package
+from tfgpu_install.snapshot.model import SEEDED, FileRecord, Package
 
 _BLOCK_RE = re.compile(r"^.*>>> tfgpu-install.*$\n.*?^.*<<< tfgpu-install.*$", re.M | re.S)
 # Files that carry our activation: marked blocks inside them, or whole files we wrote.
@@ -69,6 +69,7 @@ def installed_packages(env: Path) -> tuple[Package, ...]:
     if sp is None:
         return ()
     seen = [Package(d.name, d.version) for d in installed_dists(sp).values()]
+    seen = [p for p in seen if p.key not in SEEDED]
     return tuple(sorted(seen, key=lambda p: p.key))
 
 

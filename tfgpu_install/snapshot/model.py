@@ -38,6 +38,12 @@ class HostContract:
     gpus: tuple[dict[str, Optional[str]], ...] = ()  # [{"name", "compute_capability"}]
 
 
+# The env's own installer, seeded by env.create (--no-pip: none) from the interpreter's bundled wheel:
+# tooling, not content. Left out of snapshots, drift and upgrade's carry-over, so a restore or an
+# upgrade never has to find that exact pip on the index.
+SEEDED = frozenset({"pip"})
+
+
 @dataclass(frozen=True)
 class Package:
     name: str
@@ -218,10 +224,15 @@ def scan(state_dir: Path) -> Store:
 
 
 def find(state_dir: Path, ref: str, store: Optional[Store] = None) -> tuple[Path, Snapshot]:
-    """A snapshot by file path, full id, or unique id prefix."""
+    """A snapshot by file path (any existing file, whatever its name), full id, or unique id prefix."""
     p = Path(ref)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if p.is_file():
         return p, load(p)
+    if p.exists():
+        raise BadInputError(f"{ref} is not a snapshot file (not a regular file)",
+                            "pass a file written by `tfgpu-install snapshot export`, or a stored snapshot's id")
+    if "/" in ref:
+        raise BadInputError(f"no snapshot file at {ref}", "`tfgpu-install snapshot list` shows the stored ones")
     store = store or scan(state_dir)
     matches = [(path, s) for path, s in store.snapshots if s.id == ref or s.id.startswith(ref)]
     exact = [m for m in matches if m[1].id == ref]

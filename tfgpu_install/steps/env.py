@@ -153,6 +153,21 @@ def minor_of(version: str) -> str:
 # --- the step ------------------------------------------------------------------------------
 
 
+def bundled_pip_wheel(base: Path, python_version: str) -> Optional[Path]:
+    """The pip wheel an interpreter ships for ensurepip (<prefix>/lib/pythonX.Y/ensurepip/_bundled),
+    or Debian's python3-pip-whl (/usr/share/python-wheels): the newest found, else None."""
+    prefix = Path(os.path.realpath(base)).parent.parent
+    found: list[Path] = []
+    for d in (prefix / "lib" / f"python{python_version}" / "ensurepip" / "_bundled", Path("/usr/share/python-wheels")):
+        found += [p for p in d.glob("pip-*-py3-none-any.whl") if p.is_file()]
+
+    def key(p: Path) -> tuple[int, ...]:
+        parts = p.name.split("-")[1].split(".")
+        return tuple(int(x) if x.isdigit() else 0 for x in parts)
+
+    return max(found, key=key) if found else None
+
+
 class CreateEnv(Step):
     id = "env.create"
 
@@ -162,8 +177,8 @@ class CreateEnv(Step):
     ) -> None:
         """python_version: "3.11" (the plan's X.Y). base_python: the interpreter a venv is
         built from (the resolver's choice.python_path or --python); unused for conda.
-        seed_pip: give a uv-made venv pip too (offline, from the interpreter's ensurepip);
-        stdlib venvs always have it. Off by default: packages.install uses uv, not pip."""
+        seed_pip: give the venv pip (offline: the interpreter's bundled pip wheel, else ensurepip) so
+        `pip install` works in it; install's default (--no-pip turns it off). packages.install uses uv."""
         if env.backend not in BACKENDS:
             raise EnvironmentProblem(f"unknown backend {env.backend!r}", hint="use --backend venv or --backend conda")
         self.env = env
@@ -348,7 +363,7 @@ class CreateEnv(Step):
             argv = [uv, "venv", "--quiet", "--allow-existing", "--python", str(base), str(self.env.path)]
             tool = "uv venv"
         else:
-            argv = [str(base), "-m", "venv", str(self.env.path)]
+            argv = [str(base), "-m", "venv"] + ([] if self.seed_pip else ["--without-pip"]) + [str(self.env.path)]
             tool = "python -m venv"
         res = ctx.runner.run(
             argv, desc=f"create venv {self.env.path}", env=_tool_env(ctx), timeout=600, mutating=True
@@ -359,12 +374,26 @@ class CreateEnv(Step):
                 hint="fix the cause above and run again (the step resumes), or `tfgpu-install rollback`",
             )
         if uv and self.seed_pip:
-            res = ctx.runner.run([str(self.env.python), "-m", "ensurepip", "--default-pip"],
-                                 desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
-            if not res.ok:
-                raise StepFailed(f"ensurepip failed in {self.env.path}: {_last_lines(res.stderr)}",
-                                 hint="run again, or create the env without pip (uv needs none)")
+            self._seed_pip(ctx, uv, base)
         return tool
+
+    def _seed_pip(self, ctx: Context, uv: str, base: Path) -> None:
+        """pip into a uv-made venv, offline: the pip wheel the interpreter ships for ensurepip (or
+        Debian's python3-pip-whl), linked in by uv; else ensurepip itself."""
+        wheel = bundled_pip_wheel(base, self.python_version)
+        if wheel is not None:
+            res = ctx.runner.run([uv, "pip", "install", "--quiet", "--no-index", "--no-deps", "--python",
+                                  str(self.env.python), str(wheel)],
+                                 desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
+            if res.ok:
+                return
+        res = ctx.runner.run([str(self.env.python), "-m", "ensurepip", "--default-pip"],
+                             desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
+        if not res.ok:
+            raise StepFailed(f"could not add pip to {self.env.path} (no bundled pip wheel, and ensurepip failed: "
+                             f"{_last_lines(res.stderr)})",
+                             hint="pass --no-pip (the env works without pip: `uv pip install --python "
+                             f"{self.env.python} PACKAGE`), or install python3-pip-whl / python3-venv")
 
     @staticmethod
     def _conda_exe(ctx: Context) -> str:
@@ -489,6 +518,17 @@ def _nonempty(path: Path) -> bool:
         return False
 
 
+# The lines of a uv/pip/conda failure that say why (uv: "error: ..." then "cause:"/"Caused by:" down
+# to the root cause and its "hint:", or its tree "×"/"╰─▶"; pip: "ERROR: ..."): kept whole rather
+# than only the last lines.
+_WHY = re.compile(r"^\s*(error|caused by|cause|hint|help)\b|^\s*(×|╰─▶|├─▶)", re.IGNORECASE)
+
+
 def _last_lines(text: str, n: int = 5) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """A failed tool's output in one line: the lines that say why (each error and every "Caused by"),
+    else the last n lines."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    why = [ln for ln in lines if _WHY.search(ln)]
+    if why:
+        return " / ".join(why[:12])
     return " / ".join(lines[-n:]) if lines else "(no output)"

@@ -35,6 +35,13 @@ def size_bytes(number: str, unit: str) -> float:
     return float(number) * _UNITS.get(unit.lower(), 1)
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes} min {secs} s"
+
+
 class InstallProgress:
     """Feed it stderr lines; it reports "downloading N/M packages" with bytes done and total."""
 
@@ -59,26 +66,41 @@ class InstallProgress:
         m = _UV_DOWNLOADING.match(line)
         if m:
             self.sizes[m.group(1)] = size_bytes(m.group(2), m.group(3))
+            self._download(m.group(1), finished=False)
             return self._emit()
         m = _UV_DOWNLOADED.match(line)
         if m:
             self.done.add(m.group(1))
+            self._download(m.group(1), finished=True)
             return self._emit()
         m = _PIP_COLLECTING.match(line)
         if m:
             self.packages = (self.packages or 0) + 1
             if self._pip_current is not None:  # pip downloads one after another
                 self.done.add(self._pip_current)
+                self._download(self._pip_current, finished=True)
                 self._pip_current = None
             return self._emit()
         m = _PIP_DOWNLOADING.match(line)
         if m:
             self._pip_current = m.group(1)
             self.sizes[m.group(1)] = size_bytes(m.group(2), m.group(3))
+            self._download(m.group(1), finished=False)
             return self._emit()
         if _DONE.match(line):
+            for name in self.sizes:
+                if name not in self.done:
+                    self._download(name, finished=True)
             self.done.update(self.sizes)
             self._emit()
+
+    def _download(self, name: str, finished: bool) -> None:
+        """One row per download while it is active: its size, and (the sink measures) rate and time.
+        The tools report a download's start and end only, so its bytes move at the end."""
+        size = self.sizes.get(name)
+        if size is None:
+            return
+        self.report(f"download {name}: {human_bytes(size)}", size if finished else 0.0, size)
 
     def bytes_done(self) -> float:
         return sum(size for name, size in self.sizes.items() if name in self.done)
@@ -87,9 +109,11 @@ class InstallProgress:
         total = sum(self.sizes.values())
         parts = [self.label]
         if self.sizes:
-            rate = self.bytes_done() / max(self.clock() - self.started, 1e-6)
+            done = self.bytes_done()
+            rate = done / max(self.clock() - self.started, 1e-6)
+            left = f", about {_duration((total - done) / rate)} left" if 0 < done < total and rate > 0 else ""
             parts.append(f"{len(self.done & set(self.sizes))}/{len(self.sizes)} downloads, "
-                         f"{human_bytes(self.bytes_done())} of {human_bytes(total)}, {human_bytes(rate)}/s")
+                         f"{human_bytes(done)} of {human_bytes(total)}, {human_bytes(rate)}/s{left}")
         elif self.packages:
             parts.append(f"{self.packages} packages")
         return ": ".join(parts)

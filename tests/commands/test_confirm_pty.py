@@ -1,0 +1,33 @@
+"""The confirmation as a user at a terminal sees it (a real pty through util-linux `script`): the plan,
+the free space where the env goes, the question; answering "n" changes nothing."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.install_kit import cli_env
+
+
+def test_the_question_shows_the_free_space_and_no_changes_nothing(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    if shutil.which("script") is None:
+        pytest.skip("util-linux `script` is not installed")
+    env = {**cli_env(tmp_env, knowledge, index.url), "TERM": "dumb"}
+    target = tmp_path / "data" / "asked"
+    command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "tfgpu_install", "--profile", "stable",
+                                                "--allow-cpu", "--python", sys.executable, "--env", str(target)])
+    done = subprocess.run(["script", "-qfec", command, "/dev/null"], input="n\n", capture_output=True, text=True,
+                          env=env, timeout=300)
+    out = done.stdout.replace("\r", "")
+    assert "Proceed? [y/N]" in out, out
+    assert "disk: " in out and " free at " in out and "counted as it goes" in out
+    assert "cancelled: nothing was changed" in out
+    assert not target.exists()

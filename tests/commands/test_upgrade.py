@@ -1,0 +1,89 @@
+"""`--tensorflow X.Y[.Z]` and `upgrade`, on real envs from a local index that has two TensorFlow
+releases: the pin picks the older one; installing the profile's choice over it says old -> new;
+`upgrade` builds the new release in a new env with the package the user added, verified, makes it
+the default and keeps the old env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, run_cli, write_knowledge
+from tests.support.wheelhouse import WheelSpec
+
+OLDER = "2.97.5"
+_OLDER_RELEASE = MATRIX.split("releases:\n", 1)[1].replace('"2.99.0"', f'"{OLDER}"').replace(
+    '"2024-01-15"', '"2023-06-01"')
+TWO_RELEASES = MATRIX + _OLDER_RELEASE
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    user_lib = WheelSpec("user-lib", "3.1", files={"user_lib/__init__.py": b"VALUE = 31\n"})
+    wh = computing_wheelhouse(tmp_path_factory.mktemp("wheelhouse"), extra_tf=[(OLDER, "12.3", "9")],
+                              extra_specs=[user_lib])
+    with wh.serve() as srv:  # type: ignore[attr-defined]
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_knowledge(tmp_path_factory.mktemp("knowledge"), TWO_RELEASES)
+
+
+def _json(done: "subprocess.CompletedProcess[str]") -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr + done.stdout
+    return dict(json.loads(done.stdout))
+
+
+def test_tensorflow_flag_checks_its_value(tmp_env: dict[str, str], index: Any, knowledge: Path) -> None:
+    env = cli_env(tmp_env, knowledge, index.url)
+    pinned = _json(run_cli(["plan", "--tensorflow", "2.97", "--allow-cpu", "--json"], env))
+    assert pinned["choice"]["tensorflow"] == OLDER
+    assert _json(run_cli(["plan", "--allow-cpu", "--json"], env))["choice"]["tensorflow"] == "2.99.0"
+    unknown = run_cli(["plan", "--tensorflow", "2.50", "--allow-cpu"], env)
+    assert unknown.returncode == 2 and "not in the knowledge tables" in unknown.stderr and "2.97" in unknown.stderr
+    bad = run_cli(["install", "--tensorflow", "2.x", "--allow-cpu", "-y"], env)
+    assert bad.returncode == 2 and "X.Y or X.Y.Z" in bad.stderr
+
+
+def test_install_pinned_then_upgrade_carries_the_added_package(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    env = cli_env(tmp_env, knowledge, index.url)
+    old = tmp_path / "data" / "mine"
+    common = ["--allow-cpu", "--python", sys.executable]
+    first = _json(run_cli(["install", "--tensorflow", "2.97", "-y", "--env", str(old), "--json", *common], env))
+    assert first["resolution"]["choice"]["tensorflow"] == OLDER and "tensorflow_change" not in first
+    # the user adds a package with the env's own pip, from the same index
+    added = subprocess.run([str(old / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "--index-url",
+                            index.url, "user-lib==3.1"], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert added.returncode == 0, added.stderr
+
+    # the profile's choice over it: the plan says which TensorFlow goes and which comes
+    over = run_cli(["install", "--env", str(old), "--dry-run", *common], env)
+    assert over.returncode == 0, over.stderr
+    assert f"{OLDER} → 2.99.0" in over.stdout
+    doc = _json(run_cli(["install", "--env", str(old), "--dry-run", "--json", *common], env))
+    assert doc["tensorflow_change"] == {"from": OLDER, "to": "2.99.0"}
+
+    up = _json(run_cli(["upgrade", "-y", "--json", *common], env))
+    new = Path(up["env"])
+    assert up["upgrade"]["from"] == {"env": str(old), "tensorflow": OLDER}
+    assert up["upgrade"]["to"]["tensorflow"] == "2.99.0" and up["upgrade"]["carried"] == ["user-lib==3.1"]
+    assert up["upgrade"]["profile"] == "stable" and up["upgrade"]["old_env_kept"] is True
+    assert new != old and new.parent == tmp_path / "data" / "envs"
+    probe = subprocess.run([str(new / "bin" / "python"), "-c", "import tensorflow, user_lib; "
+                            "print(tensorflow.__version__, user_lib.VALUE)"], capture_output=True, text=True)
+    assert probe.stdout.split() == ["2.99.0", "31"], probe.stderr
+    rows = {r["path"]: r for r in _json(run_cli(["envs", "--json"], env))["envs"]}
+    assert rows[str(new)]["default"] and rows[str(new)]["verified_ok"] is True
+    assert rows[str(old)]["tensorflow"] == OLDER and not rows[str(old)]["default"]
+
+    again = _json(run_cli(["upgrade", "--json", *common], env))
+    assert again["changed"] is False and again["upgrade"]["to"] is None

@@ -1,0 +1,81 @@
+"""Progress as a user sees it: in a real pseudo-terminal (util-linux `script`), rich's live rows show
+each active download with its bytes, rate and time left and the step's elapsed time; through a pipe
+the same run is plain lines; under --json nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfgpu_install.console import Progress
+
+REPO = Path(__file__).resolve().parents[1]
+# uv's own lines (as captured in tests/steps/test_install_progress.py), fed with pauses so the rates
+# are measured over real time; the assertions never depend on how long anything took.
+FEED = """
+import sys, time
+from tfgpu_install.console import Progress
+from tfgpu_install.steps.install_progress import InstallProgress
+p = Progress(enabled=True)
+p("provisioning: packages.install: install 2 requirements", 1, 5)
+shown = InstallProgress(p, "installing 2 requirements with uv")
+for line in ["Resolved 2 packages in 295ms", "Downloading numpy (16.1MiB)", "Downloading scipy (33.7MiB)",
+             " Downloaded numpy", " Downloaded scipy", "Installed 2 packages in 282ms"]:
+    time.sleep(0.4)
+    shown.feed(line)
+    time.sleep(0.4)
+p("provisioning: verify.run: verify", 2, 5)
+time.sleep(1.3)
+p("provisioning: done", 5, 5)
+p.close()
+print("rich" if p.rich else "plain")
+"""
+
+
+def _run(argv: list[str], **extra: str) -> str:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO), "TERM": "xterm-256color",
+           "HOME": os.environ.get("HOME", "/tmp"), **extra}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_rich_rows_in_a_real_pty_show_bytes_rate_and_time_left(tmp_path: Path) -> None:
+    if shutil.which("script") is None:
+        pytest.skip("util-linux `script` is not installed")
+    feed = tmp_path / "feed.py"
+    feed.write_text(FEED)
+    command = f"stty cols 100 rows 30; {shlex.quote(sys.executable)} {shlex.quote(str(feed))}"
+    raw = _run(["script", "-qfec", command, "/dev/null"])
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)  # the screen's text without its control sequences
+    assert "rich" in text
+    assert "download numpy: 16.1 MiB" in text and "download scipy: 33.7 MiB" in text
+    assert re.search(r"\d+\.\d MiB/(16\.1|33\.7|49\.8) MiB \d+\.\d MiB/s ETA \d", text), text[-3000:]
+    assert "provisioning: verify.run: verify" in text and re.search(r"\d:\d\d:\d\d", text)  # its elapsed time
+
+
+def test_a_pipe_gets_plain_lines_with_the_step_times() -> None:
+    out = _run([sys.executable, "-c", FEED])
+    assert "plain" in out and "\x1b[" not in out
+    assert "  ... download numpy: 16.1 MiB" in out
+    assert re.search(r"  \.\.\. download scipy: 33\.7 MiB: 33\.7 MiB of 33\.7 MiB \([\d.]+ MiB/s\)", out), out
+    assert re.search(r"  \.\.\. installing 2 requirements with uv: 2/2 downloads, 49\.8 MiB of 49\.8 MiB, "
+                     r"[\d.]+ MiB/s\n", out), out
+    assert re.search(r"  \.\.\. provisioning: verify\.run: verify: took \d+\.\d s", out), out
+
+
+def test_disabled_progress_writes_nothing(tmp_path: Path) -> None:
+    stream = (tmp_path / "out").open("w")
+    p = Progress(enabled=False, stream=stream)
+    p("provisioning: env.create: x", 0, 3)
+    p("download numpy: 16.1 MiB", 0, 16e6)
+    p.close()
+    stream.close()
+    assert (tmp_path / "out").read_text() == ""

@@ -1,0 +1,149 @@
+"""`envs`: the envs this tool made, each with what is in it now (TensorFlow, cuDNN and Python read
+from the env itself), what was recorded (CUDA), its last verification, its drift from its
+known-good snapshot (packages), its size on disk, and which one is the default."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from tfgpu_install.context import Context
+from tfgpu_install.report import Block, Result, Text, human_bytes, table
+
+_TF_NAMES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-gpu")
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    path: str
+    exists: bool
+    default: bool
+    tensorflow: Optional[str]
+    cuda: Optional[str]
+    cudnn: Optional[str]
+    python: Optional[str]
+    verified: Optional[str]  # when the last verification ran
+    verified_ok: Optional[bool]
+    drift: str  # "clean", "N package(s) differ", or "unknown (...)"
+    drift_lines: tuple[str, ...]
+    size_bytes: int
+    sources: dict[str, str] = field(default_factory=dict)  # value -> where it was read
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["drift_lines"] = list(self.drift_lines)
+        return d
+
+
+def _installed(env: Path) -> dict[str, str]:
+    from tfgpu_install.snapshot.envstate import installed_packages
+
+    return {p.key: p.version for p in installed_packages(env)}
+
+
+def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
+    """The env's latest known-good snapshot and its resolution (or the journal's plan)."""
+    from tfgpu_install.errors import TfgpuError
+    from tfgpu_install.snapshot.model import latest_for_env
+
+    found = latest_for_env(ctx.state_dir, env)
+    if found is not None:
+        return found[1], dict(found[1].resolution)
+    try:
+        from tfgpu_install.snapshot.build import recorded_plan
+
+        plan = recorded_plan(ctx, env)
+    except (TfgpuError, OSError, ValueError):
+        return None, {}
+    choice = plan.get("choice", plan)
+    return None, dict(choice) if isinstance(choice, dict) else {}
+
+
+def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool]]:
+    from tfgpu_install.verify.record import BadRecord, read_record
+
+    try:
+        doc = read_record(ctx, env)
+    except BadRecord:  # damaged: vouches for nothing (`verify` says what is wrong with it)
+        return "unreadable record", None
+    report = (doc or {}).get("report") or {}
+    if not report:
+        return None, None
+    return str(report.get("when") or "?"), bool(report.get("ok"))
+
+
+def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[int, int]]) -> EnvRow:
+    from tfgpu_install.disksize import disk_usage
+    from tfgpu_install.snapshot.drift import compare
+    from tfgpu_install.snapshot.envstate import env_python_version, installed_packages
+
+    exists = env.is_dir()
+    snap, resolution = _recorded(ctx, env)
+    live = _installed(env) if exists else {}
+    sources: dict[str, str] = {}
+    tf = next((live[n] for n in _TF_NAMES if n in live), None)
+    if tf:
+        sources["tensorflow"] = "installed"
+    cudnn = next((v for k, v in sorted(live.items()) if k.startswith("nvidia-cudnn-cu")), None)
+    if cudnn:
+        sources["cudnn"] = "installed"
+    elif resolution.get("cudnn"):
+        cudnn, sources["cudnn"] = str(resolution["cudnn"]), "recorded"
+    cuda = str(resolution["cuda"]) if resolution.get("cuda") else None
+    if cuda:
+        sources["cuda"] = "recorded"
+    python = env_python_version(env) if exists else None
+    if python:
+        sources["python"] = "installed"
+    when, ok = _verification(ctx, env)
+    lines: tuple[str, ...]
+    if not exists:
+        drift, lines = "unknown (the env is gone)", ()
+    elif snap is None:
+        drift, lines = "unknown (no known-good snapshot)", ()
+    else:
+        d = compare((snap.packages, installed_packages(env)), ((), ()), ({}, {}))
+        lines = tuple(d.lines())
+        drift = "clean" if not lines else f"{len(lines)} package(s) differ"
+        sources["drift"] = f"packages vs snapshot {snap.id}"
+    same_default = default is not None and os.path.abspath(str(default)) == os.path.abspath(str(env))
+    return EnvRow(
+        path=str(env), exists=exists, default=same_default, tensorflow=tf, cuda=cuda, cudnn=cudnn, python=python,
+        verified=when, verified_ok=ok, drift=drift, drift_lines=lines,
+        size_bytes=disk_usage(env, seen) if exists else 0, sources=sources,
+    )
+
+
+def env_rows(ctx: Context, include_missing: bool = False) -> list[EnvRow]:
+    from tfgpu_install.app.envs import last_env
+    from tfgpu_install.engine.journal import known_envs
+
+    default = last_env(ctx)
+    seen: set[tuple[int, int]] = set()
+    rows = [env_row(ctx, env, default, seen) for env in known_envs(ctx)]
+    return [r for r in rows if r.exists or include_missing]
+
+
+def list_envs(ctx: Context, include_missing: bool = False) -> Result:
+    rows = env_rows(ctx, include_missing)
+    total = sum(r.size_bytes for r in rows)
+    data: dict[str, Any] = {"envs": [r.to_json() for r in rows], "total_bytes": total}
+    if not rows:
+        return Result(data=data, blocks=[Text("no envs yet: tfgpu-install --profile stable makes one", "warn")])
+
+    def verified(r: EnvRow) -> str:
+        if r.verified is None:
+            return "never"
+        return f"{r.verified} ({'passed' if r.verified_ok else 'FAILED' if r.verified_ok is False else '?'})"
+
+    blocks: list[Block] = [table(
+        "environments made by tfgpu-install (* = the default)",
+        ("", "path", "TF", "CUDA", "cuDNN", "Python", "last verified", "drift", "size"),
+        [("*" if r.default else "", r.path + ("" if r.exists else " (gone)"), r.tensorflow, r.cuda, r.cudnn,
+          r.python, verified(r), r.drift, human_bytes(r.size_bytes) if r.exists else None) for r in rows],
+    )]
+    blocks.append(Text(f"{len(rows)} env(s), {human_bytes(total)} on disk; remove one with "
+                       "`tfgpu-install envs remove PATH`", "dim"))
+    return Result(data=data, blocks=blocks)

@@ -1,0 +1,81 @@
+"""`envs remove PATH`: take away an env this tool made, through its journal, exactly as a rollback
+does (the same lock, question and undo: the env's directory, its shell-rc block, its ld.so.conf.d
+entry). An env the tool did not create is refused: it only removes what it made."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError
+from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
+
+
+@dataclass(frozen=True)
+class RemoveRequest:
+    env: str
+    yes: bool = False
+    wait: bool = False
+    dry_run: bool = False
+
+
+def created_by_us(entries: list[Any]) -> bool:
+    """The journal's current epoch holds an env.create that made the directory (not one that found it)."""
+    from tfgpu_install.engine.journal import open_entries
+
+    return any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
+               for e in open_entries(entries))
+
+
+def remove_env(ctx: Context, req: RemoveRequest) -> Result:
+    from tfgpu_install.app.rollback import journal_steps
+    from tfgpu_install.disksize import disk_usage
+    from tfgpu_install.engine.executor import Executor
+    from tfgpu_install.engine.journal import Journal, known_envs, open_entries
+    from tfgpu_install.envlayout import user_path
+    from tfgpu_install.envregistry import forget_env, last_env
+
+    env = Path(os.path.abspath(str(user_path(req.env))))
+    known = {os.path.abspath(str(e)) for e in known_envs(ctx)}
+    if str(env) not in known:
+        raise BadInputError(f"{env} is not an env tfgpu-install made",
+                            "`tfgpu-install envs` lists the ones it made; remove any other env yourself")
+    journal = Journal.for_env(ctx, env)
+    ex = Executor(ctx, env, journal=journal)
+    with ex.lock(wait=req.wait):
+        entries = journal.entries()
+        if not created_by_us(entries):
+            raise BadInputError(
+                f"tfgpu-install did not create {env} (it installed into an env that was already there), "
+                "or it was already removed",
+                "to undo what tfgpu-install changed in it: `tfgpu-install rollback --env PATH`",
+            )
+        todo = open_entries(entries)
+        size = disk_usage(env)
+        blocks: list[Block] = [
+            Heading(f"remove {env}: {human_bytes(size)} on disk, {len(todo)} journaled change(s) to undo"),
+            Text("the env, everything installed in it and its activation (shell rc block, ld.so.conf.d entry) go; "
+                 "its snapshots stay (`tfgpu-install snapshot restore` rebuilds it)", "warn"),
+        ]
+        data: dict[str, Any] = {"env": str(env), "size_bytes": size, "dry_run": req.dry_run}
+        if req.dry_run:
+            return Result(data={**data, "removed": False, "undone": []}, blocks=blocks)
+        from tfgpu_install.app.confirm import confirm
+
+        confirm(ctx, req.yes, blocks)
+        report = ex.rollback(journal_steps(ctx, entries))
+    gone = not env.exists()
+    was_default = False
+    if gone:  # the default moves to the newest env still there (envregistry), or there is none
+        last = last_env(ctx)
+        was_default = last is not None and os.path.abspath(str(last)) == str(env)
+        forget_env(ctx, env)
+    return Result(
+        data={**data, "removed": gone, "undone": report.to_json(), "was_default": was_default},
+        blocks=[table(f"removed {env}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
+                Text(f"{env} removed ({human_bytes(size)} freed)" if gone else f"{env} is still there", "ok" if gone
+                     else "warn")],
+    )

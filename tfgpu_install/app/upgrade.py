@@ -1,0 +1,111 @@
+"""`upgrade`: the env's profile's current choice in a new env beside the old one, with the packages
+the user added on top of the old env's known-good snapshot carried over; installed and verified as
+any install is, then made the default. The old env is kept until the user removes it
+(`tfgpu-install envs remove OLD`). A failed upgrade leaves the default where it was."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.report import Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.install import InstallRequest
+    from tfgpu_install.snapshot.model import Package
+
+
+@dataclass(frozen=True)
+class UpgradeRequest:
+    env: Optional[str] = None  # the env to upgrade; None: the default
+    to: Optional[str] = None  # where the new env goes; None: the default location for the new choice
+    profile: Optional[str] = None  # None: the profile the old env was installed with
+    install: Optional["InstallRequest"] = None  # a template: the flags shared with install; None: defaults
+
+
+def added_packages(snapshot: Sequence["Package"], live: Sequence["Package"]) -> list[str]:
+    """What the user installed on top of the snapshot: live packages whose name the snapshot lacks
+    (a version the user changed is the new release's to choose)."""
+    recorded = {p.key for p in snapshot}
+    return [p.requirement() for p in live if p.key not in recorded]
+
+
+def _profile_of(recorded: object) -> str:
+    """The recorded profile name ("stable", "stable (--tensorflow 2.17)" -> "stable")."""
+    return str(recorded or "stable").split(" (", 1)[0] or "stable"
+
+
+def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
+    from tfgpu_install.app.additions import added_requirements
+    from tfgpu_install.app.envs import last_env, remember_env, target_env
+    from tfgpu_install.app.install import InstallRequest, install, installed_tensorflow
+    from tfgpu_install.app.resolution import resolve_machine
+    from tfgpu_install.snapshot.envstate import installed_packages
+    from tfgpu_install.snapshot.model import latest_for_env
+
+    old = target_env(ctx, req.env)
+    if not old.is_dir():
+        raise EnvironmentProblem(f"the env {old} is not there", "`tfgpu-install envs` lists the envs; pass --env PATH")
+    found = latest_for_env(ctx.state_dir, old)
+    if found is None:
+        raise EnvironmentProblem(
+            f"{old} has no known-good snapshot: the packages you added cannot be told from the ones installed for you",
+            f"verify it first (`tfgpu-install verify --env {old}` records one), or install the new env with "
+            "`tfgpu-install --profile stable`",
+        )
+    snap = found[1]
+    template = req.install or InstallRequest()
+    profile = req.profile or _profile_of(snap.resolution.get("profile"))
+    resolve = replace(template.resolve, profile=profile)
+    old_tf = installed_tensorflow(old)
+    resolved = resolve_machine(ctx, resolve)
+    choice = resolved.resolution.choice
+    carry = _carried(added_requirements(ctx, old), added_packages(snap.packages, installed_packages(old)))
+    base = {"from": {"env": str(old), "tensorflow": old_tf}, "profile": profile, "carried": list(carry)}
+    if choice is not None and old_tf == choice.tensorflow:
+        return Result(data={"upgrade": {**base, "to": None}, "changed": False},
+                      blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
+                                   "nothing to upgrade", "ok")])
+    previous = last_env(ctx)
+    try:
+        result = install(ctx, replace(template, resolve=resolve, env=req.to,
+                                     with_requirements=template.with_requirements + carry))
+    except BaseException:
+        if previous is not None and last_env(ctx) != previous:
+            remember_env(ctx, previous)  # the default stays the env that works
+        raise
+    new = Path(str(result.data.get("env")))
+    dry_run = bool(result.data.get("dry_run"))
+    if not dry_run and result.exit_code == 0:
+        remember_env(ctx, new)
+    elif previous is not None:
+        remember_env(ctx, previous)
+    result.data["upgrade"] = {**base, "to": {"env": str(new), "tensorflow": choice.tensorflow if choice else None},
+                              "old_env_kept": old.is_dir()}
+    blocks = list(result.blocks)
+    if carry:
+        blocks.append(Text(f"carried over from {old}: {', '.join(carry)}", "dim"))
+    if not dry_run:
+        blocks.append(Text(f"{new} is now the default; the old env {old} is kept "
+                           f"(`tfgpu-install envs remove {old}` when you no longer need it)", "ok"))
+    result.blocks = blocks
+    return result
+
+
+def _carried(recorded: tuple[str, ...], found: list[str]) -> tuple[str, ...]:
+    """What the new env gets on top of the release: the requirements the user added through the
+    tool (--with, `add`: as they wrote them), then what they installed by hand ("name==version"),
+    each name once. Both go through install's --with check against the new release's pins."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    def name(text: str) -> str:
+        try:
+            return str(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            return text
+    seen = {name(r) for r in recorded}
+    return tuple(recorded) + tuple(r for r in found if name(r) not in seen)
