@@ -3,17 +3,23 @@
 How the primary cause is chosen (bottom-up, like the machine walk):
   1. harmless rules (known noise) and `info` rules (context) are never the cause;
   2. a rule whose `yields_to` names another rule that also matched is only a symptom;
-  3. among the rest, the lowest layer wins (a broken driver explains a missing device, not
+  3. what stopped the program wins: a rule that explains the last exception / fatal line
+     (logtext.stop_region) beats earlier warnings and errors the program survived;
+  4. among the rest, the lowest layer wins (a broken driver explains a missing device, not
      the other way round); within a layer the more specific rule, then error over warning,
      then the earlier line.
-Nothing matched -> "no known cause" and the layer-by-layer checks: never a confident guess.
+Nothing matched -> status "unknown" with the error-looking lines no rule explained; the generic
+layer-by-layer checklist comes under its own key (`checklist`), labelled as not a diagnosis.
+The text is read as pasted and, when a terminal hard-wrapped it, with those lines joined; ANSI
+colours are removed first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from tfgpu_install.doctor import logtext
 from tfgpu_install.doctor.rules import Match, RuleSet, match_all
 
 UNKNOWN = "unknown"  # nothing we know in the text
@@ -21,6 +27,8 @@ HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log
 CAUSE = "cause"  # a cause was found
 
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+CHECKLIST_LABEL = ("generic checklist, not a diagnosis: nothing in this text names a cause; "
+                   "these are the layers to check, bottom-up")
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,8 @@ class Diagnosis:
     others: tuple[Finding, ...]  # other non-harmless findings (symptoms, context, warnings)
     harmless: tuple[Finding, ...]  # known noise met in the text: not to be blamed
     advice: tuple[str, ...]  # layer-by-layer checks, given when no cause was found
+    unexplained: tuple[str, ...] = ()  # error-looking lines ("L12: ...") no rule explained
+    stopped_by: str = ""  # the line that stopped the program ("L40: ..."), "" when none was seen
 
     @property
     def evidence(self) -> tuple[str, ...]:
@@ -62,7 +72,10 @@ class Diagnosis:
             "primary": self.primary.to_json() if self.primary else None,
             "others": [f.to_json() for f in self.others],
             "harmless": [f.to_json() for f in self.harmless],
-            "advice": list(self.advice),
+            "advice": list(self.advice),  # kept for old readers: the same steps as checklist.steps
+            "checklist": {"label": CHECKLIST_LABEL, "steps": list(self.advice)} if self.advice else None,
+            "unexplained": list(self.unexplained),
+            "stopped_by": self.stopped_by or None,
         }
 
 
@@ -80,8 +93,34 @@ def layer_advice(rules: RuleSet) -> tuple[str, ...]:
     return tuple(f"{i}. {layer.title}: {layer.check}" for i, layer in enumerate(rules.layers, 1))
 
 
+def _matches(text: str, rules: RuleSet) -> tuple[list[Match], str]:
+    """Every rule's match on text, plus the rules that only match once hard-wrapped lines are
+    joined (their evidence renumbered to the pasted lines). Also the text the stop line is read in."""
+    matches = match_all(rules, text)
+    joined = logtext.unwrap(text)
+    if joined is None:
+        return matches, text
+    seen = {m.rule.id for m in matches}
+    for m in match_all(rules, joined.text):
+        if m.rule.id not in seen:
+            lines = tuple((joined.origin[no - 1], line) for no, line in m.lines)
+            matches.append(replace(m, lines=lines))
+    return matches, joined.text
+
+
+def _stop_text(text: str) -> tuple[str, str]:
+    """The lines that stopped the program (the region's text) and its first line as evidence."""
+    region = logtext.stop_region(text)
+    if region is None:
+        return "", ""
+    lines = text.split("\n")[region[0] - 1 : region[1]]
+    return "\n".join(lines), f"L{region[0]}: {lines[0].strip()[:300]}" if lines else ""
+
+
 def classify(text: str, rules: RuleSet) -> Diagnosis:
-    matches = match_all(rules, text or "")
+    text = logtext.clean(text or "")
+    matches, read = _matches(text, rules)
+    stop, stopped_by = _stop_text(read)
     matched_ids = {m.rule.id for m in matches}
     harmless = [m for m in matches if m.rule.harmless]
     real = [m for m in matches if not m.rule.harmless]
@@ -89,8 +128,13 @@ def classify(text: str, rules: RuleSet) -> Diagnosis:
         m for m in real
         if m.rule.severity != "info" and not any(y in matched_ids for y in m.rule.yields_to)
     ]
+
+    def stopped_it(m: Match) -> bool:
+        return bool(stop) and any(p.search(stop) for p in m.rule.patterns)
+
     candidates.sort(
         key=lambda m: (
+            0 if stopped_it(m) else 1,
             rules.layer_index(m.rule.layer),
             -m.rule.specificity,
             _SEVERITY_RANK[m.rule.severity],
@@ -100,16 +144,21 @@ def classify(text: str, rules: RuleSet) -> Diagnosis:
     primary = candidates[0] if candidates else None
     others = [m for m in real if m is not primary]
     others.sort(key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
+    explained = {no for m in matches for no, _ in m.lines}
     if primary is not None:
         status = CAUSE
         advice: tuple[str, ...] = ()
+        left: tuple[str, ...] = ()
     else:
         status = HARMLESS_ONLY if harmless else UNKNOWN
         advice = layer_advice(rules)
+        left = logtext.unexplained(text, explained)
     return Diagnosis(
         status=status,
         primary=_finding(primary) if primary else None,
         others=tuple(_finding(m) for m in others),
         harmless=tuple(_finding(m) for m in harmless),
         advice=advice,
+        unexplained=left,
+        stopped_by=stopped_by,
     )
