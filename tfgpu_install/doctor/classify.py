@@ -117,42 +117,40 @@ def _stop_text(text: str) -> tuple[str, str]:
     return "\n".join(lines), f"L{region[0]}: {lines[0].strip()[:300]}" if lines else ""
 
 
+def _primary(matches: list[Match], rules: RuleSet, stop: str) -> Optional[Match]:
+    """The cause: not harmless, not info, not a symptom of another match; what stopped the program
+    first, then the lowest layer, the more specific rule, error over warning, the earlier line."""
+    matched_ids = {m.rule.id for m in matches}
+    candidates = [
+        m for m in matches
+        if not m.rule.harmless and m.rule.severity != "info"
+        and not any(y in matched_ids for y in m.rule.yields_to)
+    ]
+
+    def key(m: Match) -> tuple[int, int, int, int, int]:
+        stopped_it = bool(stop) and any(p.search(stop) for p in m.rule.patterns)
+        return (0 if stopped_it else 1, rules.layer_index(m.rule.layer), -m.rule.specificity,
+                _SEVERITY_RANK[m.rule.severity], m.lines[0][0] if m.lines else 0)
+
+    return min(candidates, key=key) if candidates else None
+
+
 def classify(text: str, rules: RuleSet) -> Diagnosis:
     text = logtext.clean(text or "")
     matches, read = _matches(text, rules)
     stop, stopped_by = _stop_text(read)
-    matched_ids = {m.rule.id for m in matches}
+    primary = _primary(matches, rules, stop)
     harmless = [m for m in matches if m.rule.harmless]
-    real = [m for m in matches if not m.rule.harmless]
-    candidates = [
-        m for m in real
-        if m.rule.severity != "info" and not any(y in matched_ids for y in m.rule.yields_to)
-    ]
-
-    def stopped_it(m: Match) -> bool:
-        return bool(stop) and any(p.search(stop) for p in m.rule.patterns)
-
-    candidates.sort(
-        key=lambda m: (
-            0 if stopped_it(m) else 1,
-            rules.layer_index(m.rule.layer),
-            -m.rule.specificity,
-            _SEVERITY_RANK[m.rule.severity],
-            m.lines[0][0] if m.lines else 0,
-        )
-    )
-    primary = candidates[0] if candidates else None
-    others = [m for m in real if m is not primary]
+    others = [m for m in matches if not m.rule.harmless and m is not primary]
     others.sort(key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
-    explained = {no for m in matches for no, _ in m.lines}
+    advice: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
     if primary is not None:
         status = CAUSE
-        advice: tuple[str, ...] = ()
-        left: tuple[str, ...] = ()
     else:
         status = HARMLESS_ONLY if harmless else UNKNOWN
         advice = layer_advice(rules)
-        left = logtext.unexplained(text, explained)
+        left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
     return Diagnosis(
         status=status,
         primary=_finding(primary) if primary else None,

@@ -276,6 +276,19 @@ _QUANT = set("*+?{")
 _ESCAPED_LITERAL = set(".^$*+?{}[]()|\\/-'\"`<>:#%&=!,;@~ ")
 
 
+def _token(src: str, i: int) -> tuple[int, Optional[str], int]:
+    """One pattern token at i: (length, its literal character or None, depth change)."""
+    ch = src[i]
+    if ch == "\\" and i + 1 < len(src):
+        return 2, (src[i + 1] if src[i + 1] in _ESCAPED_LITERAL else None), 0
+    if ch == "[":
+        close = src.find("]", i + 2)
+        return (close - i + 1 if close != -1 else len(src) - i), None, 0
+    if ch in "()":
+        return 1, None, 1 if ch == "(" else -1
+    return 1, (None if ch in _META else ch), 0
+
+
 def required_literal(pat: "re.Pattern[str]") -> str:
     """The longest plain text every match of pat must contain ("" when none is certain).
 
@@ -289,26 +302,13 @@ def required_literal(pat: "re.Pattern[str]") -> str:
         return ""
     best, run, i, depth = "", "", 0, 0
     while i < len(src):
-        ch, step, lit = src[i], 1, None
-        if ch == "\\" and i + 1 < len(src):
-            step = 2
-            lit = src[i + 1] if src[i + 1] in _ESCAPED_LITERAL else None
-        elif ch == "[":
-            close = src.find("]", i + 2)
-            step = (close - i + 1) if close != -1 else len(src) - i
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch not in _META:
-            lit = ch
+        step, lit, change = _token(src, i)
+        depth += change
         i += step
-        quantified = i < len(src) and src[i] in _QUANT
-        if lit is not None and depth == 0 and not quantified:
+        if lit is not None and depth == 0 and not (i < len(src) and src[i] in _QUANT):
             run += lit
             continue
-        best = max(best, run, key=len)
-        run = ""
+        best, run = max(best, run, key=len), ""
     return max(best, run, key=len)
 
 
