@@ -39,6 +39,7 @@ class Resource:
     cut_at: int = 0
     served: int = 0  # responses started
     location: Optional[str] = None  # a redirect: answered with 302 and this Location
+    content_type: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ class LoopbackServer:
     requests: list[Request] = field(default_factory=list)
     tls: Optional[tuple[Path, Path]] = None  # (certificate, key): serve https
 
-    def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0) -> str:
-        self.resources[path] = Resource(data, fault, cut_at)
+    def add(self, path: str, data: bytes, fault: Fault = Fault.NONE, cut_at: int = 0,
+            content_type: Optional[str] = None) -> str:
+        self.resources[path] = Resource(data, fault, cut_at, content_type=content_type)
         return self.url(path)
 
     def redirect(self, path: str, location: str) -> str:
@@ -96,16 +98,20 @@ class LoopbackServer:
                     data = bytes((b ^ 0x5A) for b in data)
                 if res.fault is Fault.SHORT:
                     data = data[: res.cut_at]
-                start = 0
-                if rng and rng.startswith("bytes=") and rng.endswith("-"):
-                    start = int(rng[len("bytes="):-1])
+                start, last, ranged = 0, len(data) - 1, False
+                if rng and rng.startswith("bytes=") and "-" in rng:
+                    first, _, end = rng[len("bytes="):].partition("-")  # "N-" and "N-M" (closed)
+                    start, ranged = int(first), bool(end)
+                    last = min(int(end), len(data) - 1) if end else last
                     if start >= len(data):
                         self._send(416, b"")
                         return
-                body = data[start:]
-                self.send_response(206 if start else 200)
-                if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                body = data[start : last + 1]
+                self.send_response(206 if start or ranged else 200)
+                if start or ranged:
+                    self.send_header("Content-Range", f"bytes {start}-{last}/{len(data)}")
+                if res.content_type:
+                    self.send_header("Content-Type", res.content_type)
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
