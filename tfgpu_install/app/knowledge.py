@@ -109,6 +109,23 @@ def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
     return [r for r in doc.get("releases", []) if isinstance(r, dict)]
 
 
+def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
+               rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool) -> None:
+    """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW)."""
+    versions = sorted((kv for kv in _by_version(files, page).items() if release_key(kv[0]) > release_key(newest)),
+                      key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
+    for version, vfiles in versions:
+        if version in rows:
+            continue
+        try:
+            rows[version] = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http)
+        except Exception as exc:  # one unreadable wheel must not cost the others
+            report.skipped.append(f"{version}: {exc}")
+            continue
+        report.learned.append({"tensorflow": version, "released": rows[version]["released"],
+                               "source": rows[version]["source"]})
+
+
 def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: bool,
            today: Optional[date] = None) -> UpdateReport:
     """Learn the releases newer than every curated one from the index; write the overlay."""
@@ -127,29 +144,19 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
     page = urljoin(index, "tensorflow/")
     try:
         files = _file_list(session, page)
-    except DownloadError:
+    except (DownloadError, BadInputError):
         raise
     except Exception as exc:  # requests' connection errors: offline, proxy down, DNS
         report.status = "unreachable"
-        report.message = f"the index {index} could not be reached ({type(exc).__name__}); the learned releases are kept as they are"
+        report.message = (f"the index {index} could not be reached ({type(exc).__name__}); "
+                          "the learned releases are kept as they are")
         return report
     newest = max((r.tensorflow for r in curated.releases), key=release_key, default="0.0.0")
     day = (today or date.today()).isoformat()
     rows = {str(r.get("tensorflow")): r for r in old}
-    versions = sorted((v for v in _by_version(files, page).items() if release_key(v[0]) > release_key(newest)),
-                      key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
-    for version, vfiles in versions:
-        if version in rows:
-            continue
-        try:
-            rows[version] = _learn_one(ctx, session, version, vfiles, index, day, allow_http)
-        except Exception as exc:  # one unreadable wheel must not cost the others
-            report.skipped.append(f"{version}: {exc}")
-            continue
-        report.learned.append({"tensorflow": version, "released": rows[version]["released"],
-                               "source": rows[version]["source"]})
+    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http)
     report.status = "updated" if report.learned else "up-to-date"
-    if report.learned or (old and len(rows) != len(report.kept)):
+    if report.learned:
         _write(path, sorted(rows.values(), key=lambda r: release_key(str(r["tensorflow"])), reverse=True), index, day)
     return report
 

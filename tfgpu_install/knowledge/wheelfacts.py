@@ -198,45 +198,59 @@ def _pins(extra: dict[str, str]) -> tuple[dict[str, str], str]:
     return (low, "tested") if low and len(low) == len(nvidia) else ({}, "none")
 
 
+def _constraints(requires: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for req in requires:
+        n, spec, marker = spec_of(req)
+        if n in ("numpy", "protobuf") and "extra" not in marker and n not in out and spec:
+            out[n] = spec
+    return out
+
+
+def _sources(bi: dict[str, Any], cudnn_pin: Optional[str], plat: str) -> dict[str, str]:
+    return {
+        "cuda": f"build_info.py cuda_version {bi.get('cuda_version')!r}",
+        "cudnn": f"and-cuda pin {cudnn_pin}" if cudnn_pin else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}",
+        "sass": f"build_info.py cuda_compute_capabilities {bi.get('cuda_compute_capabilities')!r}",
+        "pins": "METADATA Requires-Dist (extra == 'and-cuda')", "constraints": "METADATA Requires-Dist",
+        "pythons": "cpXY tags of the Linux x86_64 wheels in the index",
+        "released": "earliest upload-time of those wheels in the index",
+        "min_glibc": f"wheel tag {plat}",
+    }
+
+
+def _pythons(files: list[dict[str, Any]]) -> list[str]:
+    return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files}, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def _raw_build_info(bi: dict[str, Any]) -> dict[str, str]:
+    keep = ("cuda_version", "cudnn_version", "cuda_compute_capabilities")
+    return {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in bi.items() if k in keep}
+
+
 def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any], index_url: str,
                 wheel_file: dict[str, Any], today: str) -> dict[str, Any]:
     """A matrix.yaml row for a release read from the index, marked learned: every value names where it
-    came from; what the wheel cannot tell (tested cuDNN minor, known defects) is listed unconfirmed."""
+    came from; what the wheel cannot tell (known defects) is listed unconfirmed."""
     bi = wheel["build_info"]
     extra = {n: s for n, s, mk in (spec_of(r) for r in wheel["requires_dist"]) if "and-cuda" in mk}
     pins, pins_kind = _pins(extra)
     cudnn_pin = next((v for n, v in pins.items() if n.startswith("nvidia-cudnn")), None)
     sass, ptx = _archs(bi.get("cuda_compute_capabilities"))
-    constraints: dict[str, str] = {}
-    for req in wheel["requires_dist"]:
-        n, spec, marker = spec_of(req)
-        if n in ("numpy", "protobuf") and "extra" not in marker and n not in constraints and spec:
-            constraints[n] = spec
-    pythons = sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files}, key=lambda v: tuple(int(x) for x in v.split(".")))
     plat = wheel_file["plat"]
-    src = f"wheel:{wheel_file['filename']} from {index_url} (learned {today})"
     return {
         "tensorflow": version, "package": "tensorflow",
         "released": min(str(f.get("upload-time") or today) for f in files)[:10],
-        "pythons": pythons,
+        "pythons": _pythons(files),
         "cuda": _major_minor(bi.get("cuda_version")),
         "cudnn": _major_minor(cudnn_pin) or _major_minor(bi.get("cudnn_version")),
         "sass": sass, "ptx": ptx, "manylinux": plat, "min_glibc": min_glibc(plat) or "",
         "cuda_from": "pip" if extra else "system", "extra": "and-cuda" if extra else None,
-        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra, "constraints": constraints,
+        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra, "constraints": _constraints(wheel["requires_dist"]),
         "defects": [],
-        "build_info": {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in bi.items()
-                       if k in ("cuda_version", "cudnn_version", "cuda_compute_capabilities")},
-        "source": src,
-        "sources": {
-            "cuda": f"build_info.py cuda_version {bi.get('cuda_version')!r}",
-            "cudnn": f"and-cuda pin {cudnn_pin}" if cudnn_pin else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}",
-            "sass": f"build_info.py cuda_compute_capabilities {bi.get('cuda_compute_capabilities')!r}",
-            "pins": "METADATA Requires-Dist (extra == 'and-cuda')", "constraints": "METADATA Requires-Dist",
-            "pythons": "cpXY tags of the Linux x86_64 wheels in the index",
-            "released": "earliest upload-time of those wheels in the index",
-            "min_glibc": f"wheel tag {plat}",
-        },
+        "build_info": _raw_build_info(bi),
+        "source": f"wheel:{wheel_file['filename']} from {index_url} (learned {today})",
+        "sources": _sources(bi, cudnn_pin, plat),
         "unconfirmed": ["defects"],
         "notes": f"learned, not curated: read from {index_url} on {today} by `tfgpu-install knowledge update`",
     }
