@@ -23,7 +23,7 @@ from tfgpu_install.knowledge.model import GpuRow, Knowledge
 _SUFFIXES = re.compile(
     r"(?:\s(?:\d+\s?gb|sxm\d?|pcie|pci e|nvl|hbm\d?e?|mig.*|laptop gpu|laptop|mobile|notebook|"
     r"with max q design|with max-q design|max-q|max q|oem|\(.*\)|dgx.*|\d+w|d|v\d|lhr|lite hash rate|"
-    r"founders edition|active|passive|\d+\s?gb/\d+\s?gb))$"
+    r"founders edition|active|passive|developer kit|\d+\s?gb/\d+\s?gb))$"
 )
 _TRUNCATED = re.compile(r"(\.\.\.|…)\s*$")
 
