@@ -57,3 +57,17 @@ def test_rules_module_does_not_import_private_re() -> None:
 
     src = open(rules.__file__, encoding="utf-8").read()
     assert "re._parser" not in src and "sre_parse" not in src
+
+
+def test_nvidia_smi_failures_pasted_into_doctor() -> None:
+    from tfgpu_install.doctor.classify import classify
+    from tfgpu_install.doctor.rules import load_rules
+
+    rules = load_rules()
+    # https://github.com/NVIDIA/nvidia-docker/issues/1163
+    d = classify("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA "
+                 "Display Driver is properly installed and present in your system.\n", rules)
+    assert d.primary is not None and d.primary.rule_id == "nvml-library-missing" and "ldconfig" in d.primary.fix
+    d = classify("NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver. Make sure that the "
+                 "latest NVIDIA driver is installed and running.\n", rules)
+    assert d.primary is not None and d.primary.rule_id == "nvidia-smi-no-driver"

@@ -292,6 +292,7 @@ def test_failure_states(text: str, state: str) -> None:
 
 
 def test_missing_libnvidia_ml_is_a_machine_state() -> None:
+    # as printed in https://github.com/NVIDIA/nvidia-docker/issues/1163 (and canonical/lxd#9964)
     r = smi.parse_nvidia_smi(
         "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display "
         "Driver is properly installed and present in your system.\nPlease also try adding directory that contains "
