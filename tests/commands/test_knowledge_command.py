@@ -150,3 +150,34 @@ def test_a_hostile_overlay_is_refused(attack: str, tmp_env: dict[str, str], tmp_
     code, doc = _run(capsys, tmp_env, "plan", "--profile", "latest", *MACHINE)
     assert code == ExitCode.BAD_INPUT
     assert "learned knowledge refused" in doc["message"] and "knowledge update" in doc["hint"]
+
+
+def test_an_index_that_is_not_pep691_json_is_bad_input(tmp_env: dict[str, str], capsys: Any) -> None:
+    with LoopbackServer() as srv:
+        srv.add("/simple/tensorflow/", b"<html><a href='x.whl'>x</a></html>", content_type="text/html")
+        code, doc = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
+    assert code == ExitCode.BAD_INPUT and "not a PEP 691 JSON file list" in doc["message"]
+    assert not overlay_path(build_context(tmp_env).state_dir).exists()
+
+
+@pytest.mark.parametrize("attack", ["not-a-zip", "huge-metadata"])
+def test_a_hostile_wheel_is_skipped_and_nothing_is_written(attack: str, tmp_env: dict[str, str], tmp_path: Path,
+                                                          capsys: Any) -> None:
+    name = "tensorflow-2.22.0-cp312-cp312-manylinux_2_27_x86_64.whl"
+    if attack == "not-a-zip":
+        data = os.urandom(300 << 10)
+    else:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:  # 64 MiB of METADATA, a few KB compressed
+            z.writestr("tensorflow-2.22.0.dist-info/METADATA", b"Name: tensorflow\n" + b"A" * (64 << 20))
+        data = buf.getvalue()
+    doc = {"meta": {"api-version": "1.1"}, "name": "tensorflow", "files": [
+        {"filename": name, "url": f"../../files/{name}", "hashes": {}, "size": len(data), "upload-time": "2026-01-01T00:00:00Z"}]}
+    with LoopbackServer() as srv:
+        srv.add(f"/files/{name}", data)
+        srv.add("/simple/tensorflow/", json.dumps(doc).encode(), content_type="application/vnd.pypi.simple.v1+json")
+        code, out = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
+    assert code == ExitCode.OK and out["status"] == "up-to-date" and out["learned"] == []
+    assert len(out["skipped"]) == 1 and out["skipped"][0].startswith("2.22.0: ")
+    assert ("not a readable wheel" in out["skipped"][0]) if attack == "not-a-zip" else ("bytes (a wheel's is a few KB)" in out["skipped"][0])
+    assert not overlay_path(build_context(tmp_env).state_dir).exists()
