@@ -118,6 +118,27 @@ def test_what_stopped_the_program_beats_an_earlier_warning() -> None:
     assert "has no attribute 'tf2'" in d.stopped_by
 
 
+def test_a_warning_the_program_survived_is_not_why_it_stopped() -> None:
+    """A real loader warning (shared case_029), then an exception that has nothing to do with the GPU:
+    the diagnosis is "unknown" with the exception as the line not explained; the warning is listed."""
+    from tests.conftest import load_cases
+
+    warning = next(c for c in load_cases("logs") if c["id"] == "case_029")["verbatim"]
+    log = warning + "\nTraceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n" \
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible\n"
+    d = classify(log, RULES)
+    assert d.status == "unknown" and d.primary is None
+    assert "cannot-dlopen-gpu-libs" in {f.rule_id for f in d.others}
+    assert any("ValueError: Shapes" in line for line in d.unexplained)
+    # the same warning before a GPU exception is still the cause (the exception is its symptom)
+    gpu = warning + "\nTraceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n" \
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Cannot assign a device for operation " \
+        "MatMul: node MatMul was explicitly assigned to /device:GPU:0 but available devices are [ /job:localhost/" \
+        "replica:0/task:0/device:CPU:0 ]\n"
+    d = classify(gpu, RULES)
+    assert d.primary is not None and d.primary.rule_id == "cannot-dlopen-gpu-libs"
+
+
 def test_unknown_names_the_lines_it_could_not_explain() -> None:
     log = ("2025-01-02 10:00:00.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1886] Created device GPU:0\n"
            "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"

@@ -16,6 +16,7 @@ colours are removed first.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -135,11 +136,26 @@ def _primary(matches: list[Match], rules: RuleSet, stop: str) -> Optional[Match]
     return min(candidates, key=key) if candidates else None
 
 
+_WARNING_LINE = re.compile(r"(?:^|\s|\d)W(?:\d{4})?\s+\S+\]|\bW (?:tensorflow|external|third_party)/|\bWARNING\b|\bWarning:")
+_GPU_WORDS = re.compile(r"GPU|gpu|CUDA|cuda|cuDNN|cudnn|[Dd]evice|DNN|libcu|nvidia|NVIDIA|XLA|ptx|PTX")
+
+
+def _survived(m: Match, stop: str) -> bool:
+    """The program went on after this finding: every line of it is a logged warning, and what stopped the
+    program (an exception no rule explains) does not concern the GPU stack at all."""
+    if not stop or _GPU_WORDS.search(stop) or any(p.search(stop) for p in m.rule.patterns):
+        return False
+    return bool(m.lines) and all(_WARNING_LINE.search(line) for _, line in m.lines)
+
+
 def classify(text: str, rules: RuleSet) -> Diagnosis:
     text = logtext.clean(text or "")
     matches, read = _matches(text, rules)
     stop, stopped_by = _stop_text(read)
     primary = _primary(matches, rules, stop)
+    survived = primary is not None and _survived(primary, stop)
+    if survived:
+        primary = None  # a warning the program survived is not why it stopped: say unknown, list it as also found
     harmless = [m for m in matches if m.rule.harmless]
     others = [m for m in matches if not m.rule.harmless and m is not primary]
     others.sort(key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
@@ -148,7 +164,7 @@ def classify(text: str, rules: RuleSet) -> Diagnosis:
     if primary is not None:
         status = CAUSE
     else:
-        status = HARMLESS_ONLY if harmless else UNKNOWN
+        status = HARMLESS_ONLY if harmless and not survived else UNKNOWN
         advice = layer_advice(rules)
         left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
     return Diagnosis(
