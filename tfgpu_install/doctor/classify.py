@@ -148,22 +148,26 @@ def _survived(m: Match, stop: str) -> bool:
     return bool(m.lines) and all(_WARNING_LINE.search(line) for _, line in m.lines)
 
 
+def _cause(matches: list[Match], rules: RuleSet, stop: str) -> tuple[Optional[Match], bool]:
+    """(the primary match or None, whether the best candidate was a warning the program survived)."""
+    primary = _primary(matches, rules, stop)
+    if primary is not None and _survived(primary, stop):
+        return None, True  # not why it stopped: say unknown, list it as also found
+    return primary, False
+
+
 def classify(text: str, rules: RuleSet) -> Diagnosis:
     text = logtext.clean(text or "")
     matches, read = _matches(text, rules)
     stop, stopped_by = _stop_text(read)
-    primary = _primary(matches, rules, stop)
-    survived = primary is not None and _survived(primary, stop)
-    if survived:
-        primary = None  # a warning the program survived is not why it stopped: say unknown, list it as also found
+    primary, survived = _cause(matches, rules, stop)
     harmless = [m for m in matches if m.rule.harmless]
-    others = [m for m in matches if not m.rule.harmless and m is not primary]
-    others.sort(key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
+    others = sorted((m for m in matches if not m.rule.harmless and m is not primary),
+                    key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
+    status = CAUSE
     advice: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
-    if primary is not None:
-        status = CAUSE
-    else:
+    if primary is None:
         status = HARMLESS_ONLY if harmless and not survived else UNKNOWN
         advice = layer_advice(rules)
         left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
