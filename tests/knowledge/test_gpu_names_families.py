@@ -42,6 +42,9 @@ def test_family_names_resolve_to_their_capability(family: str) -> None:
 
 
 @pytest.mark.parametrize("profile,board,cc", [
+    # TensorFlow itself printed "name: GRID T4-4Q computeCapability: 7.5" in a vGPU VM:
+    # https://github.com/tensorflow/tensorflow/issues/48558
+    ("GRID T4-4Q", "T4", "7.5"),
     ("GRID A100D-40C", "A100D", "8.0"), ("GRID T4-16Q", "T4", "7.5"), ("GRID V100DX-32Q", "V100DX", "7.0"),
     ("GRID RTX6000-24Q", "RTX6000", "7.5"), ("NVIDIA L40S-48Q", "L40S", "8.9"), ("NVIDIA H100XM-80C", "H100XM", "9.0"),
     ("GRID P40-24Q", "P40", "6.1"), ("GRID M60-8Q", "M60", "5.2"),
