@@ -71,3 +71,19 @@ def test_nvidia_smi_failures_pasted_into_doctor() -> None:
     d = classify("NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver. Make sure that the "
                  "latest NVIDIA driver is installed and running.\n", rules)
     assert d.primary is not None and d.primary.rule_id == "nvidia-smi-no-driver"
+
+
+def test_one_line_repeated_is_not_a_wrap_and_joins_are_bounded() -> None:
+    line = "1875/1875 [==============================] - 5s 3ms/step - loss: 0.0312 - accuracy: 0.9901"
+    assert logtext.unwrap((line + "\n") * 500) is None  # a progress bar repeated, not a terminal wrap
+    rows = [f"{i:04d}" + "x" * 76 for i in range(40)]  # 40 different rows of exactly 80 columns
+    u = logtext.unwrap("\n".join(rows) + "\nend")
+    assert u is not None and max(len(x) for x in u.text.split("\n")) <= logtext.MAX_JOIN * 80
+
+
+def test_backward_walk_numbers_lines_from_the_end() -> None:
+    text = "a\nF0504 12:30:02.978602 2662 common.cpp:163] Check failed\nb\nValueError: boom\n"
+    assert logtext.stop_region(text) == (4, 5)
+    assert logtext.unexplained(text, set()) == (
+        "L2: F0504 12:30:02.978602 2662 common.cpp:163] Check failed", "L4: ValueError: boom")
+    assert logtext.unexplained(text, {4}) == ("L2: F0504 12:30:02.978602 2662 common.cpp:163] Check failed",)

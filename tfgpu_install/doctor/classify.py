@@ -28,6 +28,7 @@ HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log
 CAUSE = "cause"  # a cause was found
 
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+MAX_LINE = 500  # an evidence line is quoted up to this many characters
 CHECKLIST_LABEL = ("generic checklist, not a diagnosis: nothing in this text names a cause; "
                    "these are the layers to check, bottom-up")
 
@@ -85,7 +86,7 @@ def _finding(m: Match) -> Finding:
     return Finding(
         rule_id=r.id, layer=r.layer, severity=r.severity, harmless=r.harmless,
         cause=m.render(r.cause), fix=m.render(r.fix), fix_kind=r.fix_kind, source=r.source,
-        evidence=tuple(f"L{no}: {line}" for no, line in m.lines),
+        evidence=tuple(f"L{no}: {line[:MAX_LINE]}" for no, line in m.lines),
         first_line=m.lines[0][0] if m.lines else 0,
     )
 

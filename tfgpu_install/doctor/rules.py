@@ -295,13 +295,15 @@ def required_literal(pat: "re.Pattern[str]") -> str:
     `literal in text` runs at memory speed while a regex scan of a 50 MB log costs ~50 ms per
     pattern, and most rules' texts are absent from any one log: this skips those scans.
     A small reading of the pattern's own text (no private `re` internals): only runs of literal
-    characters outside any group, class or alternation count; a quantified character ends a run.
+    characters outside any group and class count (a top-level `|` means none); a quantified character ends a run.
     """
     src = pat.pattern
-    if pat.flags & (re.IGNORECASE | re.VERBOSE) or "|" in src.replace("\\|", ""):
+    if pat.flags & (re.IGNORECASE | re.VERBOSE):
         return ""
     best, run, i, depth = "", "", 0, 0
     while i < len(src):
+        if src[i] == "|" and depth == 0:
+            return ""  # a top-level alternative: no text is certain
         step, lit, change = _token(src, i)
         depth += change
         i += step
