@@ -7,7 +7,8 @@
 Every measure runs its contenders interleaved (A B C, B C A, C A B ...) so drift in the
 machine (page cache, CPU frequency, the network) spreads over all of them. It reports the
 median and min/max of each, ratios within the run (ours / uv, ours / python start) against the
-targets of issue 15 (in the markdown and, as "targets", in the JSON), a markdown table and a JSON file (default bench-results/, git-ignored).
+targets of issue 15 (in the markdown and, as "targets", in the JSON), a markdown table and a JSON
+file (default bench-results/, git-ignored).
 It never fails on a time: only a command that fails makes the exit status 1.
 Run it with the interpreter that has the tool installed (e.g. .venv-test/bin/python).
 """
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("ours", "uv", "pip")
-SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk")
+SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk", "check")
 # --assume flags: probe + plan measured without touching a driver (the real probe is also timed)
 ASSUME = ["--assume-driver", "570.86.10", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
 
@@ -78,6 +79,8 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     probed = ratio(med(r, "plan", "ours.probed"), bare)
     disk = ratio(med(r, "disk", "ours.second"), med(r, "disk", "ours.first"))
     restore = ratio(med(r, "restore", "ours"), med(r, "restore", "cold"))
+    check = ratio(med(r, "check", "ours"), med(r, "check", "stat"))
+    check_full = ratio(med(r, "check", "ours.full"), med(r, "check", "sha256sum"))
     rows = [
         ("cold provision", "ours / uv", cold, 1.3),
         ("warm provision minus verification", "(ours - its verify.run) / uv", warm, 1.5),
@@ -86,6 +89,8 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         ("probe + plan (real probe)", "ours / python -c pass", probed, 6.0),
         ("second env on disk", "second / first", disk, 0.01),
         ("restore from snapshot", "restore / cold provision", restore, None),
+        ("check (installed files)", "check / stat of the same files", check, 2.0),
+        ("check --full", "check --full / sha256sum of the same files", check_full, 1.5),
     ]
     return [{"target": t, "ratio_of": of, "value": v, "limit": lim,
              "met": None if v is None or lim is None else v <= lim} for t, of, v, lim in rows]
@@ -113,6 +118,29 @@ def _r(v: Optional[float]) -> str:
     return "–" if v is None else f"{v:.2f}×"
 
 
+def _check_rows(results: Mapping[str, Any]) -> list[str]:
+    """The `check` measure's rows (issue 23): check vs stat, check --full vs sha256sum."""
+    m = results.get("measures", {})
+    if "check" not in m:
+        return []
+    lines: list[str] = []
+    c = m["check"]
+    lines.append(f"| check (sizes; sha256 of the libraries, remembered) vs `stat` of the same files | "
+                 f"{_cell(c.get('ours'), 's')} | {_cell(c.get('stat'), 's')} | "
+                 f"{_r(ratio(med(results, 'check', 'ours'), med(results, 'check', 'stat')))} |")
+    lines.append(f"| check vs a bare os.stat() loop over the same files (the floor) | "
+                 f"{_cell(c.get('ours'), 's')} | {_cell(c.get('stat.loop'), 's')} | "
+                 f"{_r(ratio(med(results, 'check', 'ours'), med(results, 'check', 'stat.loop')))} |")
+    lines.append(f"| check --full vs sha256sum of the same files | {_cell(c.get('ours.full'), 's')} | "
+                 f"{_cell(c.get('sha256sum'), 's')} | "
+                 f"{_r(ratio(med(results, 'check', 'ours.full'), med(results, 'check', 'sha256sum')))} |")
+    if c.get("ours.cli"):
+        lines.append(f"| `tfgpu-install check` (the command, its start and the snapshot drift included) vs "
+                     f"`python -c pass` | {_cell(c.get('ours.cli'), 's')} | {_cell(c.get('bare'), 's')} | "
+                     f"{_r(ratio(med(results, 'check', 'ours.cli'), med(results, 'check', 'bare')))} |")
+    return lines
+
+
 def render_markdown(results: Mapping[str, Any]) -> str:
     """The README table: medians (min–max) per contender, the ratios, then the targets."""
     m = results.get("measures", {})
@@ -123,13 +151,16 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         if name in m:
             row = m[name]
             lines.append(f"| {label} | {_cell(row.get('ours'), 's')} | {_cell(row.get('uv'), 's')} | "
-                         f"{_cell(row.get('pip'), 's')} | {_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
+                         f"{_cell(row.get('pip'), 's')} | "
+                         f"{_r(ratio(med(results, name, 'ours'), med(results, name, 'uv')))} "
                          f"| {_r(ratio(med(results, name, 'ours'), med(results, name, 'pip')))} |")
     if "warm" in m and m["warm"].get("ours.verify_step"):
-        lines.append(f"| verification inside the install (journal: verify.run) | {_cell(m['warm']['ours.verify_step'], 's')}"
+        lines.append("| verification inside the install (journal: verify.run) | "
+                     f"{_cell(m['warm']['ours.verify_step'], 's')}"
                      " | | | | |")
     if "warm" in m and m["warm"].get("ours.verify"):
-        lines.append(f"| verification alone (`tfgpu-install verify`) | {_cell(m['warm']['ours.verify'], 's')} | | | | |")
+        lines.append(f"| verification alone (`tfgpu-install verify`) | {_cell(m['warm']['ours.verify'], 's')} "
+                     "| | | | |")
     if "disk" in m:
         d = m["disk"]
         for who in ("first", "second"):
@@ -139,21 +170,26 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += ["", "| measure | A | B | A/B |", "|---|---|---|---|"]
     if "restore" in m:
         lines.append(f"| restore vs cold provision | {_cell(m['restore'].get('ours'), 's')} | "
-                     f"{_cell(m['restore'].get('cold'), 's')} | {_r(ratio(med(results, 'restore', 'ours'), med(results, 'restore', 'cold')))} |")
+                     f"{_cell(m['restore'].get('cold'), 's')} | "
+                     f"{_r(ratio(med(results, 'restore', 'ours'), med(results, 'restore', 'cold')))} |")
     if "plan" in m:
         p = m["plan"]
         lines.append(f"| probe + plan (--assume) vs `python -c pass` | {_cell(p.get('ours'), 's')} | "
-                     f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours'), med(results, 'plan', 'bare')))} |")
+                     f"{_cell(p.get('bare'), 's')} | "
+                     f"{_r(ratio(med(results, 'plan', 'ours'), med(results, 'plan', 'bare')))} |")
         if p.get("ours.probed"):
             lines.append(f"| probe + plan (real probe) vs `python -c pass` | {_cell(p.get('ours.probed'), 's')} | "
-                         f"{_cell(p.get('bare'), 's')} | {_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
+                         f"{_cell(p.get('bare'), 's')} | "
+                         f"{_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
+    lines += _check_rows(results)
     lines += ["", "| target | ratio | measured | limit | met |", "|---|---|---|---|---|"]
     for t in evaluate(results):
         if t["value"] is None and t["limit"] is None:
             continue
         met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
         lim = "–" if t["limit"] is None else (f"< {t['limit']:.0%}" if t["limit"] < 0.1 else f"≤ {t['limit']:.2f}×")
-        val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if t["limit"] and t["limit"] < 0.1 else f"{t['value']:.2f}×")
+        share = t["limit"] and t["limit"] < 0.1
+        val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if share else f"{t['value']:.2f}×")
         lines.append(f"| {t['target']} | {t['ratio_of']} | {val} | {lim} | {met} |")
     if results.get("load"):
         lines += ["", f"load average (1 min) at start/end: {results['load'][0]:.1f} / {results['load'][1]:.1f} "
@@ -221,7 +257,8 @@ def journal_seconds(state_dir: Path, env_dir: Path, step: str) -> Optional[float
                 continue
             if e.get("event") == "run":
                 mine = e.get("env") == str(env_dir)
-            elif mine and e.get("event") == "done" and e.get("step") == step and isinstance(e.get("seconds"), (int, float)):
+            elif (mine and e.get("event") == "done" and e.get("step") == step
+                  and isinstance(e.get("seconds"), (int, float))):
                 found = float(e["seconds"])
         if found is not None:
             return found
@@ -291,7 +328,8 @@ class Bench:
         if who == "ours":
             return self.run(self.install_args(env_dir), env, f"ours provision {env_dir}", timeout)
         if who == "uv":
-            venv = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv", timeout)
+            venv = self.run([self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)], env, "uv venv",
+                            timeout)
         else:
             venv = self.run([self.python, "-m", "venv", str(env_dir)], env, "python -m venv", timeout)
         if venv is None:
@@ -408,23 +446,9 @@ class Bench:
                     if v is not None:
                         self.add("warm", "ours.verify", v)
             if "noop" in scenarios:
-                for who in rotations([*CONTENDERS, "bare"], i + 1):
-                    if who == "bare":  # Python's own start, interleaved: the no-op's floor
-                        took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
-                    else:
-                        took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
-                    if took is not None:
-                        self.add("noop", who, took)
+                self.measure_noop(spaces, i, timeout)
         if "disk" in scenarios:
-            cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
-            if os.stat(first["ours"].parent).st_dev != cache_dev:
-                self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
-            for who in CONTENDERS:
-                cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
-                self.add("disk", f"{who}.first", disk_usage([first[who]]))
-                if self.reps:
-                    second = Path(spaces[who]["BENCH_WS"]) / "env-1"
-                    self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
+            self.measure_disk(spaces, first)
         snaps = sorted(Path(spaces["ours"]["TFGPU_STATE_DIR"]).glob("snapshots/*.yaml"))
         if not snaps:
             self.notes.append("no snapshot was recorded by the primed install: restore not measured")
@@ -432,6 +456,82 @@ class Bench:
         keep = self.work / "snapshot.yaml"
         shutil.copy2(snaps[0], keep)
         return keep
+
+    def measure_check(self, timeout: float) -> None:
+        """`check`'s file verification (check_installed, the libraries' hashes remembered from a
+        first check) against coreutils `stat` over the same files (and a bare os.stat() loop, the
+        floor), and check_installed(full) against `sha256sum` over the same list, which reads every
+        byte (after a first untimed read: the page cache warm for both). The command's own cost
+        (Python start, the snapshot drift) is reported beside `python -c pass`."""
+        sys.path.insert(0, str(REPO))
+        from tfgpu_install.snapshot.installed import check_installed, recorded_files
+
+        env = self.workspace("check")
+        env_dir = Path(env["BENCH_WS"]) / "env"
+        if self.provision("ours", env, env_dir, timeout) is None:
+            return
+        files = recorded_files(env_dir)
+        cache = Path(env["BENCH_WS"]) / "file-hashes.json"
+        if not check_installed(env_dir, cache=cache).clean:
+            self.notes.append("check found the freshly installed env damaged: check not measured")
+            return
+
+        def coreutils(tool: list[str]) -> None:
+            for i in range(0, len(files), 2000):
+                subprocess.run([*tool, "--", *files[i:i + 2000]], capture_output=True, check=False)
+
+        def stat_loop() -> None:  # the floor: one os.stat per file, nothing else
+            for f in files:
+                try:
+                    os.stat(f)
+                except OSError:
+                    pass
+
+        def timed(fn: Callable[[], Any]) -> float:
+            start = time.perf_counter()
+            fn()
+            return time.perf_counter() - start
+
+        cmds: dict[str, Callable[[], Any]] = {
+            "stat": lambda: coreutils(["stat", "--printf=%s %Y\\n"]),
+            "stat.loop": stat_loop,
+            "ours": lambda: check_installed(env_dir, cache=cache),
+            "sha256sum": lambda: coreutils(["sha256sum"]),
+            "ours.full": lambda: check_installed(env_dir, full=True),
+        }
+        coreutils(["sha256sum"])  # the page cache warm for both readers
+        self.notes.append(f"check: {len(files)} recorded files")
+        for i in range(max(5, 5 * self.reps)):
+            for who in rotations(list(cmds), i):
+                self.add("check", who, timed(cmds[who]))
+            for who in rotations(["bare", "ours.cli"], i):
+                argv = ([sys.executable, "-c", "pass"] if who == "bare"
+                        else self.tool("check", "--env", str(env_dir)))
+                took = self.run(argv, env, f"check {who}", timeout)
+                if took is not None:
+                    self.add("check", who, took)
+
+    def measure_noop(self, spaces: Mapping[str, Mapping[str, str]], i: int, timeout: float) -> None:
+        """The same install again on rep i's env, each contender and Python's bare start interleaved."""
+        for who in rotations([*CONTENDERS, "bare"], i + 1):
+            if who == "bare":  # Python's own start, interleaved: the no-op's floor
+                took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
+            else:
+                took = self.noop(who, spaces[who], Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}", timeout)
+            if took is not None:
+                self.add("noop", who, took)
+
+    def measure_disk(self, spaces: Mapping[str, Mapping[str, str]], first: Mapping[str, Path]) -> None:
+        """Disk of the first env, and what a second one adds beyond it and the caches."""
+        cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
+        if os.stat(first["ours"].parent).st_dev != cache_dev:
+            self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
+        for who in CONTENDERS:
+            cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
+            self.add("disk", f"{who}.first", disk_usage([first[who]]))
+            if self.reps:
+                second = Path(spaces[who]["BENCH_WS"]) / "env-1"
+                self.add("disk", f"{who}.second", disk_usage([second], exclude=[first[who], *cache]))
 
     def results(self, scenarios: Sequence[str]) -> dict[str, Any]:
         return {
@@ -475,7 +575,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="the tests' local wheelhouse over loopback HTTP")
     p.add_argument("--reps", type=int, default=3, help="repetitions of each measure (default 3)")
     p.add_argument("--out", type=Path, default=REPO / "bench-results", help="where the JSON and markdown go")
-    p.add_argument("--allow-cpu", action="store_true", help="no GPU here: verify on the CPU (the quick mode always does)")
+    p.add_argument("--allow-cpu", action="store_true", help="no GPU here: verify on the CPU (the quick mode always "
+                                                            "does)")
     p.add_argument("--python", default=None, help="interpreter the envs are built on (default: this one's base)")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     p.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temp dir, removed after)")
@@ -530,6 +631,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             snapshot = b.measure_warm(timeout, scenarios)
         if {"cold", "restore"} & set(scenarios):
             b.measure_cold(timeout, snapshot if "restore" in scenarios else None)
+        if "check" in scenarios:
+            b.measure_check(timeout)
         results = b.results(scenarios)
     finally:
         if server is not None:

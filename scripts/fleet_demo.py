@@ -227,7 +227,9 @@ class Fleet:
             if self.name(i) == OLD_HOST:
                 env.update(TFGPU_OVERRIDE_DRIVER="535.104.05", TFGPU_OVERRIDE_GLIBC="2.17")
             if kill and self.name(i) == KILL_HOST:
+                # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
+                env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "faultsite")
             lines.append(f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'")
         lines.append(f"ghost ansible_host={GHOST_IP}")
         lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
@@ -272,9 +274,9 @@ def fleet(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
                           text=True, env=env, timeout=STEP_TIMEOUT_S + 60, stdin=subprocess.DEVNULL)
     try:
         doc = json.loads(done.stdout)
-    except ValueError:
+    except ValueError as exc:
         raise RuntimeError(f"fleet {args[0]} printed no JSON (exit {done.returncode}): "
-                           f"{done.stderr.strip()[-1500:]} {done.stdout[-1500:]}")
+                           f"{done.stderr.strip()[-1500:]} {done.stdout[-1500:]}") from exc
     if "hosts" not in doc:
         raise RuntimeError(f"fleet {args[0]} failed (exit {done.returncode}): {json.dumps(doc)}")
     return done.returncode, doc
@@ -324,7 +326,8 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         _, second = fleet(["install", "-i", str(inv), *common], env)
         if show:  # the human form: the live table (stderr), then the final table and summary
             for action in ("install", "status"):
-                done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv), *common[:4]]
+                done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv),
+                                       *common[:4]]
                                       + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
                                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")
@@ -394,7 +397,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: torn down")
         return 130
-    except Exception as exc:  # reported with the kept work dir; teardown already ran
+    except Exception as exc:  # noqa: BLE001 (reported, with the kept work dir; teardown already ran)
         log(f"failed: {exc} (logs: {work})")
         a.keep = True
         return 1

@@ -444,25 +444,33 @@ CU11_HASHES = {
 CU11_SOURCES = {
     "cuda_from": ("no and-cuda extra in METADATA (TF < 2.14 does not find nvidia/*/lib by itself): the installer pins "
                   "the nvidia-*-cu11 wheels and puts their lib dirs on LD_LIBRARY_PATH (activation, bin/tfgpu-run)"),
-    "pins": ("CUDA 11.8 components, the newest nvidia-*-cu11 on PyPI (`pip index versions`, 2026-12-03: cudart 11.8.89, "
-             "cublas 11.11.3.6, cufft 10.9.0.58, curand 10.3.0.86, cusolver 11.4.1.48, cusparse 11.7.5.86, cupti 11.8.87, "
-             "nvrtc 11.8.89; the same set TF 2.14's and-cuda extra pins); the CUDA 11.x build runs on them through CUDA "
+    "pins": ("CUDA 11.8 components, the newest nvidia-*-cu11 on PyPI (`pip index versions`, 2026-12-03: cudart "
+             "11.8.89, "
+             "cublas 11.11.3.6, cufft 10.9.0.58, curand 10.3.0.86, cusolver 11.4.1.48, cusparse 11.7.5.86, cupti "
+             "11.8.87, "
+             "nvrtc 11.8.89; the same set TF 2.14's and-cuda extra pins); the CUDA 11.x build runs on them through "
+             "CUDA "
              "minor-version compatibility (11.x on >= 450.80.02); nvidia-cudnn-cu11 8.9.6.50: the newest 8.x, "
              "TensorFlow's rule is same major, equal or higher minor than the build's cuDNN"),
-    "pin_hashes": ("pip install --dry-run --report (download_info.archive_info.hashes) against https://pypi.org/simple, "
+    "pin_hashes": ("pip install --dry-run --report (download_info.archive_info.hashes) against "
+                   "https://pypi.org/simple, "
                    "2026-12-03"),
 }
 # The sonames TF's dso loader asks for, by build CUDA (what any CUDA source must provide).
-SRC10_0="TF 2.0 dso_loader log lines 'Successfully opened dynamic library libcudart.so.10.0, libcublas.so.10.0, libcufft.so.10.0, libcurand.so.10.0, libcusolver.so.10.0, libcusparse.so.10.0, libcudnn.so.7' (tensorflow-gpu 2.0 logs quoted in public issue threads)"
-SRC10_1="dso_loader log lines of TF 2.1-2.3 builds: 'Successfully opened dynamic library libcudart.so.10.1, libcublas.so.10, libcufft.so.10, libcurand.so.10, libcusolver.so.10, libcusparse.so.10, libcudnn.so.7' (public issue threads)"
-SRC11_0="https://github.com/tensorflow/tensorflow/issues/49167 and https://github.com/tensorflow/tensorflow/issues/44777 (TF 2.4 dso_loader: libcudart.so.11.0, libcublas.so.11, libcublasLt.so.11 opened; 'Could not load dynamic library libcusolver.so.10' on CUDA 11.1+): no nvidia-*-cu11 wheel ships libcusolver.so.10, so TF 2.4 needs the CUDA 11.0 toolkit (system or conda)"
-SRC11="TF 2.5+ asks for libcusolver.so.11 (https://github.com/kundajelab/chrombpnet/issues/49: CUDA 11.1+ ships libcusolver.so.11, fixed by TensorFlow 2.5.3); the other names as in TF 2.4's dso_loader log (https://github.com/tensorflow/tensorflow/issues/49167); the cu11 wheels' SONAMEs read with tfgpu_install/fetch/elf.py"
+SRC10_0="TF 2.0 dso_loader log lines 'Successfully opened dynamic library libcudart.so.10.0, libcublas.so.10.0, libcufft.so.10.0, libcurand.so.10.0, libcusolver.so.10.0, libcusparse.so.10.0, libcudnn.so.7' (tensorflow-gpu 2.0 logs quoted in public issue threads)"  # noqa: E501 (a source quoted whole: greppable)
+SRC10_1="dso_loader log lines of TF 2.1-2.3 builds: 'Successfully opened dynamic library libcudart.so.10.1, libcublas.so.10, libcufft.so.10, libcurand.so.10, libcusolver.so.10, libcusparse.so.10, libcudnn.so.7' (public issue threads)"  # noqa: E501 (a source quoted whole: greppable)
+SRC11_0="https://github.com/tensorflow/tensorflow/issues/49167 and https://github.com/tensorflow/tensorflow/issues/44777 (TF 2.4 dso_loader: libcudart.so.11.0, libcublas.so.11, libcublasLt.so.11 opened; 'Could not load dynamic library libcusolver.so.10' on CUDA 11.1+): no nvidia-*-cu11 wheel ships libcusolver.so.10, so TF 2.4 needs the CUDA 11.0 toolkit (system or conda)"  # noqa: E501 (a source quoted whole: greppable)
+SRC11="TF 2.5+ asks for libcusolver.so.11 (https://github.com/kundajelab/chrombpnet/issues/49: CUDA 11.1+ ships libcusolver.so.11, fixed by TensorFlow 2.5.3); the other names as in TF 2.4's dso_loader log (https://github.com/tensorflow/tensorflow/issues/49167); the cu11 wheels' SONAMEs read with tfgpu_install/fetch/elf.py"  # noqa: E501 (a source quoted whole: greppable)
 SONAMES = {
- "10.0":(["libcudart.so.10.0","libcublas.so.10.0","libcufft.so.10.0","libcurand.so.10.0","libcusolver.so.10.0","libcusparse.so.10.0","libcudnn.so.7"],SRC10_0),
- "10.1":(["libcudart.so.10.1","libcublas.so.10","libcufft.so.10","libcurand.so.10","libcusolver.so.10","libcusparse.so.10","libcudnn.so.7"],SRC10_1),
- "11.0":(["libcudart.so.11.0","libcublas.so.11","libcublasLt.so.11","libcufft.so.10","libcurand.so.10","libcusolver.so.10","libcusparse.so.11","libcudnn.so.8"],SRC11_0),
+ "10.0":(["libcudart.so.10.0", "libcublas.so.10.0", "libcufft.so.10.0", "libcurand.so.10.0",
+          "libcusolver.so.10.0", "libcusparse.so.10.0", "libcudnn.so.7"],SRC10_0),
+ "10.1":(["libcudart.so.10.1", "libcublas.so.10", "libcufft.so.10", "libcurand.so.10", "libcusolver.so.10",
+          "libcusparse.so.10", "libcudnn.so.7"],SRC10_1),
+ "11.0":(["libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11", "libcufft.so.10", "libcurand.so.10",
+          "libcusolver.so.10", "libcusparse.so.11", "libcudnn.so.8"],SRC11_0),
 }
-SONAMES_11 = (["libcudart.so.11.0","libcublas.so.11","libcublasLt.so.11","libcufft.so.10","libcurand.so.10","libcusolver.so.11","libcusparse.so.11","libcudnn.so.8"],SRC11)
+SONAMES_11 = (["libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11", "libcufft.so.10",
+               "libcurand.so.10", "libcusolver.so.11", "libcusparse.so.11", "libcudnn.so.8"],SRC11)
 
 
 def _spec(req: str) -> tuple[str, str, str]:
@@ -477,7 +485,9 @@ def _line(ver: str) -> str:
     return ".".join(ver.split(".")[:2])
 
 
-def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:
+# One row of matrix.yaml read from one wheel's evidence, field by field, top to bottom like the row it
+# writes: a parser table is clearer flat than split across helpers.
+def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:  # noqa: C901
     ver, bi = row["version"], row["build_info"]
     line = _line(ver)
     wheel_src = f"wheel:{row['wheel']} (sha256 {row['wheel_sha256'][:16]}...)"
@@ -633,7 +643,8 @@ def write_matrix(facts: Path, out: Path) -> None:
     import yaml
 
     rows = json.loads(facts.read_text())
-    out_rows = [release_row(r, r.get("fatbin")) for r in sorted(rows, key=lambda r: version_key(r["version"]), reverse=True)]
+    newest_first = sorted(rows, key=lambda r: version_key(r["version"]), reverse=True)
+    out_rows = [release_row(r, r.get("fatbin")) for r in newest_first]
     for r in out_rows:
         for k in [k for k, v in r.items() if v in (None, [], {}) and k not in ("sass", "ptx", "pins")]:
             del r[k]

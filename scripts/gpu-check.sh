@@ -4,31 +4,49 @@
 #   scripts/gpu-check.sh [BURN_SECONDS]       online: a fresh venv with this tool -> `tfgpu-install --profile
 #                                             stable -y` -> `verify --benchmark --burn N` (default 30)
 #   scripts/gpu-check.sh --pack DIR           write what --offline needs into DIR (this script, the tool's
-#                                             wheel and its runtime dependencies for CPython 3.9-3.13 on this
-#                                             CPU architecture; no TensorFlow), at most 64 MiB
+#                                             wheel and its runtime dependencies for CPython 3.9-3.14 on this
+#                                             CPU architecture, recorded in DIR/ARCH; no TensorFlow), at most
+#                                             64 MiB
 #   scripts/gpu-check.sh --offline DIR [--out FILE] [--burn SECONDS] [--stage-timeout SECONDS]
 #                                             on a machine with no network: install from DIR only
-#                                             (pip --no-index), then run each stage under a timeout:
+#                                             (python3 -m venv + pip --no-index; without ensurepip, the pack's
+#                                             uv: uv venv + uv pip install --offline), then each stage under a
+#                                             timeout (the tool is told the time left, so it ends its check):
 #     probe       tfgpu-install probe --json, nvidia-smi -L and --query-gpu
 #     host        verify --host-only: layers 0-4 (hardware, driver, CUDA runtime, cuDNN handle, cuBLAS
 #                 SGEMM checked numerically) against the CUDA libraries the machine has: the system's, or
 #                 nvidia-* wheels (cu11/cu12 nvidia/<pkg>/lib, cu13 nvidia/cu13/lib) in any Python env found
 #     burn        a short cuBLAS SGEMM burn with NVML temperature, clocks, power of the GPU under load
-#     visible-*   CUDA_VISIBLE_DEVICES="" (must give CUDA_ERROR_NO_DEVICE), =<GPU 0's UUID>, and
-#                 CUDA_DEVICE_ORDER=PCI_BUS_ID
-#     tensorflow  layers 0-5 in the first Python env where TensorFlow is importable (TF imported once)
+#     visible-*   CUDA_VISIBLE_DEVICES="" (must give CUDA_ERROR_NO_DEVICE), =<CUDA device 0's UUID from the
+#                 host stage: GPU-..., or MIG-... on a MIG instance>, and CUDA_DEVICE_ORDER=PCI_BUS_ID
+#     tensorflow  layers 0-5 in the first Python env where TensorFlow is importable (TF imported once);
+#                 the envs searched: $VIRTUAL_ENV, every python3 on PATH as it is (a venv's bin/python3 is
+#                 a link to its base: never resolved), /opt/*/.venv, ~/.venv*, conda envs, /usr/bin ...
 #   The summary JSON is written by an exit trap (so a killed run still leaves one) to --out FILE, else
 #   $OUT/gpu-check-summary.json when $OUT is set, else <work dir>/summary.json; the last line printed
-#   is one PASS/FAIL line. Exit 0 every stage passed, 3 no NVIDIA GPU, 9 a stage (layer) failed.
+#   is one PASS/FAIL line. Exit 0 every stage passed (result PASS, or PASS_HOST_ONLY when no env here
+#   has TensorFlow), 3 no NVIDIA GPU, 9 a stage (layer) failed, 130 interrupted (SIGINT/SIGTERM: the
+#   stage in progress is recorded as `interrupted`, the stages that did not run are listed), 2 usage.
 #
 # Environment: PYTHON (interpreter for the tool's venv, default python3), TFGPU_CHECK_DIR (work dir,
 # default a new /tmp/tfgpu-gpu-check.XXXXXX), PROFILE (online mode, default stable).
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"  # gpu_check_summary.py lies beside this script (in the repo and the pack)
 PY="${PYTHON:-python3}"
 PACK_LIMIT=$((64 * 1024 * 1024))
 
 die() { echo "gpu-check: $*" >&2; exit 2; }
+
+usage() {
+  cat <<'USAGE'
+usage: gpu-check.sh [BURN_SECONDS]
+       gpu-check.sh --pack DIR
+       gpu-check.sh --offline DIR [--out FILE] [--burn SECONDS] [--stage-timeout SECONDS]
+       gpu-check.sh --find-envs      (the Python envs the offline run searches)
+Exit codes: 0 pass, 2 usage, 3 no NVIDIA GPU, 9 a stage failed, 130 interrupted.
+USAGE
+}
 
 # ---- --pack DIR ------------------------------------------------------------------------------------
 pack() {
@@ -39,7 +57,7 @@ pack() {
   "$PY" -m pip wheel -q --no-deps --wheel-dir "$dir/wheels" "$REPO" || die "building the tool's wheel failed"
   # The runtime dependencies as binary wheels for every CPython the tool supports (pure-Python wheels
   # once; pyyaml and friends per version); the target machine's Python is not known here.
-  for ver in 3.9 3.10 3.11 3.12 3.13; do
+  for ver in 3.9 3.10 3.11 3.12 3.13 3.14; do
     "$PY" -m pip download -q --only-binary=:all: --dest "$dir/wheels" --python-version "$ver" \
       --implementation cp --platform "manylinux2014_$arch" --platform "manylinux_2_17_$arch" \
       --platform "manylinux_2_28_$arch" --platform "linux_$arch" "$dir"/wheels/tfgpu_install-*.whl \
@@ -49,7 +67,8 @@ pack() {
   # what only older Pythons need (pyproject: tomli for Python < 3.11).
   "$PY" -m pip download -q --only-binary=:all: --dest "$dir/wheels" --python-version 3.9 "tomli>=1.1" \
     || die "downloading tomli failed"
-  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh"
+  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh" && cp "$HERE/gpu_check_summary.py" "$dir/"
+  echo "$arch" > "$dir/ARCH"
   local bytes
   bytes=$(du -sb "$dir" | cut -f1)
   if [ "$bytes" -gt "$PACK_LIMIT" ]; then
@@ -64,130 +83,144 @@ SUMMARY=""
 WORK=""
 FINAL_CODE=9
 GPU_STATE="unknown"
+INTERRUPTED=""
+CURRENT=""       # the stage in progress: name, start time, log, json (for the interruption record)
+STAGE_PID=""
+EXPECTED="install probe host burn visible-none visible-uuid visible-pci-order tensorflow"
 
 stage() {  # stage NAME TIMEOUT JSON_OUT CMD...: run CMD under a timeout, log it, remember the result
   local name="$1" limit="$2" json="$3"; shift 3
   local log="$WORK/$name.log" start rc
   start=$(date +%s)
   echo "gpu-check: stage $name (timeout ${limit}s)" >&2
+  CURRENT="$name	$start	$log	$json"
+  # In the background and waited for: a signal to this script runs its trap at once, not after the stage.
   if [ -n "$json" ]; then
-    timeout --kill-after=10 "$limit" "$@" >"$json" 2>"$log"
+    timeout --kill-after=10 "$limit" "$@" >"$json" 2>"$log" &
   else
-    timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+    timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 &
   fi
+  STAGE_PID=$!
+  wait "$STAGE_PID"
   rc=$?
+  STAGE_PID="" CURRENT=""
   STAGES+="$name	$rc	$(( $(date +%s) - start ))	$log	$json"$'\n'
   return $rc
 }
 
 skip_stage() { STAGES+="$1	skip	0		$2"$'\n'; }
 
+interrupted() {  # the INT/TERM trap: end the stage in progress (its timeout passes TERM on), record it
+  INTERRUPTED=1
+  if [ -n "$STAGE_PID" ]; then
+    kill -TERM "$STAGE_PID" 2>/dev/null
+    wait "$STAGE_PID" 2>/dev/null
+  fi
+  if [ -n "$CURRENT" ]; then
+    local name start log json
+    IFS=$'\t' read -r name start log json <<<"$CURRENT"
+    STAGES+="$name	interrupted	$(( $(date +%s) - start ))	$log	$json"$'\n'
+  fi
+  exit 130
+}
+
 write_summary() {  # the exit trap: the summary JSON and the one PASS/FAIL line, whatever happened
   local writer="$PY" code
   [ -x "$WORK/tool/bin/python" ] && writer="$WORK/tool/bin/python"
   printf '%s' "$STAGES" > "$WORK/stages.tsv"
-  "$writer" - "$SUMMARY" "$GPU_STATE" "$WORK" <<'PYEOF'
-import json, sys, time
-path, gpu_state, work = sys.argv[1], sys.argv[2], sys.argv[3]
-stages = []
-for line in open(f"{work}/stages.tsv").read().splitlines():
-    name, rc, seconds, log, extra = (line.split("\t") + [""] * 5)[:5]
-    st = {"name": name, "seconds": int(seconds or 0), "log": log or None}
-    if rc == "skip":
-        st.update(status="skip", why=extra)
-    else:
-        st.update(exit_code=int(rc), status={"0": "pass", "3": "no_gpu", "124": "timeout", "137": "timeout"}.get(rc, "fail"))
-        if extra:
-            try:
-                st["result"] = json.load(open(extra))
-            except (OSError, ValueError):
-                st["result"] = None
-    if log:
-        try:
-            st["log_tail"] = open(log, errors="replace").read().splitlines()[-15:]
-        except OSError:
-            pass
-    stages.append(st)
-# a stage's own verdict: visible-none passes when CUDA says "no device"; everything else when it exits 0
-for st in stages:
-    if st["name"] == "visible-none" and st["status"] == "fail":
-        lay = ((st.get("result") or {}).get("layers") or [{}, {}])[1]
-        if (lay.get("error") or {}).get("name") == "CUDA_ERROR_NO_DEVICE":
-            st["status"] = "pass"
-host = next((s for s in stages if s["name"] == "host"), None)
-message = ((host or {}).get("result") or {}).get("message")
-failed = [s["name"] for s in stages if s["status"] in ("fail", "timeout")]
-if gpu_state == "none":
-    code, result = 3, "NO_GPU"
-elif failed or not stages:
-    code, result = 9, "FAIL"
-else:
-    code, result = 0, "PASS"
-doc = {"format": 1, "tool": "scripts/gpu-check.sh --offline", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-       "result": result, "exit_code": code, "message": message if gpu_state == "none" else None,
-       "failed_stages": failed, "stages": stages, "work_dir": work}
-with open(path, "w") as fh:
-    json.dump(doc, fh, indent=1)
-line = {"PASS": "PASS: every stage passed", "NO_GPU": f"FAIL: {message or 'no NVIDIA GPU'} (exit 3)",
-        "FAIL": f"FAIL: stage(s) {', '.join(failed) or 'none ran'} failed (exit 9)"}[result]
-print(f"summary: {path}")
-print(line)
-sys.exit(code)
-PYEOF
+  "$writer" "$HERE/gpu_check_summary.py" summary "$SUMMARY" "$GPU_STATE" "$WORK" "$INTERRUPTED" "$EXPECTED"
   code=$?
   exit $code
 }
 
-find_envs() {  # one line per Python found: "python<TAB>site dir<TAB>has-tensorflow"
+find_envs() {  # one line per Python env found: "python<TAB>site dir<TAB>has-tensorflow"
   local cands=() p
+  # As found, never resolved: a venv's bin/python3 is a link to its base interpreter, and only the
+  # unresolved path makes Python read the venv's pyvenv.cfg (and so its site dirs).
+  [ -n "${VIRTUAL_ENV:-}" ] && cands+=("$VIRTUAL_ENV/bin/python")
   for p in python3 python3.9 python3.10 python3.11 python3.12 python3.13 python3.14 python; do
     command -v "$p" >/dev/null 2>&1 && cands+=("$(command -v "$p")")
   done
-  for p in /usr/bin/python3* /usr/local/bin/python3* /opt/conda/bin/python /opt/conda/envs/*/bin/python \
-           "$HOME"/miniconda3/bin/python "$HOME"/miniconda3/envs/*/bin/python "$HOME"/.conda/envs/*/bin/python \
-           /opt/*/bin/python /opt/venv*/bin/python; do
+  for p in /opt/*/.venv/bin/python /opt/*/venv/bin/python /opt/venv*/bin/python /opt/*/bin/python \
+           "$HOME"/.venv*/bin/python "$HOME"/*/.venv/bin/python /usr/bin/python3* /usr/local/bin/python3* \
+           /opt/conda/bin/python /opt/conda/envs/*/bin/python "$HOME"/miniconda3/bin/python \
+           "$HOME"/miniconda3/envs/*/bin/python "$HOME"/.conda/envs/*/bin/python; do
     [ -x "$p" ] && cands+=("$p")
   done
-  for p in $(printf '%s\n' "${cands[@]}" | xargs -r -n1 readlink -f 2>/dev/null | sort -u); do
+  for p in "${cands[@]}"; do
     case "$p" in *-config|*.py) continue ;; esac
     timeout 30 "$p" - <<'PYEOF' 2>/dev/null
 import importlib.util, site, sys, sysconfig
 dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} | set(getattr(site, "getsitepackages", lambda: [])())
 tf = "yes" if importlib.util.find_spec("tensorflow") else "no"
 for d in sorted(x for x in dirs if x):
-    print(f"{sys.executable}\t{d}\t{tf}")
+    print(f"{sys.executable}\t{d}\t{tf}\t{sys.prefix}")
 PYEOF
   done
+}
+
+tool_venv() {  # tool_venv PACK: the tool's venv from the pack alone
+  local dir="$1"
+  if "$PY" -m venv "$WORK/tool" 2>"$WORK/venv.err"; then
+    "$WORK/tool/bin/python" -m pip install -q --isolated --no-index --find-links "$dir/wheels" tfgpu-install
+    return
+  fi
+  # No ensurepip (Debian/Ubuntu without python3-venv): the pack carries uv.
+  echo "python3 -m venv failed ($(tail -n1 "$WORK/venv.err")): using the pack's uv" >&2
+  rm -rf "$WORK/tool"
+  local wheel
+  wheel="$(ls "$dir"/wheels/uv-*.whl 2>/dev/null | head -n1)"
+  [ -n "$wheel" ] || { echo "no uv wheel in $dir/wheels to fall back on" >&2; return 1; }
+  "$PY" - "$wheel" "$WORK/uv" <<'PYEOF' || return 1
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as zf:
+    name = next(n for n in zf.namelist() if n.endswith(".data/scripts/uv"))
+    with zf.open(name) as src, open(sys.argv[2], "wb") as dst:
+        dst.write(src.read())
+os.chmod(sys.argv[2], 0o755)
+PYEOF
+  "$WORK/uv" venv -q --python "$PY" "$WORK/tool" &&
+    "$WORK/uv" pip install -q --offline --no-index --find-links "$dir/wheels" -p "$WORK/tool/bin/python" tfgpu-install
 }
 
 offline() {
   local dir="$1" out="$2" burn="$3" limit="$4"
   [ -d "$dir/wheels" ] || die "$dir/wheels not found: make it with --pack DIR on a machine with network"
+  local packed here
+  packed="$(cat "$dir/ARCH" 2>/dev/null || echo unknown)" here="$(uname -m)"
+  if [ "$packed" != unknown ] && [ "$packed" != "$here" ]; then
+    die "this pack holds wheels for $packed; this machine is $here (aarch64: GH200, Jetson): make the pack with --pack DIR on a $here machine"
+  fi
   WORK="${TFGPU_CHECK_DIR:-$(mktemp -d /tmp/tfgpu-gpu-check.XXXXXX)}"
   mkdir -p "$WORK"
   SUMMARY="${out:-${OUT:+$OUT/gpu-check-summary.json}}"
   SUMMARY="${SUMMARY:-$WORK/summary.json}"
   mkdir -p "$(dirname "$SUMMARY")"
   trap write_summary EXIT
-  trap 'exit 130' INT TERM
+  trap interrupted INT TERM
   export TFGPU_STATE_DIR="$WORK/state" TFGPU_CACHE_DIR="$WORK/cache" TFGPU_DATA_DIR="$WORK/data"
   export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
   echo "tfgpu-install offline GPU check in $WORK" >&2
-  stage install "$limit" "" bash -c "'$PY' -m venv '$WORK/tool' && '$WORK/tool/bin/python' -m pip install -q \
-    --isolated --no-index --find-links '$dir/wheels' tfgpu-install" || return
-  local tool="$WORK/tool/bin/tfgpu-install" searches=() tfpy="" line py site tf
+  export -f tool_venv
+  export WORK PY
+  stage install "$limit" "" bash -c 'tool_venv "$1"' tool_venv "$dir" || return
+  local tool="$WORK/tool/bin/tfgpu-install" searches=() tfpy="" line py site tf prefix
+  local inner=$((limit > 30 ? limit - 15 : limit))  # the tool's own timeout: it ends its check first
   stage probe "$limit" "$WORK/probe.json" "$tool" probe --json
   if command -v nvidia-smi >/dev/null 2>&1; then
     stage nvidia-smi "$limit" "" bash -c "nvidia-smi -L; nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,\
 compute_cap,temperature.gpu,clocks.sm,power.draw,mig.mode.current --format=csv"
   fi
-  local -A seen=()
-  while IFS=$'\t' read -r py site tf; do
+  local -A seen=() envs=()
+  while IFS=$'\t' read -r py site tf prefix; do  # one env per sys.prefix, however many paths reach it
+    [ -n "$prefix" ] && [ -n "${envs[$prefix]:-}" ] && [ "${envs[$prefix]}" != "$py" ] && continue
+    envs[$prefix]="$py"
     [ -n "$site" ] && [ -z "${seen[$site]:-}" ] && searches+=(--search "$site") && seen[$site]=1
     [ "$tf" = yes ] && [ -z "$tfpy" ] && tfpy="$py"
   done < <(find_envs)
   printf '%s\n' "${searches[@]}" > "$WORK/searched.txt"
-  stage host "$limit" "$WORK/host.json" "$tool" verify --host-only --json "${searches[@]}"
+  echo "${tfpy:-none}" > "$WORK/tensorflow-python.txt"
+  stage host "$limit" "$WORK/host.json" "$tool" verify --host-only --json --timeout "$inner" "${searches[@]}"
   case $? in
     0) GPU_STATE="present" ;;
     3) GPU_STATE="none" ;;
@@ -197,16 +230,21 @@ compute_cap,temperature.gpu,clocks.sm,power.draw,mig.mode.current --format=csv"
     for s in burn visible-none visible-uuid visible-pci-order tensorflow; do skip_stage "$s" "no NVIDIA GPU"; done
     return 3
   fi
-  stage burn $((limit + ${burn%.*})) "$WORK/burn.json" "$tool" verify --host-only --json --burn "$burn" "${searches[@]}"
-  stage visible-none "$limit" "$WORK/visible-none.json" env CUDA_VISIBLE_DEVICES= "$tool" verify --host-only --json "${searches[@]}"
+  stage burn $((limit + ${burn%.*})) "$WORK/burn.json" "$tool" verify --host-only --json --burn "$burn" \
+    --timeout $((inner + ${burn%.*})) "${searches[@]}"
+  stage visible-none "$limit" "$WORK/visible-none.json" env CUDA_VISIBLE_DEVICES= "$tool" verify --host-only --json \
+    --timeout "$inner" "${searches[@]}"
   local uuid
-  uuid="$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')"
+  # CUDA device 0's UUID as the host stage read it (MIG-... on a MIG instance): no nvidia-smi needed.
+  uuid="$("$WORK/tool/bin/python" "$HERE/gpu_check_summary.py" uuid "$WORK/host.json" 2>/dev/null)"
   if [ -n "$uuid" ]; then
-    stage visible-uuid "$limit" "$WORK/visible-uuid.json" env CUDA_VISIBLE_DEVICES="$uuid" "$tool" verify --host-only --json "${searches[@]}"
+    stage visible-uuid "$limit" "$WORK/visible-uuid.json" env CUDA_VISIBLE_DEVICES="$uuid" "$tool" verify --host-only \
+      --json --timeout "$inner" "${searches[@]}"
   else
-    skip_stage visible-uuid "nvidia-smi gave no UUID"
+    skip_stage visible-uuid "the host stage read no UUID for CUDA device 0"
   fi
-  stage visible-pci-order "$limit" "$WORK/visible-pci-order.json" env CUDA_DEVICE_ORDER=PCI_BUS_ID "$tool" verify --host-only --json "${searches[@]}"
+  stage visible-pci-order "$limit" "$WORK/visible-pci-order.json" env CUDA_DEVICE_ORDER=PCI_BUS_ID "$tool" verify \
+    --host-only --json --timeout "$inner" "${searches[@]}"
   if [ -n "$tfpy" ]; then
     local check
     check="$("$WORK/tool/bin/python" -c 'from tfgpu_install.verify.host import CHECK_SCRIPT; print(CHECK_SCRIPT)')"
@@ -253,6 +291,7 @@ case "${1:-}" in
     done
     offline "$DIR" "$OUTFILE" "$BURN" "$LIMIT"
     exit $? ;;  # the exit trap writes the summary and decides the code
-  -h|--help) sed -n '2,28p' "$0" ;;
+  --find-envs) find_envs ;;  # the Python envs the tensorflow stage chooses from (python, site dir, TF, prefix)
+  -h|--help) usage ;;
   *) online "${1:-30}" ;;
 esac

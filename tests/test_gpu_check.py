@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +57,150 @@ def test_pack_then_offline_in_a_namespace_without_network(tmp_path: Path) -> Non
 def test_offline_without_a_pack_is_a_usage_error(tmp_path: Path) -> None:
     run = subprocess.run([str(SCRIPT), "--offline", str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 2 and "make it with --pack DIR" in run.stderr
+
+
+# ---- issue 25 (defects 1, 4, 7, 15): the offline run on the lent machine -----------------------------
+WHEELS = Path(os.environ.get("TFGPU_WHEELS_CACHE", "/work/wt/wheels-cache"))
+
+
+def test_help_prints_the_usage_only() -> None:
+    done = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: gpu-check.sh")
+    assert "set -uo" not in done.stdout and "PYEOF" not in done.stdout and len(done.stdout.splitlines()) < 10
+
+
+def test_a_pack_for_another_architecture_is_refused_with_the_fix(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    (pack / "wheels").mkdir(parents=True)
+    other = "aarch64" if platform.machine() != "aarch64" else "x86_64"
+    (pack / "ARCH").write_text(other + "\n")
+    done = subprocess.run([str(SCRIPT), "--offline", str(pack)], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+                               "TFGPU_CHECK_DIR": str(tmp_path / "w")})
+    assert done.returncode == 2
+    assert f"this pack holds wheels for {other}; this machine is {platform.machine()}" in done.stderr
+    assert "--pack DIR" in done.stderr
+
+
+def _fake_python(tmp_path: Path, venv_action: str) -> Path:
+    """A python3 stand-in: `-m venv` does `venv_action`; anything else is the real interpreter."""
+    fake = tmp_path / "fakepy" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m venv" ]; then {venv_action}; fi\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_sigterm_mid_run_is_fail_130_with_the_stage_interrupted(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    (pack / "wheels").mkdir(parents=True)
+    started = tmp_path / "venv-started"
+    py = _fake_python(tmp_path, f"touch {started}; sleep 60; exit 1")
+    out = tmp_path / "out"
+    run = subprocess.Popen([str(SCRIPT), "--offline", str(pack)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True,
+                           env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": str(py), "OUT": str(out),
+                                "TFGPU_CHECK_DIR": str(tmp_path / "work")})
+    try:
+        for _ in range(300):  # until the install stage is running (bounded: 30 s)
+            if started.exists():
+                break
+            time.sleep(0.1)
+        assert started.exists(), "the install stage never started"
+        run.send_signal(signal.SIGTERM)
+        stdout, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 130, stdout
+    summary = json.loads((out / "gpu-check-summary.json").read_text())
+    assert summary["result"] == "FAIL" and summary["exit_code"] == 130
+    by_name = {s["name"]: s for s in summary["stages"]}
+    assert by_name["install"]["status"] == "interrupted"
+    assert by_name["interrupted"]["missing_stages"] == ["probe", "host", "burn", "visible-none", "visible-uuid",
+                                                         "visible-pci-order", "tensorflow"]
+    assert stdout.strip().splitlines()[-1].startswith("FAIL: stage(s) install, interrupted failed (exit 130)")
+    assert "PASS" not in stdout
+
+
+def test_without_ensurepip_the_packs_uv_makes_the_venv(tmp_path: Path) -> None:
+    uv = sorted(WHEELS.glob(f"uv-*{platform.machine()}*.whl"))
+    if not uv:
+        pytest.skip(f"no uv wheel for {platform.machine()} in {WHEELS} (pip download --no-deps uv -d {WHEELS})")
+    pack = tmp_path / "pack"
+    (pack / "wheels").mkdir(parents=True)
+    shutil.copy(uv[-1], pack / "wheels")
+    msg = "The virtual environment was not created successfully because ensurepip is not available."
+    py = _fake_python(tmp_path, f"echo '{msg}' >&2; exit 1")
+    work = tmp_path / "work"
+    subprocess.run([str(SCRIPT), "--offline", str(pack)], capture_output=True, text=True, timeout=300,
+                   env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": str(py),
+                        "TFGPU_CHECK_DIR": str(work)})
+    log = (work / "install.log").read_text()
+    assert "ensurepip is not available" in log and "using the pack's uv" in log
+    cfg = (work / "tool" / "pyvenv.cfg").read_text()
+    assert "uv = " in cfg  # made by uv venv
+    # The pack holds no tfgpu-install wheel here, so uv's offline install is what fails, by name.
+    assert "tfgpu-install" in log
+
+
+def test_a_symlinked_venv_on_path_is_searched_as_itself(tmp_path: Path) -> None:
+    """A venv's bin/python3 links to its base interpreter: resolved, it reports the base's site dirs."""
+    venv = tmp_path / "app" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert (venv / "bin" / "python3").is_symlink()
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "tensorflow").mkdir()
+    (site / "tensorflow" / "__init__.py").write_text("")
+    done = subprocess.run([str(SCRIPT), "--find-envs"], capture_output=True, text=True, timeout=300,
+                          env={"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(tmp_path), "VIRTUAL_ENV": str(venv)})
+    rows = [line.split("\t") for line in done.stdout.splitlines()]
+    mine = [r for r in rows if r[1] == str(site)]
+    assert mine and mine[0][2] == "yes" and mine[0][3] == str(venv), done.stdout
+    assert mine[0][0].startswith(str(venv))
+
+
+SUMMARY = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check_summary.py"
+EVERY = "install probe host burn visible-none visible-uuid visible-pci-order tensorflow"
+
+
+def _summarise(tmp_path: Path, rows: list[str], interrupted: str = "") -> tuple[subprocess.CompletedProcess[str], dict]:
+    (tmp_path / "stages.tsv").write_text("".join(r + "\n" for r in rows))
+    out = tmp_path / "summary.json"
+    done = subprocess.run([sys.executable, str(SUMMARY), "summary", str(out), "present", str(tmp_path), interrupted,
+                           EVERY], capture_output=True, text=True)
+    return done, json.loads(out.read_text())
+
+
+def _passed(*names: str) -> list[str]:
+    return [f"{n}\t0\t1\t\t" for n in names]
+
+
+def test_no_tensorflow_env_is_pass_host_only_not_pass(tmp_path: Path) -> None:
+    """Issue 25 defect 13: a run that checked no TensorFlow says so, with its own result value."""
+    rows = _passed("install", "probe", "host", "burn", "visible-none", "visible-uuid", "visible-pci-order")
+    done, doc = _summarise(tmp_path, rows + ["tensorflow\tskip\t0\t\tno Python env here can import tensorflow"])
+    assert done.returncode == 0 and doc["result"] == "PASS_HOST_ONLY"
+    assert done.stdout.splitlines()[-1] == ("PASS (host layers only; TensorFlow not checked: no Python env here can "
+                                            "import it)")
+    done, doc = _summarise(tmp_path, rows + _passed("tensorflow"))
+    assert done.returncode == 0 and doc["result"] == "PASS"
+
+
+def test_an_expected_stage_that_never_ran_is_a_failure(tmp_path: Path) -> None:
+    done, doc = _summarise(tmp_path, _passed("install", "probe", "host"))
+    assert done.returncode == 9 and doc["result"] == "FAIL"
+    assert doc["missing_stages"] == ["burn", "visible-none", "visible-uuid", "visible-pci-order", "tensorflow"]
+    assert "not run: burn" in done.stdout
+
+
+@pytest.mark.parametrize("uuid", ["GPU-8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11",
+                                  "MIG-5a1b2c3d-0d1e-4a43-9e58-2b9d4e1f0c11"])
+def test_visible_uuid_is_taken_from_the_host_stage(tmp_path: Path, uuid: str) -> None:
+    """Issue 25 defect 14: no nvidia-smi needed; on MIG the instance's MIG- UUID (its parent's GPU- UUID
+    would select the whole GPU, which CUDA refuses while MIG is on)."""
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"extras": {"visible_devices": {"mapping": [{"cuda": 0, "uuid": uuid}]}}}))
+    done = subprocess.run([sys.executable, str(SUMMARY), "uuid", str(host)], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == uuid

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -10,16 +11,36 @@ from pathlib import Path
 from tfgpu_install.runner import TIMED_OUT, ReplayRunner, SubprocessRunner
 
 
-def test_lines_arrive_while_the_command_runs_and_the_result_is_whole() -> None:
-    seen: list[tuple[str, float]] = []
-    start = time.monotonic()
+def test_lines_arrive_while_the_command_runs_and_the_result_is_whole(tmp_path: Path) -> None:
+    """The command cannot go on past its first line until on_line has answered it (through a FIFO):
+    a runner that hands stderr over only at exit leaves it blocked until the timeout, and fails."""
+    fifo = tmp_path / "answer"
+    os.mkfifo(fifo)
+    seen: list[str] = []
+
+    def answer(line: str) -> None:
+        seen.append(line)
+        if line != "first":
+            return
+        for _ in range(2000):  # until the command opens its end (it is still running), at most ~20 s
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:  # ENXIO: no reader (yet, or any more: a command that already ended)
+                if exc.errno != errno.ENXIO:
+                    raise
+                time.sleep(0.01)
+                continue
+            os.write(fd, b"go\n")
+            os.close(fd)
+            return
+        raise AssertionError("the command never waited for the answer")
+
     done = SubprocessRunner().run(
-        ["sh", "-c", "echo out; echo first >&2; sleep 1; echo second >&2; exit 3"],
-        on_line=lambda line: seen.append((line, time.monotonic() - start)),
+        ["sh", "-c", f"echo out; echo first >&2; read reply < {fifo}; echo \"second $reply\" >&2; exit 3"],
+        on_line=answer, timeout=20,
     )
-    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "first\nsecond\n")
-    assert [line for line, _ in seen] == ["first", "second"]
-    assert seen[0][1] < seen[1][1]  # the first line came before the command went on
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "first\nsecond go\n")
+    assert seen == ["first", "second go"]
 
 
 def test_a_streamed_command_past_its_time_is_killed_with_its_children() -> None:

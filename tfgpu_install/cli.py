@@ -141,7 +141,7 @@ def main(
         stop = Interrupted("interrupted", "run the same command again to resume, or `tfgpu-install rollback`")
         render_error(stop, as_json)  # under --json still one document on stdout
         return int(stop.code)
-    except Exception as exc:  # a bug: one readable line unless --debug
+    except Exception as exc:  # noqa: BLE001 (the last resort: a bug is one readable line, its traceback under --debug)
         return _internal_error(exc, as_json, debug)
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any, Optional, TextIO
 
 from tfgpu_install.errors import TfgpuError
+from tfgpu_install.guard.names import printable
 from tfgpu_install.report import Bullets, Heading, Result, Table, Text, human_bytes
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
@@ -31,6 +32,7 @@ def _colour(stream: TextIO) -> bool:
 
 
 def _paint(text: str, style: str, colour: bool) -> str:
+    text = printable(text, keep_newlines=True)  # no control character from a file reaches the terminal
     code = _SGR.get(style)
     return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
 
@@ -55,13 +57,13 @@ def _render_plain(result: Result, out: TextIO) -> None:
 def _plain_table(table: Table) -> list[str]:
     """A table for a log or a pipe: aligned columns indented under the title, a dashed rule under
     the header, one line per row (nothing folded, so grep finds a whole row), no box drawing."""
-    rows = [[" ".join(str(cell).split()) for cell in row] for row in table.rows]
+    rows = [[printable(" ".join(str(cell).split())) for cell in row] for row in table.rows]
     widths = [max([len(col)] + [len(r[i]) for r in rows if i < len(r)]) for i, col in enumerate(table.columns)]
 
     def line(cells: list[str]) -> str:
         return "  " + "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()
 
-    out = [table.title] if table.title else []
+    out = [printable(table.title)] if table.title else []
     out += [line(list(table.columns)), line(["-" * w for w in widths])]
     return out + [line(r) for r in rows]
 
@@ -76,8 +78,11 @@ def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> No
         # 30-50 ms of importing and laying out rich
         _render_plain(result, out)
         return
-    from rich.markup import escape
+    from rich.markup import escape as rich_escape
     from rich.table import Table as RichTable
+
+    def escape(text: str) -> str:
+        return rich_escape(printable(text, keep_newlines=True))
 
     con = _console(out)
     for block in result.blocks:
@@ -94,7 +99,7 @@ def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> No
                 line = f"  - {escape(item)}"
                 con.print(f"[{style}]{line}[/{style}]" if style else line)
         elif isinstance(block, Table):
-            t = RichTable(title=block.title or None, title_justify="left", show_lines=False)
+            t = RichTable(title=escape(block.title) or None, title_justify="left", show_lines=False)
             for col in block.columns:
                 t.add_column(col, overflow="fold")
             for row in block.rows:
@@ -109,9 +114,10 @@ def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None
         sys.stdout.write(json.dumps(err.to_json(), indent=2) + "\n")
         return
     c = _colour(out)
-    out.write(f"{_paint('error', 'error', c)} [{err.ref}]: {err.message}\n")
-    if err.hint:
-        out.write(f"{_paint('fix:', 'warn', c)} {err.hint}\n")
+    message, hint = printable(err.message, keep_newlines=True), printable(err.hint or "", keep_newlines=True)
+    out.write(f"{_paint('error', 'error', c)} [{err.ref}]: {message}\n")
+    if hint:
+        out.write(f"{_paint('fix:', 'warn', c)} {hint}\n")
 
 
 class Progress:
@@ -138,6 +144,7 @@ class Progress:
     def __call__(self, what: str, done: float, total: Optional[float]) -> None:
         if not self.enabled:
             return
+        what = printable(what)
         key = what.split(": ", 1)[0]
         if not self.rich:
             return self._plain(key, what, done, total)
@@ -169,7 +176,7 @@ class Progress:
                 f" ({human_bytes(rate)}/s)"
         else:
             line = what
-        self.stream.write(f"  ... {line}\n")
+        self.stream.write(f"  ... {printable(line)}\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, TextIO
@@ -29,14 +29,20 @@ def _no_progress(what: str, done: float, total: Optional[float]) -> None:
 
 @dataclass
 class Hooks:
-    """The one test-only seam: fault injection and test speed knobs. Inert unless a test sets them
-    (in-process, or through TFGPU_TEST_KILL_AT / _STOP_AT / _FAIL_AT for a real CLI process).
+    """The one test-only seam: fault injection and test speed knobs. Inert unless a test sets them:
+    on a context it holds, or before the context is built through ARMED_HOOKS (nothing in the
+    package sets that and no environment variable reaches it; the test suite's
+    tests/support/faults.py does, in-process or in a CLI process it starts).
     Mutable on purpose: a test arms a fault, runs, and disarms it on the same context."""
 
     kill_at: Optional[str] = None  # "<step-id>:before|middle|after|undo": SIGKILL there
     stop_at: Optional[str] = None  # SIGSTOP there (concurrency and Ctrl-C tests)
     fail_at: Optional[str] = None  # "<step-id>:<where>:enospc|eacces|erofs|eio": raise that OSError there
     download_backoff: float = 0.5  # seconds before the first download retry
+
+
+# Hooks every context built from now on starts with (a copy); None in real use.
+ARMED_HOOKS: Optional[Hooks] = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ class Context:
     profiles_dir: Optional[Path] = None  # TFGPU_PROFILES_DIR: another knowledge dir (a site's data; tests)
     stdin: Optional[TextIO] = None  # where questions are answered; None: the process's stdin
     facts: Any = None  # this run's probe (tfgpu_install.facts.model.Facts), for the snapshot step
-    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # step id -> record of the steps this run applied before
+    # step id -> record of the steps this run applied before
+    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     hooks: Hooks = field(default_factory=Hooks)
 
     def input(self) -> TextIO:
@@ -81,8 +88,7 @@ def build_context(
     overrides = {
         k[len("TFGPU_OVERRIDE_"):].lower(): v for k, v in env.items() if k.startswith("TFGPU_OVERRIDE_")
     }
-    hooks = Hooks(kill_at=env.get("TFGPU_TEST_KILL_AT") or None, stop_at=env.get("TFGPU_TEST_STOP_AT") or None,
-                      fail_at=env.get("TFGPU_TEST_FAIL_AT") or None)
+    hooks = replace(ARMED_HOOKS) if ARMED_HOOKS is not None else Hooks()
     profiles = env.get("TFGPU_PROFILES_DIR")
     return Context(
         runner=runner if runner is not None else SubprocessRunner(path=env.get("PATH")),

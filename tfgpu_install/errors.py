@@ -106,11 +106,6 @@ class LockedError(TfgpuError):
     ref = "env-locked"
 
 
-class DriftFound(TfgpuError):
-    code = ExitCode.DRIFT
-    ref = "drift"
-
-
 class IncompatibleHost(TfgpuError):
     code = ExitCode.INCOMPATIBLE_HOST
     ref = "incompatible-host"

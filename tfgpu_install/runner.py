@@ -189,6 +189,7 @@ class SubprocessRunner:
             raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
         out: list[str] = []
         err: list[str] = []
+        callback_errors: list[str] = []
 
         def pump_out() -> None:
             assert proc.stdout is not None
@@ -200,8 +201,8 @@ class SubprocessRunner:
                 err.append(line)
                 try:
                     on_line(line.rstrip("\n"))
-                except Exception:  # progress is a courtesy: it never fails the command
-                    pass
+                except Exception as exc:  # noqa: BLE001 (progress is a courtesy: it never fails the command)
+                    callback_errors.append(repr(exc))  # kept: the first one is noted in the result's stderr
 
         # A blocking waitpid on its own thread: Popen.wait(timeout) polls with sleeps of up to
         # 50 ms, which every streamed install paid after its child had already exited.
@@ -228,7 +229,8 @@ class SubprocessRunner:
             raise
         for t in readers:
             t.join(self.term_grace)
-        return Completed(args, proc.returncode, "".join(out), "".join(err))
+        note = f"\n(tfgpu-install: the progress display failed: {callback_errors[0]})" if callback_errors else ""
+        return Completed(args, proc.returncode, "".join(out), "".join(err) + note)
 
     def _end_group(self, proc: "subprocess.Popen[str]", why: str, exited: threading.Event) -> list[str]:
         """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end.

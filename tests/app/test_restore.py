@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.faults import armed
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     assert_restores_exactly,
@@ -64,7 +65,8 @@ def test_restore_into_new_path_is_identical(
     assert freeze(target) == freeze(source_env.env)
     assert lib_hashes(target) == lib_hashes(source_env.env) != {}
     # The restored env works: TF imports through its launcher.
-    out = subprocess.run([str(target / "bin" / "tfgpu-run"), "python", "-c", "import tensorflow; print(tensorflow.__version__)"],
+    out = subprocess.run([str(target / "bin" / "tfgpu-run"), "python", "-c",
+                          "import tensorflow; print(tensorflow.__version__)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2.99.0"
     # A known-good record of the restored env, so `check` watches it from now on.
@@ -178,9 +180,35 @@ def test_restore_failing_midway_over_an_env_puts_it_back(
 
     before, frozen = digest(), freeze(target)
     # The disk fails half-way through removing the extras.
-    failing = {**source_env.environ, "TFGPU_TEST_FAIL_AT": "packages.sync:middle:eio"}
-    code, err = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"], failing, capsys)
+    with armed(fail_at="packages.sync:middle:eio"):
+        code, err = cli(["snapshot", "restore", str(exported), "--env", str(target), "--allow-cpu", "-y"],
+                        source_env.environ, capsys)
     assert code == ExitCode.STEP_FAILED, err
     assert "undone" in err["message"]
     assert freeze(target) == frozen
     assert digest() == before
+
+
+def test_restore_over_code_swapped_at_the_same_version_repairs_it(
+    source_env: Provisioned, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same name, same version, same size, other bytes: the restore compares every installed
+    file with its record, reinstalls the package, and only then says identical."""
+    import hashlib
+    import os
+
+    sp = sorted(source_env.env.glob("lib/python3*/site-packages"))[-1]
+    src = sp / "absl" / "__init__.py"
+    original = src.read_bytes()
+    swapped = original[:-1] + (b"#" if original[-1:] != b"#" else b"!")
+    tmp = src.with_name("swap.tmp")
+    tmp.write_bytes(swapped)
+    os.replace(tmp, src)  # a new file: uv's hard-linked cache copy is untouched
+    before = freeze(source_env.env)
+    code, doc = cli(["snapshot", "restore", str(exported), "--env", str(source_env.env), "--allow-cpu", "-y"],
+                    source_env.environ, capsys)
+    assert code == 0 and doc["identical"] is True and doc["installed_files"]["clean"] is True, doc
+    assert doc["installed_files"]["full"] is True
+    assert {s["id"]: s["status"] for s in doc["steps"]}["packages.install"] == "applied"
+    assert hashlib.sha256(src.read_bytes()).digest() == hashlib.sha256(original).digest()
+    assert freeze(source_env.env) == before

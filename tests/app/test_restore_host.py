@@ -75,7 +75,8 @@ def test_dry_run_checks_the_host_and_writes_nothing(
 ) -> None:
     target = tmp_path / "restored"
     code, doc = cli(["snapshot", "restore", str(gpu_snapshot), "--env", str(target), "--dry-run",
-                     "--assume-driver", "550.54.14", "--assume-gpu", "NVIDIA H100 80GB HBM3"], source_env.environ, capsys)
+                     "--assume-driver", "550.54.14", "--assume-gpu", "NVIDIA H100 80GB HBM3"],
+                    source_env.environ, capsys)
     assert code == 0, doc
     assert doc["dry_run"] is True and doc["gpu"] is True
     assert [s["status"] for s in doc["steps"]][:3] == ["pending", "pending", "pending"]
@@ -97,7 +98,7 @@ def test_format_1_snapshot_restores_with_a_warning(
     source_env: Provisioned, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The minimal record older installs wrote: name==version pins, no hashes, no host."""
-    stored = [s for _, s in S.list_stored(Path(source_env.environ["TFGPU_STATE_DIR"]))
+    stored = [s for _, s in S.scan(Path(source_env.environ["TFGPU_STATE_DIR"])).snapshots
               if s.env.get("path") == str(source_env.env) and s.kind == "known-good"]
     good = stored[-1]
     v1 = {"format": 1, "kind": "known-good", "created": good.created, "env": {"path": str(source_env.env)},

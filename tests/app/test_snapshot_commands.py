@@ -131,11 +131,13 @@ def test_requirements_export_installs_with_real_pip_require_hashes(
     subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install", "-q",
                     "--disable-pip-version-check", "--no-cache-dir", "--require-hashes", "--no-deps",
                     "--index-url", source_env.index_url, "-r", str(req)],
-                   check=True, capture_output=True, text=True, env={**source_env.environ, "PIP_CONFIG_FILE": "/dev/null"})
+                   check=True, capture_output=True, text=True,
+                   env={**source_env.environ, "PIP_CONFIG_FILE": "/dev/null"})
     assert freeze(fresh) == freeze(source_env.env)
     # A wrong hash makes pip refuse.
     bad = tmp_path / "bad.txt"
-    bad.write_text(re.sub(r"(absl-py==2\.1\.0 \\\n\s+--hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "0" * 64, req.read_text()))
+    bad.write_text(re.sub(r"(absl-py==2\.1\.0 \\\n\s+--hash=sha256:)[0-9a-f]{64}", r"\g<1>" + "0" * 64,
+                          req.read_text()))
     out = subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh / "bin" / "python"), "install", "-q",
                           "--disable-pip-version-check", "--no-cache-dir", "--require-hashes", "--force-reinstall",
                           "--no-deps", "--index-url", source_env.index_url, "-r", str(bad)],
@@ -181,8 +183,16 @@ def test_conda_export_matches_conda_env_create_schema(
     strings = [d for d in deps if isinstance(d, str)]
     tables = [d for d in deps if isinstance(d, dict)]
     assert all(CONDA_SPEC.match(s) for s in strings), strings
-    py = ".".join(freeze_python(source_env.env).split(".")[:2])
+    py = freeze_python(source_env.env)
     assert f"python={py}" in strings and "pip" in strings
+    # the library paths ride in `variables:` (conda applies them on activate); rattler reads every spec
+    import rattler
+
+    specs = [rattler.MatchSpec(s) for s in strings]
+    assert [str(s.name.normalized) for s in specs][:2] == ["python", "pip"]
+    libs = doc["variables"]["LD_LIBRARY_PATH"].split(":")
+    assert f"{source_env.env}/lib/python{'.'.join(py.split('.')[:2])}/site-packages/nvidia/cudnn/lib" in libs
+    assert all(Path(d).is_dir() for d in libs) and doc["prefix"] == str(source_env.env)
     assert len(tables) == 1 and set(tables[0]) == {"pip"}
     pins = [Requirement(r) for r in tables[0]["pip"]]
     assert all(str(r.specifier).startswith("==") for r in pins)

@@ -6,23 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env, wait_stopped
 from tests.support.install_kit import REPO, cli_env, run_cli
+from tests.support.promised import absent
 from tests.support.shapes import machine
 from tfgpu_install.files import tree_digest
 from tfgpu_install.knowledge.load import load_knowledge, load_policy
 from tfgpu_install.resolver.resolve import resolve
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+needs_gcc = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 def _install(tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path) -> tuple[Path, dict[str, str]]:
@@ -68,21 +68,14 @@ def test_an_empty_path_is_a_usage_error_not_the_default(args: list[str], tmp_env
 def test_ctrl_c_under_json_still_prints_one_json_document(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
-    env = cli_env(tmp_env, knowledge, index.url, TFGPU_TEST_STOP_AT="packages.install:before")
+    env = fault_env(cli_env(tmp_env, knowledge, index.url), stop_at="packages.install:before")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfgpu_install", "--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
          "--env", str(tmp_path / "data" / "tf-env"), "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # wait until it stopped itself at the step
-            with open(f"/proc/{proc.pid}/stat") as fh:
-                if fh.read().split(") ", 1)[1].startswith("T"):
-                    break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the install never reached packages.install")
+        wait_stopped(proc, "the install at packages.install:before")  # it stopped itself at the step
         os.kill(proc.pid, signal.SIGINT)  # Ctrl-C, delivered when it continues
         os.kill(proc.pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=60)

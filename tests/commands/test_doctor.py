@@ -127,7 +127,8 @@ def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
                     reason="this check is for machines without an NVIDIA driver")
 def test_doctor_on_this_machine_without_gpu() -> None:
     """The real command, real runner, real root: a calm account and exit 3 (NO_GPU)."""
-    proc = subprocess.run([sys.executable, "-m", "tfgpu_install", "doctor"], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_install", "doctor"], capture_output=True, text=True,
+                          timeout=120,
                           env={k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")})
     assert proc.returncode == 3, proc.stderr
     assert "No NVIDIA GPU or driver found" in proc.stdout and "Traceback" not in proc.stderr

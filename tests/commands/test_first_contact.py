@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,14 @@ from typing import Any
 import pytest
 
 from tests.support.install_kit import REPO
+from tests.support.promised import absent
 
 SYSTEM_PY = Path("/usr/bin/python3")
 SCRIPT = REPO / "scripts" / "install"
 
 pytestmark = [
     pytest.mark.skipif(not SYSTEM_PY.exists(), reason="no distribution Python at /usr/bin/python3"),
-    pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc"),
+    pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc"),
 ]
 
 

@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env, wait_stopped
 from tests.support.install_kit import TOOL_CACHE, cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.files import tree_digest
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 def _etc(tmp_env: dict[str, str]) -> Path:
@@ -147,20 +149,15 @@ def test_concurrent_install_is_refused_with_the_pid(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
     import signal
-    import time
 
     env = cli_env(tmp_env, knowledge, index.url)
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable,
             "--env", str(tmp_path / "data" / "e")]
     first = subprocess.Popen([sys.executable, "-m", "tfgpu_install", *args],
-                             env=dict(env, TFGPU_TEST_STOP_AT="activation.write:middle"),
+                             env=fault_env(env, stop_at="activation.write:middle"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(1200):
-            with open(f"/proc/{first.pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "T":
-                    break
-            time.sleep(0.05)
+        wait_stopped(first, "the first install at activation.write:middle")
         second = run_cli(args, env)
         assert second.returncode == 10, second.stderr  # ExitCode.LOCKED
         assert f"PID {first.pid}" in second.stderr and "--wait" in second.stderr
@@ -235,9 +232,17 @@ def test_rollback_to_a_known_good_snapshot(
 def test_status_of_an_env_never_installed(tmp_path: Path, tmp_env: dict[str, str], knowledge: Path) -> None:
     out = run_cli(["status", "--env", str(tmp_path / "nothing"), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     doc = json.loads(out.stdout)
+    # "no such env" is one rule for every command: exit 6, error env-not-found (README "Exit codes")
+    assert out.returncode == 6 and doc["error"] == "env-not-found" and "nothing" in doc["message"]
+    plain = tmp_path / "plain"
+    import venv
+
+    venv.create(plain, with_pip=False)  # an env, but not one this tool installed
+    out = run_cli(["status", "--env", str(plain), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
+    doc = json.loads(out.stdout)
     assert out.returncode == 0 and doc["installed"] is False and doc["steps"] == []
     none = run_cli(["rollback", "-y", "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
-    assert none.returncode == 2 and "--env" in json.loads(none.stdout)["hint"]
+    assert none.returncode == 6 and "--env" in json.loads(none.stdout)["hint"]
 
 
 def test_existing_env_gets_a_rollback_point_first(
@@ -255,7 +260,7 @@ def test_existing_env_gets_a_rollback_point_first(
     args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(env_dir), "--json"]
     done = run_cli(args, env)
     assert done.returncode == 0, done.stderr + done.stdout
-    stored = S.list_stored(Path(tmp_env["TFGPU_STATE_DIR"]))
+    stored = S.scan(Path(tmp_env["TFGPU_STATE_DIR"])).snapshots
     points = [s for _, s in stored if s.kind == "rollback-point"]
     assert len(points) == 1
     assert points[0].env["path"] == str(env_dir) and points[0].packages == ()  # it held no packages

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +17,10 @@ from typing import Any
 import pytest
 
 from tests.support.install_kit import MATRIX, cli_env, run_cli, write_knowledge
+from tests.support.promised import absent
 from tests.support.wheelhouse import CU11_PINS, CU11_TF
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 # What TF 2.5-2.13 dlopen (matrix.yaml `sonames` of those rows).
 TF_SONAMES = ["libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11", "libcufft.so.10", "libcurand.so.10",

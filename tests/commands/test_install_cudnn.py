@@ -19,9 +19,10 @@ import pytest
 from tests.support.cudnn_archive import build_archive, publish
 from tests.support.httpserver import Fault, LoopbackServer
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.errors import ExitCode
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the libraries are built with gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the libraries are built with gcc")
 
 
 def install(env: dict[str, str], target: Path, *argv: str) -> "subprocess.CompletedProcess[str]":
@@ -188,3 +189,27 @@ def test_https_mirror_redirecting_to_http_is_refused(
     err = json.loads(done.stdout or done.stderr)
     assert err["error"] == "insecure-redirect" and "https to plain http" in err["message"] and err["hint"]
     assert not (target / "lib" / "cudnn").exists()
+
+
+@pytest.mark.parametrize("member", ["../../../../.bashrc", "/tmp/tfgpu-attack-absolute-early.txt"])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_hostile_archive_members_are_found_before_the_env_is_built(
+    tmp_path: Path, tmp_env: dict[str, str], knowledge: Path, member: str, dry_run: bool
+) -> None:
+    """Issue 24: the member checks ran only when the cuDNN step extracted, after the env and
+    TensorFlow were installed, and a dry run said all was well. Now: exit 5 first, nothing built."""
+    import zipfile
+
+    from tests.support.httpserver import refused_port
+
+    env = cli_env(tmp_env, knowledge, f"http://127.0.0.1:{refused_port()}/simple/")
+    arc = build_archive(tmp_path / "build", "9.1.0.70", fmt="zip")
+    with zipfile.ZipFile(arc, "a") as zf:
+        zf.writestr(zipfile.ZipInfo(member), b"echo owned\n")
+    target = tmp_path / "data" / "env"
+    done = install(env, target, "--cudnn-source", "archive", "--cudnn-archive", str(arc),
+                   *(["--dry-run"] if dry_run else []))
+    assert done.returncode == ExitCode.BAD_INPUT, done.stderr + done.stdout
+    err = json.loads(done.stdout or done.stderr)
+    assert "refusing to extract" in err["message"] and err["hint"]
+    assert not target.exists() and not Path("/tmp/tfgpu-attack-absolute-early.txt").exists()

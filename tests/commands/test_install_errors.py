@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import armed
 from tests.support.install_kit import MATRIX, TOOL_CACHE, cli_env, write_knowledge
+from tests.support.promised import absent
 from tfgpu_install.cli import main
 from tfgpu_install.errors import ExitCode
 from tfgpu_install.files import tree_digest
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 @pytest.fixture
@@ -86,8 +88,8 @@ def test_disk_full_mid_install_then_rollback(
 ) -> None:
     before = _state(tmp_path)
     target = tmp_path / "data" / "e"
-    code, doc = _install(dict(env, TFGPU_TEST_FAIL_AT="packages.install:middle:enospc"), "--env", str(target),
-                         capsys=capsys)
+    with armed(fail_at="packages.install:middle:enospc"):
+        code, doc = _install(env, "--env", str(target), capsys=capsys)
     assert code == ExitCode.ENVIRONMENT and doc["error"] == "disk-full"
     assert "packages.install" in doc["message"] and "rollback" in doc["hint"]
     assert main(["rollback", "-y", "--env", str(target)], environ=env) == 0
@@ -99,8 +101,8 @@ def test_disk_full_mid_install_then_rollback(
 def test_no_write_permission(tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     """As root, permission bits do not stop us: the fault hook raises the kernel's EACCES instead."""
     target = tmp_path / "data" / "e"
-    code, doc = _install(dict(env, TFGPU_TEST_FAIL_AT="activation.write:middle:eacces"), "--env", str(target),
-                         capsys=capsys)
+    with armed(fail_at="activation.write:middle:eacces"):
+        code, doc = _install(env, "--env", str(target), capsys=capsys)
     assert code == ExitCode.ENVIRONMENT and doc["error"] == "no-permission"
     assert main(["rollback", "-y", "--env", str(target)], environ=env) == 0
     assert not target.exists()

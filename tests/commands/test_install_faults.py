@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 
+from tests.support.faults import fault_env
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.files import tree_digest
+from tfgpu_install.steps.ldconfig import conf_name
 from tfgpu_install.steps.shell_rc import env_block_id
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 # The steps that act in an install with --shell-rc and --system-ldconfig (the read-only
 # checks never reach apply(), so they have no kill points).
@@ -57,10 +60,11 @@ def _normalized(base: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     marker = str(base).encode()
     env_id = env_block_id(base / "data" / "tf-env").encode()  # the rc block's id hashes the env's path
+    conf = conf_name(base / "data" / "tf-env")  # so does the ld.so.conf.d file's name
     for name in ("home", "root", "data"):
         root = base / name
         for p in sorted(root.rglob("*")):
-            rel = f"{name}/{p.relative_to(root)}"
+            rel = f"{name}/{p.relative_to(root)}".replace(conf, "<CONF>")
             if "__pycache__" in rel or rel.endswith("ld.so.cache"):
                 continue
             if p.is_symlink():
@@ -111,7 +115,7 @@ def test_kill_then_rollback_and_resume(
     env = _env(tmp_path, knowledge, index)
     args = _prepare(tmp_path)
     pristine = _machine(tmp_path)
-    kill = dict(env, TFGPU_TEST_KILL_AT=f"{step}:{where}")
+    kill = fault_env(env, kill_at=f"{step}:{where}")
 
     killed = run_cli(args, kill)
     assert killed.returncode == -signal.SIGKILL, killed.stderr + killed.stdout

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 def _install_args(env_dir: Path, *more: str) -> list[str]:
@@ -67,7 +68,8 @@ def test_noop_fast_path_answers_as_the_full_path_and_steps_aside_on_change(
     # A driver appears (the temp root's /proc): the full path.
     proc = Path(tmp_env["TFGPU_ROOT"]) / "proc" / "driver" / "nvidia"
     proc.mkdir(parents=True)
-    (proc / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n")
+    (proc / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC "
+                                  "2024\n")
     _, full_ran = _traced(args, env)
     assert full_ran
     shutil.rmtree(Path(tmp_env["TFGPU_ROOT"]) / "proc")

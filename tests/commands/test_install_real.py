@@ -52,7 +52,8 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     assert doc["gpu_verified"] is False and env_dir.is_dir()
 
     out = subprocess.run(
-        ["/usr/bin/env", "-i", f"HOME={tmp_env['HOME']}", f"KERAS_HOME={tmp_path / 'keras'}", str(env_dir / "bin" / "tfgpu-run"), "python", "-c",
+        ["/usr/bin/env", "-i", f"HOME={tmp_env['HOME']}", f"KERAS_HOME={tmp_path / 'keras'}",
+         str(env_dir / "bin" / "tfgpu-run"), "python", "-c",
          "import json, tensorflow as tf; b = tf.sysconfig.get_build_info();"
          "print(json.dumps({'tf': tf.__version__, 'cuda': b.get('cuda_version'), 'cudnn': b.get('cudnn_version'),"
          " 'cpu': [d.name for d in tf.config.list_physical_devices('CPU')]}))"],

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -16,9 +15,10 @@ from typing import Any
 import pytest
 
 from tests.support.install_kit import cli_env, run_cli
+from tests.support.promised import absent
 from tfgpu_install.steps.shell_rc import env_block_id
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 NOBODY = 65534
 

@@ -60,7 +60,8 @@ class Index:
         self.files.append({"filename": name, "url": f"../../files/{name}", "hashes": {}, "size": len(data),
                            "upload-time": f"{uploaded.isoformat()}T10:00:00Z"})
         doc = {"meta": {"api-version": "1.1"}, "name": "tensorflow", "files": self.files}
-        self.srv.add("/simple/tensorflow/", json.dumps(doc).encode(), content_type="application/vnd.pypi.simple.v1+json")
+        self.srv.add("/simple/tensorflow/", json.dumps(doc).encode(),
+                     content_type="application/vnd.pypi.simple.v1+json")
 
 
 def _run(capsys: Any, env: dict[str, str], *argv: str) -> tuple[int, dict[str, Any]]:
@@ -172,12 +173,14 @@ def test_a_hostile_wheel_is_skipped_and_nothing_is_written(attack: str, tmp_env:
             z.writestr("tensorflow-2.22.0.dist-info/METADATA", b"Name: tensorflow\n" + b"A" * (64 << 20))
         data = buf.getvalue()
     doc = {"meta": {"api-version": "1.1"}, "name": "tensorflow", "files": [
-        {"filename": name, "url": f"../../files/{name}", "hashes": {}, "size": len(data), "upload-time": "2026-01-01T00:00:00Z"}]}
+        {"filename": name, "url": f"../../files/{name}", "hashes": {}, "size": len(data),
+         "upload-time": "2026-01-01T00:00:00Z"}]}
     with LoopbackServer() as srv:
         srv.add(f"/files/{name}", data)
         srv.add("/simple/tensorflow/", json.dumps(doc).encode(), content_type="application/vnd.pypi.simple.v1+json")
         code, out = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
     assert code == ExitCode.OK and out["status"] == "up-to-date" and out["learned"] == []
     assert len(out["skipped"]) == 1 and out["skipped"][0].startswith("2.22.0: ")
-    assert ("not a readable wheel" in out["skipped"][0]) if attack == "not-a-zip" else ("bytes (a wheel's is a few KB)" in out["skipped"][0])
+    why = "not a readable wheel" if attack == "not-a-zip" else "bytes (a wheel's is a few KB)"
+    assert why in out["skipped"][0]
     assert not overlay_path(build_context(tmp_env).state_dir).exists()

@@ -48,8 +48,8 @@ def test_json_contract_keys(tmp_path: Path, tmp_env: dict[str, str], capsys: Any
         assert key in data
     assert data["profile"] == "stable"
     assert {"tensorflow", "cuda", "cudnn", "python", "jit_only"} <= set(data["choice"])
-    assert all(set(r) == {"tensorflow", "reasons"} and r["reasons"] for r in data["rejected"])
-    assert all(set(s) == {"id", "describe"} for s in data["steps"])
+    assert data["rejected"] and all(set(r) == {"tensorflow", "reasons"} and r["reasons"] for r in data["rejected"])
+    assert data["steps"] and all(set(s) == {"id", "describe"} for s in data["steps"])
     assert isinstance(data["reasons"], list) and all(isinstance(r, str) for r in data["reasons"])
 
 

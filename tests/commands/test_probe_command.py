@@ -76,7 +76,8 @@ def test_human_output_has_gpu_table(env: dict[str, str], capsys: pytest.CaptureF
 
 
 @pytest.mark.parametrize("case_id", ["case_011", "case_013", "extra_001", "case_025"])
-def test_from_nvidia_smi_file(case_id: str, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_from_nvidia_smi_file(case_id: str, env: dict[str, str], tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "smi.txt"
     saved.write_text(CASES[case_id]["verbatim"])
     runner = ReplayRunner()  # parse only: no live GPU source may run
@@ -97,7 +98,8 @@ def test_from_nvidia_smi_stdin_failure_output(env: dict[str, str], monkeypatch: 
     assert any("couldn't communicate" in p["reason"] for p in doc["problems"])
 
 
-def test_bad_inputs_get_documented_codes(env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_inputs_get_documented_codes(env: dict[str, str], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "junk.txt"
     junk.write_text("this is not nvidia-smi\n")
     assert main(["probe", "--from-nvidia-smi", str(junk)], environ=env, runner=ReplayRunner()) == ExitCode.BAD_INPUT
@@ -111,7 +113,8 @@ def test_env_override_says_so(env: dict[str, str], capsys: pytest.CaptureFixture
     doc = _json(capsys)
     assert code == ExitCode.OK
     assert doc["driver"]["source"] == "override:env"
-    assert [(g["compute_capability"], g["source"]) for g in doc["gpus"]] == [("8.6", "override:env"), ("8.9", "override:env")]
+    assert ([(g["compute_capability"], g["source"]) for g in doc["gpus"]]
+            == [("8.6", "override:env"), ("8.9", "override:env")])
     assert [(p["version"], p["source"]) for p in doc["pythons"]] == [("3.11", "override:flag")]
 
 
@@ -227,7 +230,8 @@ def test_unknown_gpu_is_reported_with_what_was_tried(env: dict[str, str], tmp_pa
     assert "architecture Ampere has several compute capabilities (8.0, 8.6, 8.7)" in reason
 
 
-def test_architecture_is_the_last_fallback(env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_architecture_is_the_last_fallback(env: dict[str, str], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     text = Q_UNKNOWN_NAME.replace("0x140110DE", "0xfffe10DE").replace(
         "    Product Brand", "    Product Architecture                  : Turing\n    Product Brand")
     smi = tmp_path / "q.txt"

@@ -12,7 +12,7 @@ from tests.support.tfenv import make_venv, tf_env  # noqa: F401
 from tfgpu_install.cli import main
 from tfgpu_install.context import build_context
 from tfgpu_install.engine.journal import Journal, env_state_dir
-from tfgpu_install.verify.host import read_record
+from tfgpu_install.verify.record import read_record
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 from tests.support.doctor_layouts import (
     build_so,
     fake_tf_env,
-    have_gcc,
     make_ctx,
     plant,
     plant_driver_ok,
@@ -18,13 +17,14 @@ from tests.support.doctor_layouts import (
     recorded_smi,
     replay,
 )
+from tests.support.promised import absent
 from tests.support.stublibs import plant_pci
 from tests.support.tfenv import tf_env  # noqa: F401  (fixture)
 from tfgpu_install.doctor.chain import ABSENT, BROKEN, OK, WARN, walk
 from tfgpu_install.doctor.rules import load_rules
 from tfgpu_install.runner import Completed
 
-pytestmark = pytest.mark.skipif(not have_gcc(), reason="gcc builds the stub libraries")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="gcc builds the stub libraries")
 RULES = load_rules()
 SMI_OK = recorded_smi("case_027")  # 545.29.06, CUDA 12.3 (tensorflow/tensorflow#62962)
 SMI_K80 = recorded_smi("case_011")  # 2 x Tesla K80, 450.203.08, CUDA 11.0
@@ -308,7 +308,8 @@ def test_ptxas_too_old_for_the_gpu(tmp_env: dict[str, str], tmp_path: Path) -> N
     env = fake_tf_env(tmp_path / "env")
     # nvcc/ptxas 11.5 and a CC 8.9 GPU, as in the recorded case_017 (chelsea0x3b/dfdx#619).
     version_out = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release 11.5, V11.5.119\n"
-    query = "0, NVIDIA GeForce RTX 4090, GPU-95ef7c5d-fc11-835b-cd38-2020193cf8e0, 00000000:01:00.0, 525.89.02, 8.9, 24564\n"
+    query = ("0, NVIDIA GeForce RTX 4090, GPU-95ef7c5d-fc11-835b-cd38-2020193cf8e0, 00000000:01:00.0, 525.89.02, "
+             "8.9, 24564\n")
     runner = replay(SMI_OK, query=query, python=str(env / "bin/python"),
                     extra={("/usr/local/cuda-11.5/bin/ptxas", "--version"): Completed(
                         ("/usr/local/cuda-11.5/bin/ptxas", "--version"), 0, version_out)})

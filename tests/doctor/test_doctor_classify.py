@@ -113,8 +113,9 @@ def test_case_045_lists_the_noise_as_harmless() -> None:
 def test_nvidia_smi_failure_outputs_are_classified() -> None:
     """The recorded nvidia-smi failures (driver layer) reach the right cause too."""
     by_id = {c["id"]: c for c in load_cases("nvidia-smi")}
-    assert classify(by_id["case_021"]["verbatim"], RULES).primary.rule_id == "nouveau-loaded"  # type: ignore[union-attr]
-    assert classify(by_id["case_023"]["verbatim"], RULES).primary.rule_id == "nvidia-smi-no-driver"  # type: ignore[union-attr]
+    nouveau, no_driver = (classify(by_id[c]["verbatim"], RULES).primary for c in ("case_021", "case_023"))
+    assert nouveau is not None and nouveau.rule_id == "nouveau-loaded"
+    assert no_driver is not None and no_driver.rule_id == "nvidia-smi-no-driver"
     healthy = classify(by_id["case_027"]["verbatim"], RULES)
     assert healthy.primary is None
 
@@ -226,7 +227,8 @@ def test_each_new_category_has_a_real_log(rule_id: str) -> None:
 
 
 def test_wsl2_is_among_the_causes_of_no_device() -> None:
-    d = classify("E cuda_driver.cc:282] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n",
+    d = classify("E cuda_driver.cc:282] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is "
+                 "detected\n",
                  RULES)
     assert d.primary is not None and d.primary.rule_id == "cuinit-no-device"
     assert "WSL2" in d.primary.cause and "/dev/dxg" in d.primary.fix

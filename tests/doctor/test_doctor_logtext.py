@@ -68,7 +68,8 @@ def test_nvidia_smi_failures_pasted_into_doctor() -> None:
     d = classify("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA "
                  "Display Driver is properly installed and present in your system.\n", rules)
     assert d.primary is not None and d.primary.rule_id == "nvml-library-missing" and "ldconfig" in d.primary.fix
-    d = classify("NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver. Make sure that the "
+    d = classify("NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver. "
+                 "Make sure that the "
                  "latest NVIDIA driver is installed and running.\n", rules)
     assert d.primary is not None and d.primary.rule_id == "nvidia-smi-no-driver"
 

@@ -12,11 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.faults import fault_env, wait_stopped
 from tfgpu_install.engine.journal import Journal
 from tfgpu_install.files import tree_digest
 
@@ -32,7 +32,7 @@ def _seed(root: Path) -> None:
 
 
 def _drive(root: Path, env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    full = dict(env, **extra)
+    full = fault_env(env, **extra)
     return subprocess.run(
         [sys.executable, str(DRIVER), str(root), *args], env=full, capture_output=True, text=True, timeout=60
     )
@@ -57,7 +57,7 @@ def test_kill_resume_and_rollback(
     _seed(root)
     pristine = tree_digest(root)
 
-    killed = _drive(root, tmp_env, "install", TFGPU_TEST_KILL_AT=f"{step}:{where}")
+    killed = _drive(root, tmp_env, "install", kill_at=f"{step}:{where}")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
 
     # Rollback straight after the kill: everything back, byte for byte.
@@ -66,7 +66,7 @@ def test_kill_resume_and_rollback(
     assert tree_digest(root) == pristine
 
     # Killed again, then resumed: the same result as an uninterrupted run.
-    assert _drive(root, tmp_env, "install", TFGPU_TEST_KILL_AT=f"{step}:{where}").returncode == -signal.SIGKILL
+    assert _drive(root, tmp_env, "install", kill_at=f"{step}:{where}").returncode == -signal.SIGKILL
     resumed = _drive(root, tmp_env, "install")
     assert resumed.returncode == 0, resumed.stderr
     assert tree_digest(root) == reference
@@ -79,18 +79,14 @@ def test_concurrent_runs_refuse_or_wait_without_interleaving(tmp_path: Path, tmp
     _seed(root)
     first = subprocess.Popen(
         [sys.executable, str(DRIVER), str(root), "install"],
-        env=dict(tmp_env, TFGPU_TEST_STOP_AT="packages.install:middle"),
+        env=fault_env(tmp_env, stop_at="packages.install:middle"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         # Wait until the first run is stopped inside its second step, holding the lock.
-        for _ in range(600):
-            with open(f"/proc/{first.pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "T":
-                    break
-            time.sleep(0.05)
+        wait_stopped(first, "the first run at packages.install:middle")
         refused = _drive(root, tmp_env, "install")
         assert refused.returncode == 10  # ExitCode.LOCKED
         assert f"PID {first.pid}" in refused.stderr and "--wait" in refused.stderr
@@ -125,7 +121,7 @@ def test_rollback_killed_half_way_resumes(step: str, tmp_path: Path, tmp_env: di
     _seed(root)
     pristine = tree_digest(root)
     assert _drive(root, tmp_env, "install").returncode == 0
-    killed = _drive(root, tmp_env, "rollback", TFGPU_TEST_KILL_AT=f"{step}:undo")
+    killed = _drive(root, tmp_env, "rollback", kill_at=f"{step}:undo")
     assert killed.returncode == -signal.SIGKILL
     again = _drive(root, tmp_env, "rollback")
     assert again.returncode == 0, again.stderr

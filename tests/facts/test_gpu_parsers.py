@@ -98,8 +98,10 @@ READINGS: dict[str, dict[str, Any]] = {
     "extra_030": dict(state="ok", driver="535.104.05", cuda="12.2",
                       gpus=[(0, "NVIDIA GeForce RTX 3070", True, 8192, "8.6"),
                             (1, "NVIDIA GeForce RTX 3080", True, 8192, "8.6")]),
-    "extra_031": dict(state="ok", driver="546.12", cuda="12.3", gpus=[(0, "NVIDIA GeForce RTX 3050", True, 4096, "8.6")]),
-    "extra_032": dict(state="ok", driver="580.95.05", cuda="13.0", gpus=[(0, "NVIDIA GeForce RTX 3060", False, 12288, "8.6")]),
+    "extra_031": dict(state="ok", driver="546.12", cuda="12.3",
+                      gpus=[(0, "NVIDIA GeForce RTX 3050", True, 4096, "8.6")]),
+    "extra_032": dict(state="ok", driver="580.95.05", cuda="13.0",
+                      gpus=[(0, "NVIDIA GeForce RTX 3060", False, 12288, "8.6")]),
 }
 SMI_KINDS = ("nvidia_smi", "nvidia_smi_failure")
 REAL = load_knowledge()  # the packaged gpus.yaml: every real output must be read right with it
@@ -170,8 +172,10 @@ def test_query_csv_multi_gpu_driver_lines() -> None:
 
 def test_query_csv_full_fields_and_mixed_gpus() -> None:
     text = (
-        "0, NVIDIA GeForce RTX 3090, GPU-5f0c1b2e-aaaa-bbbb-cccc-000000000000, 00000000:01:00.0, 535.104.05, 8.6, 24576\n"
-        "1, NVIDIA GeForce GTX 1080 Ti, GPU-11111111-aaaa-bbbb-cccc-000000000000, 00000000:02:00.0, 535.104.05, 6.1, 11264\n"
+        "0, NVIDIA GeForce RTX 3090, GPU-5f0c1b2e-aaaa-bbbb-cccc-000000000000, 00000000:01:00.0, 535.104.05, 8.6, "
+        "24576\n"
+        "1, NVIDIA GeForce GTX 1080 Ti, GPU-11111111-aaaa-bbbb-cccc-000000000000, 00000000:02:00.0, 535.104.05, 6.1, "
+        "11264\n"
     )
     gpus, invalid = smi.parse_query_gpu(text)
     assert invalid is None
@@ -218,7 +222,8 @@ def test_lspci_3d_controller_and_plain_format() -> None:
         "01:00.0 VGA compatible controller: NVIDIA Corporation GP104 [GeForce GTX 1080] (rev a1)\n"
     )
     got = smi.parse_lspci(text)
-    assert [(g.slot, g.name, g.device_id) for g in got] == [("00:04.0", "Tesla K80", "102d"), ("01:00.0", "GeForce GTX 1080", None)]
+    assert ([(g.slot, g.name, g.device_id) for g in got]
+            == [("00:04.0", "Tesla K80", "102d"), ("01:00.0", "GeForce GTX 1080", None)])
 
 
 def test_cuda_from_int() -> None:
@@ -281,7 +286,8 @@ def test_query_csv_shapes() -> None:
     ("Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\n", smi.GPU_LOST),
     ("GPU is lost.  Reboot the system to recover this GPU\n", smi.GPU_LOST),
     ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", smi.NO_DRIVER),
-    ("2024-01-01 [ERR] Failed to initialize NVML: Unknown Error\nFailed to initialize NVML: Unknown Error\n", smi.NVML_FAILED),
+    ("2024-01-01 [ERR] Failed to initialize NVML: Unknown Error\nFailed to initialize NVML: Unknown Error\n",
+     smi.NVML_FAILED),
 ])
 def test_failure_states(text: str, state: str) -> None:
     r = smi.parse_nvidia_smi(text)

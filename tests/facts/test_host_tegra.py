@@ -6,7 +6,8 @@ from tfgpu_install.context import Context
 from tfgpu_install.facts.host import gather_host, gather_tegra, parse_device_tree_model, parse_nv_tegra_release
 
 # As L4T writes them (a JetPack 5.1.2 / L4T 35.4.1 board).
-NV_TEGRA_RELEASE = "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64, DATE: Tue Aug  1 19:57:35 UTC 2023\n"
+NV_TEGRA_RELEASE = ("# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64, "
+                    "DATE: Tue Aug  1 19:57:35 UTC 2023\n")
 MODEL = "NVIDIA Jetson AGX Orin Developer Kit\x00"
 
 

@@ -39,7 +39,8 @@ def _executable(path: Path) -> str:
 def test_nvml_and_the_loader_cache_are_asked_at_once(tmp_env: dict[str, str]) -> None:
     runner = replay(nvml=nvml_json("550.54.14", 12040, [
         {"index": 0, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9", "memory_mib": 24564}]),
-        ldconfig="1 libs found in cache `/etc/ld.so.cache'\n\tlibcudart.so.12 (libc6,x86-64) => /usr/lib/libcudart.so.12\n")
+        ldconfig="1 libs found in cache `/etc/ld.so.cache'\n\tlibcudart.so.12 (libc6,x86-64) => "
+                 "/usr/lib/libcudart.so.12\n")
     barrier, met = threading.Barrier(2, timeout=_MEET_S), []
     for key, name in ((nvml_argv(), "nvml"), (("/sbin/ldconfig", "-p"), "ldconfig")):
         runner.responses[key] = _meeting(barrier, runner.responses[key], met, name)  # type: ignore[arg-type]
@@ -66,4 +67,5 @@ def test_each_interpreter_is_asked_its_version_at_once(tmp_env: dict[str, str], 
     pythons, problems = gather_pythons(ctx, Tools())
     assert sorted(met) == ["3.10.14", "3.12.3"] and problems == []
     # Order is the probe's, not the threads': newest first on PATH.
-    assert [(os.path.basename(p.path), p.version) for p in pythons] == [("python3.12", "3.12.3"), ("python3.10", "3.10.14")]
+    assert ([(os.path.basename(p.path), p.version) for p in pythons]
+            == [("python3.12", "3.12.3"), ("python3.10", "3.10.14")])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from support.probe_machine import (
@@ -31,11 +31,13 @@ CASES = {c["id"]: c for c in load_dir("shared/nvidia-smi") + load_dir("nvidia-sm
 WSL_PROC = "Linux version 5.15.146.1-microsoft-standard-WSL2 (gcc (GCC) 11.2.0) #1 SMP\n"
 
 
-def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: dict[str, str] = {}, **env: str) -> Context:
+def _ctx(tmp_env: dict[str, str], runner: ReplayRunner, files: Optional[dict[str, str]] = None,
+         **env: str) -> Context:
     nvml = runner.responses.get(nvml_argv())
     if isinstance(nvml, Completed) and nvml.stdout != NVML_MISSING:
-        files = {"/dev/nvidiactl": "", **files}  # NVML answered: the machine has the driver's node
-    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n', **files})
+        files = {"/dev/nvidiactl": "", **(files or {})}  # NVML answered: the machine has the driver's node
+    plant(Path(tmp_env["TFGPU_ROOT"]), {"/etc/os-release": 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\n',
+                                        **(files or {})})
     empty = Path(tmp_env["HOME"]) / "empty-path"
     empty.mkdir(exist_ok=True)
     return build_context({**tmp_env, "PATH": str(empty), **env}, runner=runner)
@@ -60,7 +62,8 @@ def test_working_machine_nvml_and_nvidia_smi_agree(tmp_env: dict[str, str]) -> N
                    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:42:13 UTC 2023\n"}),
                    knowledge=MINI_KNOWLEDGE)
     d = facts.driver
-    assert (d.version, d.source, d.max_cuda, d.max_cuda_source, d.loaded) == ("535.129.03", "nvml", "12.2", "nvml", True)
+    assert ((d.version, d.source, d.max_cuda, d.max_cuda_source, d.loaded)
+            == ("535.129.03", "nvml", "12.2", "nvml", True))
     assert [(g.index, g.name, g.compute_capability, g.cc_source, g.source) for g in facts.gpus] == [
         (0, "Quadro RTX 4000", "7.5", "nvml", "nvml"), (1, "Quadro RTX 4000", "7.5", "nvml", "nvml")]
     assert [p for p in facts.problems if p.field.startswith(("driver", "gpus"))] == []
@@ -90,7 +93,8 @@ def test_old_driver_rejects_compute_cap_and_cc_comes_from_the_name_table(tmp_env
 
 def test_wsl2_err_cuda_and_tool_version_differs(tmp_env: dict[str, str]) -> None:
     table = CASES["case_013"]["verbatim"]
-    runner = replay(query="0, NVIDIA GeForce RTX 3060 Laptop GPU, GPU-1, 00000000:01:00.0, 546.80, 8.6, 6144\n", table=table)
+    runner = replay(query="0, NVIDIA GeForce RTX 3060 Laptop GPU, GPU-1, 00000000:01:00.0, 546.80, 8.6, 6144\n",
+                    table=table)
     facts = gather(_ctx(tmp_env, runner, {"/proc/version": WSL_PROC}), knowledge=MINI_KNOWLEDGE)
     assert facts.host.wsl
     assert facts.driver.version == "546.80" and facts.driver.tool_version == "545.46"
@@ -104,7 +108,8 @@ def test_version_mismatch_after_upgrade(tmp_env: dict[str, str]) -> None:
     runner = replay(
         nvml='{"ok": false, "stage": "init", "error": "Driver/library version mismatch"}\n',
         query=failure,
-        lspci="01:00.0 VGA compatible controller [0300]: NVIDIA Corporation AD102 [GeForce RTX 4090] [10de:2684] (rev a1)\n",
+        lspci="01:00.0 VGA compatible controller [0300]: NVIDIA Corporation AD102 [GeForce RTX 4090] [10de:2684] (rev "
+              "a1)\n",
     )
     runner.executables["lspci"] = LSPCI
     files = {"/proc/driver/nvidia/version":
@@ -144,7 +149,9 @@ def test_mig_gpu_from_nvml(tmp_env: dict[str, str]) -> None:
     assert facts.driver.max_cuda == "12.2"
 
 
-def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_knowledge_not_available_leaves_cc_unknown_with_a_reason(
+    tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tfgpu_install.knowledge.load as k
 
     def missing(directory: Any = None) -> Any:
@@ -195,7 +202,8 @@ def test_from_nvidia_smi_file_reads_no_live_gpu_source(tmp_env: dict[str, str], 
     assert runner.calls == []
     assert (facts.driver.version, facts.driver.source) == ("331.62", "nvidia-smi file")
     assert (facts.driver.max_cuda, facts.driver.max_cuda_source) == ("6.0", "table:drivers.yaml")
-    assert [(g.name, g.compute_capability, g.source) for g in facts.gpus] == [("GeForce GTX 680", "3.0", "nvidia-smi file")] * 3
+    assert ([(g.name, g.compute_capability, g.source) for g in facts.gpus]
+            == [("GeForce GTX 680", "3.0", "nvidia-smi file")] * 3)
 
 
 def test_bad_overrides_fail_loudly(tmp_env: dict[str, str], tmp_path: Path) -> None:
@@ -229,8 +237,10 @@ def test_unreadable_table_falls_back_to_q(tmp_env: dict[str, str]) -> None:
                     table="NVIDIA System Management (a layout from the future)\n", long=long)
     facts = gather(_ctx(tmp_env, runner), knowledge=MINI_KNOWLEDGE)
     assert (SMI, "-q") in runner.calls
-    assert (facts.driver.version, facts.driver.max_cuda, facts.driver.max_cuda_source) == ("450.66", "11.0", "nvidia-smi")
-    assert [(g.name, g.compute_capability, g.source) for g in facts.gpus] == [("NVIDIA GeForce GTX 780", "3.5", "nvidia-smi")]
+    assert ((facts.driver.version, facts.driver.max_cuda, facts.driver.max_cuda_source)
+            == ("450.66", "11.0", "nvidia-smi"))
+    assert ([(g.name, g.compute_capability, g.source) for g in facts.gpus]
+            == [("NVIDIA GeForce GTX 780", "3.5", "nvidia-smi")])
 
 
 def test_hung_driver_is_asked_once(tmp_env: dict[str, str]) -> None:
@@ -263,7 +273,8 @@ def test_cuda_visible_devices_hiding_every_gpu_is_flagged(tmp_env: dict[str, str
 def test_nvml_and_kernel_module_disagree(tmp_env: dict[str, str]) -> None:
     runner = replay(nvml=nvml_json("550.54.14", 12040, [
         {"index": 0, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9", "memory_mib": 24564}]))
-    files = {"/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023\n",
+    files = {"/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 "
+                                            "2023\n",
              "/sys/module/nvidia/version": "535.104.05\n"}
     facts = gather(_ctx(tmp_env, runner, files), knowledge=MINI_KNOWLEDGE)
     assert (facts.driver.version, facts.driver.source) == ("550.54.14", "nvml")
@@ -274,7 +285,8 @@ def test_nvml_and_kernel_module_disagree(tmp_env: dict[str, str]) -> None:
 def test_gpu_on_the_pci_bus_without_a_driver_from_sysfs(tmp_env: dict[str, str]) -> None:
     dev = "/sys/bus/pci/devices/0000:01:00.0/"
     files = {dev + "vendor": "0x10de\n", dev + "class": "0x030000\n", dev + "device": "0x2204\n",
-             "/sys/bus/pci/devices/0000:00:1f.3/vendor": "0x8086\n", "/sys/bus/pci/devices/0000:00:1f.3/class": "0x040300\n"}
+             "/sys/bus/pci/devices/0000:00:1f.3/vendor": "0x8086\n",
+             "/sys/bus/pci/devices/0000:00:1f.3/class": "0x040300\n"}
     facts = gather(_ctx(tmp_env, replay(), files), knowledge=MINI_KNOWLEDGE)
     assert facts.gpus == () and facts.gpu_on_pci is True
     err = _problems(facts, "error")

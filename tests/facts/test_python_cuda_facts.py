@@ -44,7 +44,8 @@ def test_python_parsers() -> None:
     assert parse_python_version("garbage") is None
     assert version_from_path("/home/u/.pyenv/versions/3.10.13/bin/python") == "3.10.13"
     assert version_from_path("/home/u/.pyenv/versions/miniconda3-latest/bin/python") is None
-    assert parse_conda_env_list('{"envs": ["/opt/conda", "/opt/conda/envs/tf"]}') == ("/opt/conda", "/opt/conda/envs/tf")
+    assert (parse_conda_env_list('{"envs": ["/opt/conda", "/opt/conda/envs/tf"]}')
+            == ("/opt/conda", "/opt/conda/envs/tf"))
     assert parse_conda_env_list("not json") == () and parse_conda_env_list("[1]") == ()
 
 
@@ -85,7 +86,8 @@ def test_no_python_is_a_problem_not_an_error(tmp_env: dict[str, str], tmp_path: 
 
 
 def test_cuda_parsers() -> None:
-    nv = parse_nvcc_version("Cuda compilation tools, release 12.2, V12.2.140\nBuild cuda_12.2.r12.2/compiler.33191640_0")
+    nv = parse_nvcc_version("Cuda compilation tools, release 12.2, V12.2.140\n"
+                            "Build cuda_12.2.r12.2/compiler.33191640_0")
     assert nv is not None and (nv.release, nv.full) == ("12.2", "12.2.140")
     assert parse_nvcc_version("nvcc: command not found") is None
     assert parse_version_json('{"cuda": {"name": "CUDA SDK", "version": "12.2.2"}}') == "12.2.2"
@@ -108,8 +110,8 @@ def test_gather_cuda_from_a_planted_root(tmp_env: dict[str, str]) -> None:
     (root / "usr/local/cuda").symlink_to(root / "usr/local/cuda-12.2")
     runner = ReplayRunner()
     runner.add(("/sbin/ldconfig", "-p"), stdout=LDCONFIG)
-    env = {**tmp_env, "PATH": "/usr/local/cuda-12.2/bin:/usr/bin", "LD_LIBRARY_PATH": "/usr/local/cuda-11.8/lib64:/opt/x",
-           "CUDA_VISIBLE_DEVICES": "1"}
+    env = {**tmp_env, "PATH": "/usr/local/cuda-12.2/bin:/usr/bin",
+           "LD_LIBRARY_PATH": "/usr/local/cuda-11.8/lib64:/opt/x", "CUDA_VISIBLE_DEVICES": "1"}
     installs, problems = gather_cuda(build_context(env, runner=runner))
     toolkits = [(c.path.rsplit("/", 1)[-1], c.version, c.source) for c in installs if c.kind == "toolkit"]
     assert toolkits == [("cuda", "12.2.2", "version.json"), ("cuda-10.2", "10.2.89", "version.txt"),
@@ -117,15 +119,22 @@ def test_gather_cuda_from_a_planted_root(tmp_env: dict[str, str]) -> None:
     libs = [(c.name, c.version) for c in installs if c.kind == "library"]
     assert ("libcudnn.so.8", "8") in libs and ("libcudart.so.11.0", "11.0") in libs
     assert [(c.path, c.version) for c in installs if c.kind == "path-entry"] == [("/usr/local/cuda-12.2/bin", "12.2")]
-    assert [(c.path, c.version) for c in installs if c.kind == "ld-library-path-entry"] == [("/usr/local/cuda-11.8/lib64", "11.8")]
+    assert ([(c.path, c.version) for c in installs if c.kind == "ld-library-path-entry"]
+            == [("/usr/local/cuda-11.8/lib64", "11.8")])
     assert problems == []
 
 
-def test_gather_cuda_here_for_real(ctx) -> None:  # type: ignore[no-untyped-def]
-    """This machine's real `ldconfig -p` and toolkits (root '/'), through the real runner."""
-    real = build_context({**ctx.environ, "TFGPU_ROOT": "/"})
+def test_gather_cuda_here_for_real(ctx, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """This machine's real `ldconfig -p` through the real runner, plus a toolkit planted under a
+    root prefix (a CI machine has no CUDA: without it there would be nothing to check)."""
+    toolkit = tmp_path / "usr" / "local" / "cuda-12.2"
+    toolkit.mkdir(parents=True)
+    (toolkit / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.2.140"}}')
+    real = build_context({**ctx.environ, "TFGPU_ROOT": str(tmp_path)})
     installs, problems = gather_cuda(real)
-    assert all(c.source for c in installs)
+    planted = [c for c in installs if c.kind == "toolkit" and c.path.endswith("/cuda-12.2")]
+    assert [(c.version, c.source) for c in planted] == [("12.2.140", "version.json")]
+    assert [c for c in installs if not c.source] == []
     assert not any("ldconfig -p failed" in p.reason for p in problems)
 
 

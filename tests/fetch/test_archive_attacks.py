@@ -316,7 +316,8 @@ def tar_gz_bomb(path: Path, size: int) -> Path:
     body = size + (-size % 512) + 1024
     zeros = body + (-(len(header) + body) % tarfile.RECORDSIZE)
     data, crc = _deflate_zeros(header, zeros)
-    gz = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + data + struct.pack("<II", crc, (len(header) + zeros) & 0xFFFFFFFF)
+    trailer = struct.pack("<II", crc, (len(header) + zeros) & 0xFFFFFFFF)
+    gz = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + data + trailer
     path.write_bytes(gz)
     return path
 

@@ -62,7 +62,8 @@ def test_old_flat_manifest_form(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text",
     ["not json", "[]", '{"cudnn": {}}',
-     '{"cudnn": {"version": "9.1.0.70", "linux-x86_64": {"cuda12": {"relative_path": "../x", "sha256": "' + "a" * 64 + '"}}}}',
+     '{"cudnn": {"version": "9.1.0.70", "linux-x86_64": {"cuda12": {"relative_path": "../x", "sha256": "'
+     + "a" * 64 + '"}}}}',
      '{"cudnn": {"version": "9.1.0.70", "linux-x86_64": {"cuda12": {"relative_path": "x", "sha256": "zz"}}}}'],
 )
 def test_malformed_manifests(text: str) -> None:
@@ -72,7 +73,8 @@ def test_malformed_manifests(text: str) -> None:
 
 
 def test_index_and_label_choice() -> None:
-    html = '<a href="redistrib_8.9.7.json">x</a> <a href="redistrib_9.1.0.json">y</a> <a href="redistrib_9.3.0.json">z</a>'
+    html = ('<a href="redistrib_8.9.7.json">x</a> <a href="redistrib_9.1.0.json">y</a> '
+            '<a href="redistrib_9.3.0.json">z</a>')
     labels = parse_index(html)
     assert labels == ["8.9.7", "9.1.0", "9.3.0"]
     assert pick_label("9.3.0.75", labels) == "9.3.0"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tests.support.wheelhouse import build_shared_lib
 from tfgpu_install.fetch.elf import read_elf, read_soname, soname_major
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+needs_gcc = pytest.mark.skipif(absent("gcc"), reason="needs gcc")
 
 
 @needs_gcc
@@ -100,7 +101,8 @@ def test_both_classes_and_byte_orders(tmp_path: Path, bits: int, little: bool) -
     path.write_bytes(_make_elf(bits, little, "libcudnn.so.8"))
     info = read_elf(path)
     assert info is not None
-    assert (info.elf_class, info.little_endian, info.soname, info.needed) == (bits, little, "libcudnn.so.8", ("libc.so.6",))
+    assert ((info.elf_class, info.little_endian, info.soname, info.needed)
+            == (bits, little, "libcudnn.so.8", ("libc.so.6",)))
 
 
 def test_soname_major() -> None:
@@ -120,6 +122,7 @@ def test_runpath_and_rpath(tmp_path: Path) -> None:
     old = tmp_path / "libold.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(old), str(src), "-Wl,--disable-new-dtags",
                     "-Wl,-rpath,/opt/cuda/lib64"], check=True)
-    assert read_elf(new).runpath == ("$ORIGIN/../nvidia/cudnn/lib", "$ORIGIN/../nvidia/cublas/lib")  # type: ignore[union-attr]
+    new_elf = read_elf(new)
+    assert new_elf is not None and new_elf.runpath == ("$ORIGIN/../nvidia/cudnn/lib", "$ORIGIN/../nvidia/cublas/lib")
     assert read_elf(old).runpath == ("/opt/cuda/lib64",)  # type: ignore[union-attr]
     assert read_elf(build_shared_lib(tmp_path / "libz.so.1", "libz.so.1")).runpath == ()  # type: ignore[union-attr]

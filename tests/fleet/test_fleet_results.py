@@ -47,7 +47,8 @@ def test_recap_counts_per_host() -> None:
 
 def test_installed_host_row() -> None:
     r = host_result("node1", INSTALLED)
-    assert (r.state, r.ok, r.changed, r.tensorflow, r.cuda, r.verified) == ("changed", True, True, "2.99.0", "12.3", True)
+    assert ((r.state, r.ok, r.changed, r.tensorflow, r.cuda, r.verified)
+            == ("changed", True, True, "2.99.0", "12.3", True))
     assert row(r) == ("node1", "none", "550.54.14", "2.99.0", "12.3", "9.1", "changed", "yes", "12.3")
 
 

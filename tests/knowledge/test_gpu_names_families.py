@@ -26,7 +26,8 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
     "blackwell-datacenter": [("NVIDIA B200", "10.0"), ("NVIDIA GB200", "10.0"), ("NVIDIA B300 SXM6 AC", "10.3"),
                              ("NVIDIA GB300", "10.3")],
     "jetson-thor": [("NVIDIA Thor", "11.0"), ("Jetson AGX Thor Developer Kit", "11.0"), ("Jetson T5000", "11.0")],
-    "blackwell-geforce-pro": [("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
+    "blackwell-geforce-pro": [("NVIDIA GeForce RTX 5090", "12.0"),
+                              ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
                               ("NVIDIA RTX PRO 2000 Blackwell Generation Laptop GPU", "12.0")],
     "gb10": [("NVIDIA GB10", "12.1")],
 }

@@ -176,7 +176,8 @@ def test_gpu_by_name_spellings(kn: Knowledge, name: str, cc: str) -> None:
     assert row.compute_capability == cc, (name, row)
 
 
-@pytest.mark.parametrize("name", ["", "   ", "NVIDIA Graphics Device", "GeForce GTX ...", "Radeon RX 7900", "NVIDIA RTX"])
+@pytest.mark.parametrize("name", ["", "   ", "NVIDIA Graphics Device", "GeForce GTX ...", "Radeon RX 7900",
+                                  "NVIDIA RTX"])
 def test_gpu_by_name_unknown_or_ambiguous(kn: Knowledge, name: str) -> None:
     assert gpu_by_name(kn, name) is None
 

@@ -54,17 +54,25 @@ def test_minimal_matrix_loads(pdir: Path) -> None:
 @pytest.mark.parametrize(
     "old, new, expected",
     [
-        ('    cuda: "12.2"\n', "    cuda: 12.3\n", r'matrix.yaml:6: releases[0].cuda: expected a version string like "12.3"'),
-        ('    cuda: "12.2"\n', '    cuda: "12.2.1"\n', r'matrix.yaml:6: releases[0].cuda: expected a version string like "12.3"'),
+        ('    cuda: "12.2"\n', "    cuda: 12.3\n", r'matrix.yaml:6: releases[0].cuda: expected a version string like '
+                                                   r'"12.3"'),
+        ('    cuda: "12.2"\n', '    cuda: "12.2.1"\n', r'matrix.yaml:6: releases[0].cuda: expected a version string '
+                                                       r'like "12.3"'),
         ('    source: "wheel:', '    sorce: "wheel:', "matrix.yaml:15: releases[0].sorce: unknown key"),
-        ('    pythons: ["3.9", "3.10", "3.11"]\n', "    pythons: [3.9, 3.10]\n", "matrix.yaml:5: releases[0].pythons[0]: expected a version string"),
-        ("    cuda_from: pip\n", "    cuda_from: magic\n", "matrix.yaml:12: releases[0].cuda_from: expected one of pip, system"),
+        ('    pythons: ["3.9", "3.10", "3.11"]\n', "    pythons: [3.9, 3.10]\n",
+         "matrix.yaml:5: releases[0].pythons[0]: expected a version string"),
+        ("    cuda_from: pip\n", "    cuda_from: magic\n", "matrix.yaml:12: releases[0].cuda_from: expected one of "
+                                                           "pip, system"),
         ("    extra: and-cuda\n", "", "releases[0].extra: cuda_from: pip needs the extra's name"),
         ('    released: "2024-03-08"\n', '    released: "March 2024"\n', "matrix.yaml:4: releases[0].released"),
-        ('    sass: ["5.0", "6.0", "7.0", "7.5", "8.0"]\n', "    sass: 8.0\n", "matrix.yaml:8: releases[0].sass: expected a list"),
-        ('    ptx: ["8.0"]\n', '    ptx: ["8.0"]\n    unconfirmed: [colour]\n', "releases[0].unconfirmed[0]: 'colour' is not a field"),
-        ('    pins: {nvidia-cudnn-cu12: "8.9.4.25"}\n', '    pins: {nvidia-cudnn-cu12: latest}\n', "matrix.yaml:14: releases[0].pins.nvidia-cudnn-cu12"),
-        ("    package: tensorflow\n", "    package: tensorflow\n    package: tensorflow-gpu\n", "matrix.yaml:4: releases[0].package: duplicate key"),
+        ('    sass: ["5.0", "6.0", "7.0", "7.5", "8.0"]\n', "    sass: 8.0\n",
+         "matrix.yaml:8: releases[0].sass: expected a list"),
+        ('    ptx: ["8.0"]\n', '    ptx: ["8.0"]\n    unconfirmed: [colour]\n',
+         "releases[0].unconfirmed[0]: 'colour' is not a field"),
+        ('    pins: {nvidia-cudnn-cu12: "8.9.4.25"}\n', '    pins: {nvidia-cudnn-cu12: latest}\n',
+         "matrix.yaml:14: releases[0].pins.nvidia-cudnn-cu12"),
+        ("    package: tensorflow\n", "    package: tensorflow\n    package: tensorflow-gpu\n",
+         "matrix.yaml:4: releases[0].package: duplicate key"),
     ],
 )
 def test_matrix_errors_name_file_and_line(pdir: Path, old: str, new: str, expected: str) -> None:
@@ -262,3 +270,17 @@ def test_a_pickle_in_the_cache_is_never_run(pdir: Path, tmp_path: Path) -> None:
     missing = pickle.dumps(Evil()).replace(b"posix", b"nosuchmodule_xyz")
     path.write_bytes(missing)
     assert _cached(pdir, tmp_path / "cache")[0] == parsed and not marker.exists()
+
+
+@pytest.mark.parametrize("old, new", [
+    ("pins: {nvidia-cudnn-cu12:", 'pins: {"nvidia-cudnn-cu12 @ https://evil/x.whl#":'),
+    ("pins: {nvidia-cudnn-cu12:", 'pins: {"x; os_name == \'posix\'":'),
+    ("    extra: and-cuda\n", '    extra: and-cuda\n    constraints: {"numpy @ http://h/n.whl": ">=1"}\n'),
+    ("    extra: and-cuda\n", '    extra: and-cuda\n    constraints: {numpy: "@ http://h/n.whl"}\n'),
+])
+def test_pin_names_are_project_names_not_direct_references(pdir: Path, old: str, new: str) -> None:
+    text = (pdir / "matrix.yaml").read_text()
+    assert old in text
+    (pdir / "matrix.yaml").write_text(text.replace(old, new))
+    err = _fails(pdir)
+    assert "matrix.yaml:" in err.message and ("project name" in err.message or "specifier" in err.message), err.message

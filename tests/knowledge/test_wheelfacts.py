@@ -17,7 +17,8 @@ def test_build_info_shapes_are_read_as_literals_only() -> None:
 
 
 def test_spec_and_glibc() -> None:
-    assert spec_of('nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"') == ("nvidia-cudnn-cu12", "==9.3.0.75", 'extra == "and-cuda"')
+    assert spec_of('nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"') == (
+        "nvidia-cudnn-cu12", "==9.3.0.75", 'extra == "and-cuda"')
     assert spec_of("numpy (<2.0,>=1.16.0)") == ("numpy", "<2.0,>=1.16.0", "")
     assert min_glibc("manylinux_2_27_x86_64") == "2.27"
     assert min_glibc("manylinux2014_x86_64") == "2.17"
@@ -30,7 +31,8 @@ def test_exact_pins_make_an_exact_row_marked_learned() -> None:
              "requires_python": ">=3.10",
              "build_info": {"cuda_version": "12.5.1", "cudnn_version": "9",
                             "cuda_compute_capabilities": ["sm_60", "sm_89", "compute_90"]}}
-    files = [{"py": "cp311", "upload-time": "2026-11-02T10:00:00Z"}, {"py": "cp312", "upload-time": "2026-11-01T09:00:00Z"}]
+    files = [{"py": "cp311", "upload-time": "2026-11-02T10:00:00Z"},
+             {"py": "cp312", "upload-time": "2026-11-01T09:00:00Z"}]
     wf = {"filename": "tensorflow-2.23.0-cp312-cp312-manylinux_2_27_x86_64.whl", "plat": "manylinux_2_27_x86_64"}
     row = learned_row("2.23.0", files, wheel, "https://mirror.example/simple/", wf, "2026-12-04")
     assert (row["cuda"], row["cudnn"], row["pins_kind"]) == ("12.5", "9.3", "exact")

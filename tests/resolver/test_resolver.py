@@ -206,6 +206,7 @@ def test_glibc_is_a_hard_constraint_and_unknown_glibc_is_not_guessed() -> None:
 def test_arch_mismatch_rejects_every_release() -> None:
     res = resolve(machine("570.124.06", gpus_named("NVIDIA GeForce RTX 4090"), arch="aarch64"), KN, LATEST)
     assert res.choice is None
+    assert len(res.rejected) == len(KN.releases)  # every release rejected, each for its arch
     assert all(any("no aarch64 wheel" in t for t in r.reasons) for r in res.rejected)
 
 
@@ -298,7 +299,8 @@ def test_policy_range_order_and_cuda_source_filters() -> None:
     oldest = candidates(KN, policy("o", prefer="oldest"))[0]
     assert oldest[0].tensorflow == "2.3.0"
     pip_only = candidates(KN, policy("p", cuda_from=("pip",)))[0]
-    assert all(r.cuda_from == "pip" for r in pip_only)
+    assert pip_only and all(r.cuda_from == "pip" for r in pip_only)
+    assert len(pip_only) < len(KN.releases)  # the filter removed the others
 
 
 def test_empty_policy_answers_without_raising() -> None:

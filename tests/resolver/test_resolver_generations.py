@@ -28,7 +28,8 @@ def test_k80_on_470_gets_tf_2_11_with_the_cu11_wheels_and_minor_compat_said() ->
     assert set(c.hashes) == set(c.pins) and all(h[0].startswith("sha256:") for h in c.hashes.values())
     said = " ".join(res.reasons)
     assert "nvidia-*-cu11 wheels" in said
-    assert "the CUDA 11.8 wheels run the CUDA 11.2 build through CUDA minor-version compatibility (11.x on >= 450.80.02" in said
+    assert ("the CUDA 11.8 wheels run the CUDA 11.2 build through CUDA minor-version compatibility "
+            "(11.x on >= 450.80.02") in said
     assert "requirements" not in said and c.requirements()[1:3] == ["nvidia-cublas-cu11==11.11.3.6",
                                                                     "nvidia-cuda-cupti-cu11==11.8.87"]
 
@@ -40,7 +41,8 @@ def test_a_driver_that_runs_cuda_11_8_says_nothing_about_minor_compat() -> None:
     older = resolve(machine("520.61.05", [gpu("Tesla P100-PCIE-16GB", "6.0")]),
                     kn(), policy("old", tensorflow="==2.12.*")).choice
     assert older is not None and older.cuda_from == "pip" and older.pins["nvidia-cuda-runtime-cu11"] == "11.8.89"
-    res12 = resolve(machine("520.61.05", [gpu("Tesla P100-PCIE-16GB", "6.0")]), kn(), policy("old", tensorflow="==2.12.*"))
+    res12 = resolve(machine("520.61.05", [gpu("Tesla P100-PCIE-16GB", "6.0")]), kn(),
+                    policy("old", tensorflow="==2.12.*"))
     assert not any("minor-version compatibility" in r for r in res12.reasons)
 
 

@@ -51,7 +51,7 @@ def test_store_find_by_prefix_and_latest(tmp_path: Path) -> None:
     S.save(tmp_path, a)
     S.save(tmp_path, b)
     (S.store_dir(tmp_path) / "broken.yaml").write_text("format: [")
-    assert [s.id for _, s in S.list_stored(tmp_path)] == [a.id, b.id]
+    assert [s.id for _, s in S.scan(tmp_path).snapshots] == [a.id, b.id]
     assert S.find(tmp_path, "20261201")[1] == a
     with pytest.raises(BadInputError, match="matches 2"):
         S.find(tmp_path, "2026120")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import BadInputError
@@ -47,7 +48,7 @@ def _bash(script: str, env_vars: dict[str, str]) -> str:
     ).stdout
 
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="needs gcc")
 
 
 def test_activate_sets_and_deactivate_restores(ctx: Context, tmp_path: Path) -> None:

@@ -48,7 +48,8 @@ def test_the_same_source_gets_the_donors_pyc_and_python_takes_it_as_is(tmp_path:
     assert share_bytecode(second, first, TAG) == 2
     ours, theirs = second / "pkg" / "__pycache__" / PYC, first / "pkg" / "__pycache__" / PYC
     assert os.stat(ours).st_ino == os.stat(theirs).st_ino
-    out = subprocess.run([sys.executable, "-c", "import pkg.mod as m, json; print(json.dumps([m.CODE_FILE, m.__cached__]))"],
+    out = subprocess.run([sys.executable, "-c", "import pkg.mod as m, json; print(json.dumps([m.CODE_FILE, "
+                                                "m.__cached__]))"],
                          env={**os.environ, "PYTHONPATH": str(second)}, capture_output=True, text=True, check=True)
     code_file, cached = json.loads(out.stdout)
     assert code_file == str(second / "pkg" / "mod.py")  # Python names the new env's source

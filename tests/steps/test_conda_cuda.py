@@ -5,13 +5,13 @@ offline; the step's loader check opens every soname; undo unlinks what it added.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support.conda_channel import CondaPkg, build_channel, cuda_channel
 from tests.support.fake_conda import read_log, write_fake_conda
+from tests.support.promised import absent
 from tfgpu_install.conda.prefix import CondaRecord, installed, meets, unmet
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, StepFailed, UnsatisfiableError
@@ -19,7 +19,7 @@ from tfgpu_install.knowledge.cuda_sources import conda_recipe_for, load_conda_re
 from tfgpu_install.steps.conda_packages import InstallCondaCuda, conda_install_argv
 
 pytest.importorskip("rattler")
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
+needs_gcc = pytest.mark.skipif(absent("gcc"), reason="the stand-in libraries need gcc")
 
 
 @pytest.fixture(scope="module")

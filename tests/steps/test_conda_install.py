@@ -17,9 +17,10 @@ import pytest
 
 from tests.support.conda_channel import CUDA11_LIBS, CUDA101_LIBS, cuda_channel
 from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, run_cli, write_knowledge
+from tests.support.promised import absent
 
 pytest.importorskip("rattler")
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the stand-in libraries need gcc")
 
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -6,7 +6,6 @@ undo removes it. A wrong hash or a hostile archive changes nothing."""
 from __future__ import annotations
 
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.support.cuda_redist import publish_cuda_redist
 from tests.support.httpserver import LoopbackServer
+from tests.support.promised import absent
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, UnsatisfiableError
 from tfgpu_install.files import tree_digest
@@ -22,7 +22,7 @@ from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.resolver.model import Choice
 from tfgpu_install.steps.cuda.place import PlaceCudaRedist, cuda_lib_dir, cuda_redist_steps
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the stand-in libraries need gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="the stand-in libraries need gcc")
 
 SONAMES = {
     "cuda_cudart": ["libcudart.so.11.0"], "libcublas": ["libcublas.so.11", "libcublasLt.so.11"],

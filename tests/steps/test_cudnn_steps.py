@@ -23,7 +23,8 @@ from tfgpu_install.resolver.model import Choice, Resolution
 from tfgpu_install.steps.cudnn.place import MARKER, cudnn_steps, find_stale, placed_lib_dir
 
 
-def resolution(cudnn: str = "9.1", pin: Optional[str] = "9.1.0.70", cuda: str = "12.3", tf: str = "2.17.1") -> Resolution:
+def resolution(cudnn: str = "9.1", pin: Optional[str] = "9.1.0.70", cuda: str = "12.3",
+               tf: str = "2.17.1") -> Resolution:
     pins = {"nvidia-cudnn-cu12": pin} if pin else {}
     choice = Choice(tensorflow=tf, cuda=cuda, cudnn=cudnn, python="3.11", jit_only=False, pins=pins)
     return Resolution(profile="stable", choice=choice, reasons=(), rejected=())
@@ -116,7 +117,8 @@ def test_download_failures_leave_nothing_in_place(fast: Context, tmp_path: Path,
             run(fast, resolution(), opts)
     assert ei.value.ref == ref and ei.value.code == ExitCode.DOWNLOAD and ei.value.hint
     _nothing_placed(env)
-    leftovers = [p.name for p in (fast.cache_dir / "downloads").iterdir()] if (fast.cache_dir / "downloads").exists() else []
+    downloads = fast.cache_dir / "downloads"
+    leftovers = [p.name for p in downloads.iterdir()] if downloads.exists() else []
     assert all(n.endswith(".part") for n in leftovers)  # only a resumable part, if anything
 
 

@@ -29,7 +29,8 @@ def _ctx(tmp_env: dict[str, str], **extra: str) -> Context:
 def _python_version_of(env: Path) -> str:
     import subprocess
 
-    out = subprocess.run([str(env / "bin" / "python"), "-c", "import sys; print(sys.prefix); print(sys.version_info[:2])"],
+    out = subprocess.run([str(env / "bin" / "python"), "-c", "import sys; print(sys.prefix); "
+                                                             "print(sys.version_info[:2])"],
                          capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == str(env)  # the env's own interpreter, isolated in its prefix
     return out[1]

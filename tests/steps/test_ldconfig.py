@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
-from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import tree_digest
 from tfgpu_install.runner import ReplayRunner
-from tfgpu_install.steps.ldconfig import SystemLdconfig
+from tfgpu_install.steps.ldconfig import SystemLdconfig, conf_name
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("gcc") is None or not (shutil.which("ldconfig") or Path("/sbin/ldconfig").exists()),
+    absent("gcc") or absent("ldconfig", "/sbin/ldconfig"),
     reason="needs gcc and ldconfig",
 )
 
@@ -57,7 +58,7 @@ def test_registers_confirms_and_rolls_back(ctx: Context, tmp_path: Path) -> None
     assert not step.check(ctx)
     ex = Executor(ctx, env)
     ex.run([step])
-    conf = etc / "ld.so.conf.d" / "tfgpu-tf-env.conf"
+    conf = etc / "ld.so.conf.d" / conf_name(env)
     assert str(so.parent) in conf.read_text()
     assert f"=> {so}" in _listing(etc)
     assert step.check(ctx)
@@ -77,9 +78,9 @@ def test_kill_in_the_middle_then_rollback(tmp_env: dict[str, str], tmp_path: Pat
     before = tree_digest(etc)
     ctx.hooks.fail_at = "ldconfig.system:middle:eio"
     ex = Executor(ctx, env)
-    with pytest.raises(Exception):
+    with pytest.raises(StepFailed):
         ex.run([SystemLdconfig(env)])
-    assert (etc / "ld.so.conf.d" / "tfgpu-tf-env.conf").exists()
+    assert (etc / "ld.so.conf.d" / conf_name(env)).exists()
     ctx.hooks.fail_at = None
     ex.rollback([SystemLdconfig(env)])
     assert tree_digest(etc) == before

@@ -6,12 +6,12 @@ gcc-built stand-ins for the CUDA/cuDNN libraries, loaded for real by the env's P
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.promised import absent
 from tests.support.wheelhouse import build_shared_lib
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.runner import SubprocessRunner
@@ -22,7 +22,7 @@ from tfgpu_install.steps.load_memo import MEMO_FILE
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
 LIBS = (("cuda_runtime", "libcudart.so.12"), ("cublas", "libcublas.so.12"), ("cublas", "libcublasLt.so.12"),
         ("cudnn", "libcudnn.so.9"))
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = pytest.mark.skipif(absent("gcc"), reason="needs gcc")
 
 
 def _env(root: Path, like: "TargetEnv | None" = None) -> TargetEnv:

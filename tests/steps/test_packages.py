@@ -101,7 +101,8 @@ def test_pip_fallback_honours_pip_index_url(tmp_env: dict[str, str], tmp_path: P
     assert InstallPackages(env, STABLE_REQUIREMENTS).check(ctx)
 
 
-def test_uv_honours_uv_index_url_and_extra_index(tmp_env: dict[str, str], tmp_path: Path, wheelhouse: Wheelhouse) -> None:
+def test_uv_honours_uv_index_url_and_extra_index(tmp_env: dict[str, str], tmp_path: Path,
+                                                 wheelhouse: Wheelhouse) -> None:
     with served(wheelhouse) as srv:
         dead = f"http://127.0.0.1:{refused_port()}/simple"
         ctx = _ctx(tmp_env, UV_INDEX_URL=srv.url, PIP_EXTRA_INDEX_URL=dead)
@@ -172,10 +173,12 @@ def test_unsatisfiable_pin_fails_and_changes_nothing(tmp_env: dict[str, str], tm
     assert installed_versions(env) == before
 
 
-def test_undo_restores_previous_package_set(tmp_env: dict[str, str], tmp_path: Path, package_index: IndexServer) -> None:
+def test_undo_restores_previous_package_set(tmp_env: dict[str, str], tmp_path: Path,
+                                            package_index: IndexServer) -> None:
     ctx = _ctx(tmp_env)
     env = _venv(ctx, tmp_path / "env")
-    InstallPackages(env, ["tensorflow==2.98.0", "numpy==1.26.4", "protobuf==5.0.0"], index_url=package_index.url).apply(ctx)
+    InstallPackages(env, ["tensorflow==2.98.0", "numpy==1.26.4", "protobuf==5.0.0"],
+                    index_url=package_index.url).apply(ctx)
     before = installed_versions(env)
     step = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url)
     assert not step.check(ctx)
@@ -186,7 +189,8 @@ def test_undo_restores_previous_package_set(tmp_env: dict[str, str], tmp_path: P
     step.undo(ctx, record)
     assert installed_versions(env) == before
     uninstall = [a for a, m in ctx.runner.calls if "uninstall" in a]  # type: ignore[attr-defined]
-    assert uninstall and all(m for a, m in ctx.runner.calls if "uninstall" in a or "install" in a)  # type: ignore[attr-defined]
+    calls = ctx.runner.calls  # type: ignore[attr-defined]
+    assert uninstall and all(m for a, m in calls if "uninstall" in a or "install" in a)
     assert _py(env, "import tensorflow; print(tensorflow.__version__)") == "2.98.0"
 
 
@@ -249,7 +253,8 @@ def test_a_package_cut_short_mid_write_is_installed_again_on_resume(
     assert (next(env.path.glob("lib/python*/site-packages/absl_py-*.dist-info")) / "METADATA").is_file()
 
 
-def test_check_walks_dependencies_and_markers(tmp_env: dict[str, str], tmp_path: Path, package_index: IndexServer) -> None:
+def test_check_walks_dependencies_and_markers(tmp_env: dict[str, str], tmp_path: Path,
+                                              package_index: IndexServer) -> None:
     ctx = _ctx(tmp_env)
     env = _venv(ctx, tmp_path / "env")
     InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url).apply(ctx)

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import make_tmp_env
+from tests.support.faults import fault_env
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, ExitCode
@@ -134,8 +135,8 @@ def test_killed_mid_edit_of_a_symlinked_rc_rolls_back_the_target(tmp_path: Path,
          "from tfgpu_install.engine.executor import Executor; from tfgpu_install.steps.shell_rc import WriteShellRc;"
          f"rc, env = Path({str(rc)!r}), Path({str(env)!r});"
          "Executor(build_context(dict(__import__('os').environ)), env).run([WriteShellRc(rc, env)])"],
-        env={**make_tmp_env(tmp_path), "TFGPU_TEST_KILL_AT": "shell-rc.write:after",
-             "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        env=fault_env({**make_tmp_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                      kill_at="shell-rc.write:after"),
     ).returncode
     assert code == -9 and b"tfgpu-install" in target.read_bytes()
     _rollback(build_context(make_tmp_env(tmp_path)), rc, env)
@@ -264,7 +265,8 @@ def test_rc_that_is_a_directory_or_not_a_file_is_refused(ctx: Context, tmp_path:
         with pytest.raises(EnvironmentProblem):
             _install(ctx, bad, env)
     assert d.is_dir() and list(d.iterdir()) == [] and not (tmp_path / "home" / "nowhere").exists()
-    assert (tmp_path / "home" / "linked").read_bytes() == b"x=1\n" and os.stat(tmp_path / "home" / "linked").st_nlink == 2
+    linked = tmp_path / "home" / "linked"
+    assert linked.read_bytes() == b"x=1\n" and os.stat(linked).st_nlink == 2
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
@@ -277,7 +279,8 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)
         rc.chmod(0)
-        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import validate_shell_rc;"
+        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import "
+                  "validate_shell_rc;"
                   "from tfgpu_install.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
                   f"try:\n    validate_shell_rc(Path({str(rc)!r}), Path({str(env)!r}))\n"
                   "except TfgpuError as e:\n    print(int(e.code), e.message); sys.exit(0)\nsys.exit(3)")

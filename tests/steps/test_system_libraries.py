@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.shapes import gpu, machine, policy
 
+from tests.support.promised import absent
 from tests.support.wheelhouse import build_shared_lib
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, UnsatisfiableError
@@ -22,7 +23,7 @@ from tfgpu_install.resolver.resolve import resolve
 from tfgpu_install.steps.system_libraries import CheckSystemLibraries
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not Path(LDCONFIG).exists(),
+pytestmark = pytest.mark.skipif(absent("gcc") or absent("ldconfig", LDCONFIG),
                                 reason="needs gcc and ldconfig")
 
 TF23 = ["libcudart.so.10.1", "libcublas.so.10", "libcufft.so.10", "libcurand.so.10", "libcusolver.so.10",

@@ -13,7 +13,8 @@ from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import ExitCode, VerifyFailed
 from tfgpu_install.steps.verify import VerifyEnv
-from tfgpu_install.verify.host import CheckPlan, read_record, record_path
+from tfgpu_install.verify.host import CheckPlan
+from tfgpu_install.verify.record import read_record, record_path
 
 
 @pytest.fixture

@@ -55,7 +55,8 @@ def publish_cuda_redist(server: object, workdir: Path, release: str, components:
         server.add("/" + rel, data)  # type: ignore[attr-defined]
         sha = hashlib.sha256(data + (b"x" if comp in corrupt else b"")).hexdigest()
         manifest[comp] = {"name": comp, "license": "test", "version": version,
-                          "linux-x86_64": {"relative_path": rel, "sha256": sha, "md5": "0" * 32, "size": str(len(data))}}
+                          "linux-x86_64": {"relative_path": rel, "sha256": sha, "md5": "0" * 32,
+                                           "size": str(len(data))}}
         out[comp] = data
     server.add(f"/redistrib_{release}.json", json.dumps(manifest).encode())  # type: ignore[attr-defined]
     return out

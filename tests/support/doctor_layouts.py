@@ -23,7 +23,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def recorded_smi(case_id: str, kind: str = "shared/nvidia-smi") -> str:
     """A recorded nvidia-smi output, without the shell prompt lines the reporter pasted."""
     doc = yaml.safe_load((FIXTURES / kind / f"{case_id}.yaml").read_text())
-    lines = [ln for ln in doc["verbatim"].splitlines() if not ln.lstrip().startswith(("$", ">", "#")) and "@" not in ln[:40]]
+    lines = [ln for ln in doc["verbatim"].splitlines()
+             if not ln.lstrip().startswith(("$", ">", "#")) and "@" not in ln[:40]]
     return "\n".join(lines) + "\n"
 
 
@@ -75,8 +76,8 @@ QUERY = ("/usr/bin/nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_v
          "--format=csv,noheader,nounits")
 
 
-def replay(smi_text: Optional[str], apps: str = "", query: str = "", extra: Optional[dict[tuple[str, ...], Completed]] = None,
-           python: Optional[str] = None) -> ReplayRunner:
+def replay(smi_text: Optional[str], apps: str = "", query: str = "",
+           extra: Optional[dict[tuple[str, ...], Completed]] = None, python: Optional[str] = None) -> ReplayRunner:
     """nvidia-smi answers from a recording; the env's python (if given) runs for real."""
     r = ReplayRunner()
     if smi_text is not None:

@@ -30,6 +30,13 @@ class Fault(enum.Enum):
     NOT_FOUND = "404"
     WRONG_BYTES = "wrong-bytes"  # same length, different content
     SHORT = "short"  # a clean, complete response holding only the first cut_at bytes
+    DRIP = "drip"  # one byte every DRIP_EVERY seconds: never idle long enough for a read timeout
+    ENDLESS = "endless"  # the data, then more and more bytes, no Content-Length (a stream that never ends)
+    LYING = "lying"  # a Content-Length far above the data's size, then the data and more
+
+
+DRIP_EVERY = 0.05
+ENDLESS_LIMIT = 256 * 1024 * 1024  # the server gives up after this much (a client that never stops)
 
 
 @dataclass
@@ -107,6 +114,9 @@ class LoopbackServer:
                         self._send(416, b"")
                         return
                 body = data[start : last + 1]
+                if res.fault in (Fault.DRIP, Fault.ENDLESS, Fault.LYING):
+                    _stream(self, res.fault, body)
+                    return
                 self.send_response(206 if start or ranged else 200)
                 if start or ranged:
                     self.send_header("Content-Range", f"bytes {start}-{last}/{len(data)}")
@@ -146,6 +156,33 @@ class LoopbackServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
+
+
+def _stream(handler: BaseHTTPRequestHandler, fault: Fault, body: bytes) -> None:
+    """DRIP, ENDLESS and LYING answers (a full 200, whatever Range asked)."""
+    import time
+
+    handler.send_response(200)
+    if fault is Fault.DRIP:
+        handler.send_header("Content-Length", str(len(body)))
+    elif fault is Fault.LYING:
+        handler.send_header("Content-Length", str(len(body) * 1000))
+    handler.end_headers()
+    try:
+        if fault is Fault.DRIP:
+            for i in range(len(body)):
+                handler.wfile.write(body[i:i + 1])
+                handler.wfile.flush()
+                time.sleep(DRIP_EVERY)
+            return
+        handler.wfile.write(body)
+        sent = len(body)
+        while sent < ENDLESS_LIMIT:
+            handler.wfile.write(b"\0" * 65536)
+            sent += 65536
+    except OSError:
+        pass  # the client hung up: what a client should do
+    handler.close_connection = True
 
 
 def refused_port() -> int:

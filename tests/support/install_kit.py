@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -231,9 +231,11 @@ def real_numpy_wheel(dest: Path, version: str = "1.26.4") -> Path:
     return found[0]
 
 
-def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = ()) -> "object":
+def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = (),
+                         extra_specs: Sequence[Any] = ()) -> "object":
     """The envpkg wheelhouse with TF 2.99.0 numpy-backed and the real numpy 1.26.4 wheel.
-    extra_tf: more numpy-backed TensorFlow versions, (version, build cuda, build cudnn)."""
+    extra_tf: more numpy-backed TensorFlow versions, (version, build cuda, build cudnn).
+    extra_specs: more WheelSpecs (a user's project on top of TF)."""
     import hashlib
     import html
 
@@ -250,6 +252,7 @@ def computing_wheelhouse(dest: Path, extra_tf: Sequence[tuple[str, str, str]] = 
         specs.append(s)
     tf_requires = next(s.requires for s in specs if s.name == "tensorflow")
     specs += [WheelSpec("tensorflow", v, numpy_backed_tf(v, cuda, cudnn), tf_requires) for v, cuda, cudnn in extra_tf]
+    specs += list(extra_specs)
     wh = build_wheelhouse(dest, specs)
     np_wheel = real_numpy_wheel(dest / "registry")
     shutil.copy2(np_wheel, wh.root / "files" / np_wheel.name)  # type: ignore[attr-defined]

@@ -46,7 +46,8 @@ MINI_KNOWLEDGE = Knowledge(
             ("NVIDIA RTX PRO 1000 Blackwell Generation Laptop GPU", "12.0"), ("GeForce GTX 1080 Ti", "6.1"),
             ("GeForce GTX 1080", "6.1"), ("GeForce GTX 750 Ti", "5.0"), ("GeForce GTX 780", "3.5"),
             ("NVIDIA GeForce RTX 5070", "12.0"), ("NVIDIA GeForce RTX 5070 Ti", "12.0"),
-            ("NVIDIA GeForce RTX 4090", "8.9"), ("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA GeForce RTX 3090", "8.6"), ("NVIDIA B200", "10.0"),
+            ("NVIDIA GeForce RTX 4090", "8.9"), ("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA GeForce RTX 3090", "8.6"),
+            ("NVIDIA B200", "10.0"),
             ("Quadro RTX 4000", "7.5"), ("NVIDIA GeForce GTX 1650", "7.5"), ("NVIDIA A100-SXM4-40GB", "8.0"),
         )
     ),

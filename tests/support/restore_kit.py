@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,12 +22,13 @@ from typing import Any, Iterator, Mapping, Sequence
 import pytest
 
 from tests.support.install_kit import MATRIX, cli_env, computing_wheelhouse, write_knowledge
+from tests.support.promised import absent
 from tfgpu_install.cli import main
 
 GLIBC_MATRIX = MATRIX.replace('min_glibc: "2.17"', 'min_glibc: "2.27"').replace(
     "manylinux_2_17_x86_64", "manylinux_2_27_x86_64")
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the wheelhouse's libraries need gcc")
+needs_gcc = pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc")
 
 
 @dataclass

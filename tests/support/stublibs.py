@@ -18,12 +18,23 @@ Behaviour is chosen per run through environment variables (one build serves ever
   STUB_MIG=1                  every GPU is in MIG mode (cuDeviceGetUuid_v2 gives MIG- UUIDs; NVML
                               utilisation not supported)
   STUB_NVML_INIT_ERROR=N / STUB_NVML_SAMPLE_ERROR=N / STUB_NVML_TEMP=C / STUB_NVML_THROTTLE=BITS
-  STUB_CUDNN_CUDART=N         cudnnGetCudartVersion (default: the runtime's); STUB_CUDNN_CREATE_ERROR=N
+  STUB_NVML_HANDLE_ERROR=I:RC  nvmlDeviceGetHandleByIndex(I) returns RC (4 no permission, 15 GPU lost)
+  STUB_CUDNN_CREATE_ERROR=N   cudnnCreate returns N (cudnnGetCudartVersion is fixed per build, as in the
+                              real library: cuDNN 8 for 12.3 in env/, for 11.8 in cudnn-cu11/; cuDNN 9.3 for
+                              12.6 in env/, 9.13 for 13.0 in cudnn-cu13/). cuDNN 9 stubs abort in their first
+                              call when libcudnn_graph.so.9 is missing, and use cuDNN 9's status numbers
+                              (1001 NOT_INITIALIZED, 2000 BAD_PARAM, 4000 INTERNAL_ERROR, 5003 ..._CUDA_DRIVER);
+                              an unknown status is "CUDNN_UNKNOWN_STATUS", as cudnnGetErrorString says.
+  STUB_CU_COMPUTE_MODE=N      CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (0 default, 2 prohibited, 3 exclusive-process)
+  STUB_CU_EXCLUSIVE_BUSY=1    another process holds the exclusive-process GPU: contexts cannot be made
+                              (cuCtxCreate / cudaFree(0): 46 device unavailable; cudnnCreate fails)
   STUB_CUDART_VERSION=N       cudaRuntimeGetVersion (default 12030)
   STUB_CUDART_COUNT_ERROR=N   cudaGetDeviceCount returns N (e.g. 35 cudaErrorInsufficientDriver)
   STUB_CUDNN_VERSION=N        cudnnGetVersion (default 8907)
   STUB_CUBLAS_CREATE_ERROR=N  cublasCreate_v2 returns N (e.g. 1 CUBLAS_STATUS_NOT_INITIALIZED)
   STUB_CUBLAS_WRONG=1         cublasSgemm_v2 returns a wrong result (a faulty GPU)
+  STUB_CUBLAS_SGEMM_US=N      every cublasSgemm_v2 takes N microseconds more (a known kernel time); a product
+                              whose buffers were not written since is reused, not recomputed
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import pytest
 from tests.support import stub_sources as src
 
 CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "tfgpu_install" / "verify" / "gpucheck" / "check.py"
+CPU_SEAM = Path(__file__).resolve().parent / "check_on_cpu.py"
 
 # cuDNN 9's run-time loaded sub-libraries, as the nvidia-cudnn-cu12 9.3.0.75 / 9.8.0.87 wheels' RECORD list them.
 CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
@@ -54,11 +66,16 @@ SOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "libnvidia-ml.so.1": (src.LIBNVML, "driver", ()),
     "libcudart.so.12": (src.LIBCUDART, "env", ()),
     "libcudnn.so.8": (src.LIBCUDNN, "env", ()),
-    "libcudnn.so.9": (src.LIBCUDNN, "env", ("-DCUDNN_DEFAULT=90300",)),
+    "libcudnn.so.9": (src.LIBCUDNN, "env", ("-DCUDNN_DEFAULT=90300", "-DCUDNN_CUDART=12060")),
     "libcublas.so.12": (src.LIBCUBLAS, "env", ()),
     "libcudart.so.13": (src.LIBCUDART, "cu13", ("-DCUDART_DEFAULT=13000",)),
     "libcublas.so.13": (src.LIBCUBLAS, "cu13", ()),
     **{so: (src.CUDNN_SUB, "env", ()) for so in CUDNN9_SUBLIBS},
+    # cuDNN builds for other CUDA majors (cudnnGetCudartVersion is fixed when the library is built)
+    "cu11/libcudnn.so.8": (src.LIBCUDNN, "cudnn-cu11", ("-DCUDNN_CUDART=11080",)),
+    "cu13/libcudnn.so.9": (src.LIBCUDNN, "cudnn-cu13", ("-DCUDNN_DEFAULT=91300", "-DCUDNN_CUDART=13000",
+                                                         "-DCUDNN_MAX_SM=1200")),
+    **{f"cu13/{so}": (src.CUDNN_SUB, "cudnn-cu13", ()) for so in CUDNN9_SUBLIBS},
 }
 
 
@@ -71,27 +88,31 @@ class StubLibs:
     driver: Path
     env: Path
     cu13: Path
+    cudnn_cu11: Path  # libcudnn.so.8 built for CUDA 11.8
+    cudnn_cu13: Path  # libcudnn.so.9 (9.13, native up to sm_120) built for CUDA 13.0, with its sub-libraries
 
 
 def build_stub_libs(dest: Path) -> StubLibs:
     """Compile every stub into dest/{driver,env,cu13} (reused when already built from these sources)."""
     if shutil.which("gcc") is None:
         raise RuntimeError("gcc is needed to build the stub CUDA libraries")
-    for soname, (code, sub, flags) in SOURCES.items():
+    for key, (code, sub, flags) in SOURCES.items():
+        soname = key.rsplit("/", 1)[-1]
         out = dest / sub / soname
         out.parent.mkdir(parents=True, exist_ok=True)
         stamp = out.with_name(out.name + ".sha")
         digest = hashlib.sha256((code + " ".join(flags)).encode()).hexdigest()
         if out.exists() and stamp.exists() and stamp.read_text() == digest:
             continue
-        c_file = dest / (soname.replace(".", "_") + ".c")
+        c_file = dest / (key.replace(".", "_").replace("/", "_") + ".c")
         c_file.write_text(code)
         tmp = out.with_name(out.name + ".tmp")
         subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", *flags, f"-Wl,-soname,{soname}", "-o", str(tmp),
-                        str(c_file), "-ldl"], check=True, capture_output=True)
+                        str(c_file), "-ldl", "-lm"], check=True, capture_output=True)
         os.replace(tmp, out)
         stamp.write_text(digest)
-    return StubLibs(driver=dest / "driver", env=dest / "env", cu13=dest / "cu13")
+    return StubLibs(driver=dest / "driver", env=dest / "env", cu13=dest / "cu13", cudnn_cu11=dest / "cudnn-cu11",
+                    cudnn_cu13=dest / "cudnn-cu13")
 
 
 def plant_pci(root: Path, devices: list[tuple[str, str, str]], driver: str = "nvidia") -> None:
@@ -114,11 +135,12 @@ def plant_pci(root: Path, devices: list[tuple[str, str, str]], driver: str = "nv
 
 
 def run_check(args: list[str], env: Optional[dict[str, str]] = None, python: str = sys.executable,
-              timeout: float = 300) -> dict[str, Any]:
-    """Run check.py as the host does (a subprocess); its stdout must be exactly one JSON document."""
+              timeout: float = 300, script: Path = CHECK_SCRIPT) -> dict[str, Any]:
+    """Run check.py as the host does (a subprocess); its stdout must be exactly one JSON document.
+    `script=CPU_SEAM` runs it through tests/support/check_on_cpu.py (TensorFlow layers on /CPU:0)."""
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
     full.update(env or {})
-    proc = subprocess.run([python, str(CHECK_SCRIPT), *args], env=full, capture_output=True, text=True,
+    proc = subprocess.run([python, str(script), *args], env=full, capture_output=True, text=True,
                           timeout=timeout)
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout is not one JSON document:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -128,8 +150,10 @@ def run_check(args: list[str], env: Optional[dict[str, str]] = None, python: str
     return doc
 
 
-def layer(doc: dict[str, Any], num: int) -> dict[str, Any]:
-    return next(lay for lay in doc["layers"] if lay["layer"] == num)
+def layer(doc: dict[str, Any], which: "int | str") -> dict[str, Any]:
+    """A layer of the check's report, by name (or by its number in the JSON)."""
+    key = "name" if isinstance(which, str) else "layer"
+    return next(lay for lay in doc["layers"] if lay[key] == which)
 
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import skip_or_fail
+
 # The stable profile's pins (TF 2.17.1 built for CUDA 12.3 / cuDNN 8.9), as the install places them.
 STABLE_PINS = ("tensorflow==2.17.1", "nvidia-cudnn-cu12==8.9.7.29", "nvidia-cublas-cu12==12.3.4.1",
                "nvidia-cuda-runtime-cu12==12.3.101")
@@ -40,11 +42,11 @@ def tf_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return _BUILT["env"]
     uv = Path(sys.executable).parent / "uv"
     if not uv.exists():
-        pytest.skip("uv (a dependency of tfgpu-install) is not in the test venv")
+        skip_or_fail("uv (a dependency of tfgpu-install) is not in the test venv")
     env = make_venv(tmp_path_factory.mktemp("tfenv") / "env")
     proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin" / "python"), *STABLE_PINS],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"could not install TensorFlow from the registry: {proc.stderr.strip()[-500:]}")
+        skip_or_fail(f"could not install TensorFlow from the registry: {proc.stderr.strip()[-500:]}")
     _BUILT["env"] = env
     return env

@@ -143,7 +143,8 @@ def build_wheel(spec: WheelSpec, dest_dir: Path, lib_cache: Optional[Path] = Non
         meta += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     files[f"{info}/METADATA"] = ("\n".join(meta) + "\n").encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{info}/top_level.txt"] = ("\n".join(sorted({p.split("/")[0] for p in files if "/" in p and not p.startswith(info)})) + "\n").encode()
+    tops = sorted({p.split("/")[0] for p in files if "/" in p and not p.startswith(info)})
+    files[f"{info}/top_level.txt"] = ("\n".join(tops) + "\n").encode()
     record = [f"{p},{_record_hash(d)},{len(d)}" for p, d in sorted(files.items())]
     record.append(f"{info}/RECORD,,")
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -212,7 +213,8 @@ def _fake_module(name: str, version: str) -> dict[str, bytes]:
 
 def default_specs() -> list[WheelSpec]:
     and_cuda = tuple(f"{n}=={v}" for n, v in sorted(STABLE_PINS.items()))
-    tf_requires = ("numpy>=1.23.5", "protobuf>=3.20.3", "absl-py>=1.0.0", 'fake-windows-only>=1; sys_platform == "win32"')
+    tf_requires = ("numpy>=1.23.5", "protobuf>=3.20.3", "absl-py>=1.0.0",
+                   'fake-windows-only>=1; sys_platform == "win32"')
     return [
         WheelSpec("tensorflow", TF_VERSION, _fake_tf(TF_VERSION, "12.3", "9"), tf_requires, {"and-cuda": and_cuda}),
         WheelSpec("tensorflow", "2.98.0", _fake_tf("2.98.0", "12.2", "8"), tf_requires),

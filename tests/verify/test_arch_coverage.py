@@ -32,7 +32,7 @@ def build_archs(release: Release) -> list[str]:
 
 def test_split_archs_follows_tfs_build_config() -> None:
     assert split_archs(["sm_60", "sm_80", "compute_90"]) == (("6.0", "8.0", "9.0"), ("9.0",))
-    assert split_archs(["sm_100", "compute_120", "sm_90a", "bogus"]) == (("10.0", "12.0", "9.0"), ("12.0",))
+    assert split_archs(["sm_100", "compute_120", "sm_90a", "bogus"]) == (("10.0", "12.0", "9.0a"), ("12.0",))
 
 
 @pytest.mark.parametrize("cc,expected", [("9.0", ("sass", "9.0")), ("8.6", ("sass", "8.0")),
@@ -58,3 +58,30 @@ def test_resolver_and_gpu_check_agree_for_every_release(cc: str) -> None:
         assert (cc in jit["compute_capabilities"]) == (how == "ptx"), release.tensorflow
         if cc == "9.0" and tuple(int(x) for x in release.tensorflow.split(".")[:2]) >= (2, 16):
             assert how == "sass", release.tensorflow  # H100/H200 run TF 2.16+'s compute_90 natively
+
+
+# ---- issue 25 defect 12: arch-specific SASS runs on that exact compute capability only ----------------
+@pytest.mark.parametrize("archs,cc,expected", [
+    (["sm_90a"], "9.0", ("sass", "9.0a")),
+    (["sm_90a"], "9.1", ("none", None)),         # not a later minor of the family
+    (["sm_100a"], "10.3", ("none", None)),       # B300 cannot run B200's arch-specific kernels
+    (["sm_120a", "compute_90"], "12.1", ("ptx", "9.0")),
+    (["sm_100a", "sm_100"], "10.3", ("sass", "10.0")),
+    (["compute_90a"], "10.0", ("none", None)),   # arch-specific PTX is not JIT-compiled upwards
+    (["sm_100f"], "10.3", ("sass", "10.0")),     # family-specific: the plain rule within the major
+])
+def test_arch_specific_sass_runs_only_on_its_exact_capability(archs: list[str], cc: str,
+                                                              expected: tuple[str, object]) -> None:
+    assert coverage(cc, *split_archs(archs)) == expected
+
+
+@pytest.mark.parametrize("cc,expected", [("9.0", "sass"), ("9.1", "none"), ("10.0", "ptx"), ("x", "unknown")])
+def test_the_snapshot_contract_uses_the_same_rule(cc: str, expected: str) -> None:
+    from dataclasses import replace
+
+    from tfgpu_install.snapshot.contract import _coverage
+
+    release = next(r for r in load_knowledge().releases if r.sass)
+    release = replace(release, sass=("9.0a",), ptx=("8.0",) if expected == "ptx" else ())
+    assert _coverage(cc, release) == (expected if cc != "9.1" else "none")
+    assert _coverage(cc, release) == (gpu_coverage(cc, release)[0] if cc != "x" else "unknown")

@@ -96,3 +96,61 @@ def test_burn_on_mig_keeps_sampling_without_utilisation(tmp_path: Path, stubs: S
 def test_failed_reads_are_errors_never_zero_degrees(tmp_path: Path, stubs: StubLibs) -> None:
     tele = _burn(_pci(tmp_path, "01"), stubs, STUB_NVML_SAMPLE_ERROR="15")["telemetry"]
     assert tele["failed_reads"] > 0 and "temp_c" not in tele and "(15)" in tele["error"]
+
+
+# ---- issue 25 defect 10: one GPU NVML cannot open does not lose the others ---------------------------------
+def test_one_nvml_handle_failing_keeps_the_mapping_and_telemetry_of_the_rest(tmp_path: Path, stubs: StubLibs) -> None:
+    root = _pci(tmp_path, "01", "02")
+    doc = _check(root, stubs, STUB_CU_DEVICES="2", STUB_NVML_HANDLE_ERROR="0:4")  # no permission on GPU 0
+    vis = doc["extras"]["visible_devices"]
+    assert _mapping(doc)[1] == (1, 1, "uuid") and vis["mapping"][0]["nvidia_smi"] is None
+    assert vis["nvml_gpu_errors"] == ["nvmlDeviceGetHandleByIndex(0) failed: Insufficient Permissions (4)"]
+    assert "nvml_error" not in vis
+    tele = _burn(root, stubs, STUB_CU_DEVICES="2", CUDA_VISIBLE_DEVICES="1", STUB_NVML_HANDLE_ERROR="0:15")["telemetry"]
+    assert tele["gpu"]["nvidia_smi"] == 1 and tele["temp_c"] == {"min": 41, "max": 41}
+    lost = _burn(root, stubs, STUB_CU_DEVICES="2", CUDA_VISIBLE_DEVICES="0", STUB_NVML_HANDLE_ERROR="0:15")["telemetry"]
+    assert lost["samples"] == 0 and "GPU is lost (15)" in lost["error"]
+
+
+# ---- issue 25 defect 2: the burn holds the GPU busy, as gpu-burn does -------------------------------------
+def test_the_burn_spends_at_least_95_percent_inside_sgemm(tmp_path: Path, stubs: StubLibs) -> None:
+    """Every stub SGEMM takes a known 5 ms (a GPU kernel's time); the host's share of the burn (launches,
+    the comparison, the copy back) must stay under 5%: before, copying back and comparing n*n floats in
+    Python after every 8 SGEMMs left the GPU idle most of the time."""
+    doc = _check(_pci(tmp_path, "01"), stubs, "--sgemm-burn", "2", "--sgemm-burn-size", "512",
+                 STUB_CUBLAS_SGEMM_US="5000")
+    burn = layer(doc, "benchmark")["measured"]["burn"]
+    assert burn["iterations"] >= 100 and burn["checks"] >= 2 and burn["mismatches"] == 0
+    assert burn["gpu_seconds"] >= burn["iterations"] * 0.005  # the events time the SGEMMs themselves
+    assert burn["duty_cycle"] >= 0.95, burn
+    assert "on the GPU" in burn["compared"]
+
+
+def test_a_card_that_goes_wrong_under_load_is_caught_on_the_device(tmp_path: Path, stubs: StubLibs) -> None:
+    """Between batches the product is compared on the GPU with the first one: a flipped bit shows."""
+    from tests.support.stublibs import CHECK_SCRIPT
+
+    sys_path = str(CHECK_SCRIPT.parent)
+    code = f"""
+import ctypes, sys, json
+sys.path.insert(0, {sys_path!r})
+import tfgpucheck_sgemm as sg
+rt = ctypes.CDLL({str(stubs.env / 'libcudart.so.12')!r}, mode=ctypes.RTLD_GLOBAL)
+bl = ctypes.CDLL({str(stubs.env / 'libcublas.so.12')!r}, mode=ctypes.RTLD_GLOBAL)
+run = sg.Sgemm(rt, bl, 16)
+assert run.setup() is None and run.multiply(fetch=False) is None
+cmp = sg.DeviceCompare(run)
+assert cmp.setup() is None
+same = cmp.max_error()[0]
+c = (ctypes.c_float * 256)()
+rt.cudaMemcpy(c, run.ptrs[2], ctypes.c_size_t(1024), 2)
+c[77] += 0.5
+rt.cudaMemcpy(run.ptrs[2], c, ctypes.c_size_t(1024), 1)
+print(json.dumps([same, cmp.max_error()[0]]))
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [0.0, 0.5]

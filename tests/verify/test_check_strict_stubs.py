@@ -87,7 +87,7 @@ def test_a_missing_cudnn_9_sub_library_fails_layer_3(root: Path, stubs: StubLibs
 
 
 def test_cudnn_built_for_another_cuda_major_fails(root: Path, stubs: StubLibs) -> None:
-    lay3 = layer(run_check(_args(root, PLAN, [str(stubs.env)]), _env(stubs, STUB_CUDNN_CUDART="11080")), 3)
+    lay3 = layer(run_check(_args(root, PLAN, [str(stubs.cudnn_cu11), str(stubs.env)]), _env(stubs)), 3)
     assert lay3["status"] == "fail" and "built for CUDA 11.8, the CUDA runtime is 12.3" in lay3["summary"]
     assert "nvidia-cudnn-cu12" in lay3["hint"]
 
@@ -107,19 +107,20 @@ def test_cuda_13_wheels_in_nvidia_cu13_lib(root: Path, stubs: StubLibs, tmp_path
     for so in ("libcudart.so.13", "libcublas.so.13"):
         shutil.copy(stubs.cu13 / so, site / "nvidia/cu13/lib" / so)
     for so in ("libcudnn.so.9", *CUDNN9_SUBLIBS):
-        shutil.copy(stubs.env / so, site / "nvidia/cudnn/lib" / so)
+        shutil.copy(stubs.cudnn_cu13 / so, site / "nvidia/cudnn/lib" / so)
     doc = run_check(_args(root, {"cuda": "13.0", "cudnn": "9.13"}, []),
-                    _env(stubs, STUB_CUDNN_VERSION="91300", STUB_CUDART_VERSION="13000"), python=str(venv / "bin/python"))
+                    _env(stubs, STUB_CU_DRIVER_VERSION="13000"), python=str(venv / "bin/python"))
     assert [lay["status"] for lay in doc["layers"]] == ["pass"] * 5, doc["layers"]
     assert layer(doc, 2)["measured"]["libcudart"] == str(site / "nvidia/cu13/lib/libcudart.so.13")
     assert layer(doc, 4)["measured"]["libcublas"] == str(site / "nvidia/cu13/lib/libcublas.so.13")
 
 
 def test_without_a_plan_the_newest_cuda_the_driver_runs_is_used(root: Path, stubs: StubLibs) -> None:
-    dirs = [str(stubs.cu13), str(stubs.env)]
-    doc = run_check(_args(root, {}, dirs), _env(stubs, STUB_CU_DRIVER_VERSION="13000", STUB_CUDART_VERSION="13000"))
+    dirs = [str(stubs.cu13), str(stubs.cudnn_cu13), str(stubs.env)]
+    doc = run_check(_args(root, {}, dirs), _env(stubs, STUB_CU_DRIVER_VERSION="13000"))
     assert layer(doc, 2)["measured"]["libcudart"].endswith("libcudart.so.13")
     assert layer(doc, 4)["measured"]["libcublas"].endswith("libcublas.so.13")
+    dirs = [str(stubs.cu13), str(stubs.env)]
     older = run_check(_args(root, {}, dirs), _env(stubs, STUB_CU_DRIVER_VERSION="12040"))  # a CUDA 12 driver
     assert layer(older, 2)["measured"]["libcudart"].endswith("libcudart.so.12") and older["ok"]
 

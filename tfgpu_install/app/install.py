@@ -19,10 +19,11 @@ from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choic
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.envlayout import user_path
-from tfgpu_install.errors import EnvironmentProblem, ExitCode, TfgpuError, UsageError
+from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.resolver.model import Resolution
+from tfgpu_install.verify.record import BadRecord, gpu_verified, read_record
 
 
 @dataclass(frozen=True)
@@ -45,16 +46,20 @@ class InstallRequest:
     dry_run: bool = False
     wait: bool = False
     progress: bool = False  # live progress on the terminal
+    with_requirements: tuple[str, ...] = ()  # --with REQ...: the user's own, resolved with TF's pins
+    with_files: tuple[str, ...] = ()  # --with-file requirements.txt | pylock.toml | pyproject.toml
 
 
 def install(ctx: Context, req: InstallRequest) -> Result:
+    from tfgpu_install.plan.additions import gather
     from tfgpu_install.plan.install import build_steps
     from tfgpu_install.plan.journaled import plan_to_json
 
     _check_request(req, ctx)
+    wanted = gather(req.with_requirements, req.with_files)  # bad input: refused before the probe
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
-    options = _options(req, ctx, resolved)
+    options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice)
     _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options)
@@ -150,16 +155,43 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
     )
 
 
+def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ...], choice: Any) -> InstallOptions:
+    """The env's earlier additions (a re-install keeps them) with --with's on top, checked
+    against the release's pins by uv before anything changes (exit 4 on a conflict)."""
+    from dataclasses import replace
+
+    from tfgpu_install.app.additions import added_requirements, check_resolves
+    from tfgpu_install.plan.additions import merged
+
+    earlier = added_requirements(ctx, options.env) if options.env.is_dir() else ()
+    if not wanted and not earlier:
+        return options
+    options = replace(options, with_requirements=merged(earlier, wanted))
+    # All of them against this release's pins when something is new: --with, or another release
+    # than the env's plan (an upgrade carries the earlier ones: they must fit its pins too). A
+    # re-run of the same plan needs no index (offline re-runs stay offline). The env may not
+    # exist yet: its Python is the resolver's.
+    if wanted or sorted(choice.requirements()) != sorted(_planned_requirements(ctx, options.env)):
+        check_resolves(ctx, options, choice.requirements(), options.with_requirements, choice.python)
+    return options
+
+
+def _planned_requirements(ctx: Context, env: Path) -> list[str]:
+    """The release requirements of the env's journaled plan ([] when there is none)."""
+    from tfgpu_install.app.additions import journaled_plan
+    from tfgpu_install.resolver.model import resolution_from_json
+
+    plan = journaled_plan(ctx, env) if env.is_dir() else None
+    choice = resolution_from_json(plan["resolution"]).choice if plan else None
+    return choice.requirements() if choice is not None else []
+
+
 def _verified_before(ctx: Context, env: Path) -> bool:
     """A complete env: the stored verification said the GPU works."""
     try:
-        from tfgpu_install.verify.host import read_record
-
-        doc = read_record(ctx, env) or {}
-    except Exception:
+        return gpu_verified(read_record(ctx, env))
+    except BadRecord:  # a damaged record vouches for nothing; `verify` says what is wrong with it
         return False
-    report = doc.get("report") or {}
-    return bool(report.get("ok") and report.get("gpu_verified", doc.get("gpu_verified")))
 
 
 # --- the result ---------------------------------------------------------------------------
@@ -236,13 +268,15 @@ def noop_message(env: Path) -> str:
 def verification_findings(ctx: Context, env: Path) -> list[Block]:
     """What verification found, for the last screen: per GPU its name, compute capability, the
     layers passed, matmul GFLOP/s and speed-up, mixed precision; or that only the CPU was checked."""
-    from tfgpu_install.verify.host import VerifyReport, read_record
+    from tfgpu_install.verify.host import VerifyReport
 
     try:
         doc = read_record(ctx, env) or {}
         report = VerifyReport.from_json(doc.get("report") or {})
-    except (OSError, TfgpuError, ValueError, TypeError, AttributeError):  # no findings is no reason to fail
+    except BadRecord:  # no findings is no reason to fail
         return []
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a record of another shape: say so
+        return [Text(f"verification record for {env} not understood ({exc!r}): run `tfgpu-install verify`", "warn")]
     if not report.layers:
         return []
     passed = [f"{lay.layer} {lay.name}" for lay in report.layers if lay.status == "pass"]
@@ -250,12 +284,12 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
     if not report.gpu_verified:
         items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
     else:
-        driver = report.layer(1)
+        driver = report.layer("driver")
         for dev in (driver.measured.get("devices") if driver else None) or []:
             mem = f", {dev['memory_mib']} MiB" if dev.get("memory_mib") else ""
             items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
                          f"{dev.get('compute_capability') or '?'}{mem})")
-        six = report.layer(6)
+        six = report.layer("benchmark")
         bench = (six.measured.get("benchmark") if six else None) or {}
         if bench.get("sizes"):
             top = bench["sizes"][-1]

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from urllib.parse import urljoin
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, DownloadError
+from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError
 from tfgpu_install.knowledge.learned import overlay_path, read_overlay, render_overlay
 from tfgpu_install.knowledge.model import Knowledge, release_key
 
@@ -51,7 +51,8 @@ def _file_list(session: Any, url: str) -> list[dict[str, Any]]:
         raise BadInputError(f"{url}: the file list is larger than {MAX_INDEX_BYTES >> 20} MiB")
     if "json" not in ctype:
         raise BadInputError(f"{url}: not a PEP 691 JSON file list (Content-Type {ctype!r})",
-                            hint="use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, recent Artifactory/Nexus)")
+                            hint="use an index that serves application/vnd.pypi.simple.v1+json "
+                                 "(PyPI, devpi, recent Artifactory/Nexus)")
     try:
         doc = json.loads(body)
     except ValueError as exc:
@@ -59,7 +60,8 @@ def _file_list(session: Any, url: str) -> list[dict[str, Any]]:
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list):
         raise BadInputError(f"{url}: the file list has no `files` list")
-    return [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str)]
+    return [f for f in files
+            if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str)]
 
 
 def _by_version(files: list[dict[str, Any]], base: str) -> dict[str, list[dict[str, Any]]]:
@@ -112,6 +114,10 @@ def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
 def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
                rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool) -> None:
     """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW)."""
+    import requests  # lazily, as everywhere: commands that need no network start fast
+
+    from tfgpu_install.knowledge.wheelfacts import RangeError
+
     versions = sorted((kv for kv in _by_version(files, page).items() if release_key(kv[0]) > release_key(newest)),
                       key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
     for version, vfiles in versions:
@@ -119,7 +125,8 @@ def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]
             continue
         try:
             rows[version] = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http)
-        except Exception as exc:  # one unreadable wheel must not cost the others
+        except (RangeError, ValueError, KeyError, OSError, TfgpuError, requests.RequestException) as exc:
+            # one unreadable wheel must not cost the others
             report.skipped.append(f"{version}: {exc}")
             continue
         report.learned.append({"tensorflow": version, "released": rows[version]["released"],
@@ -136,6 +143,8 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
     if offline:
         report.message = report.message or "offline: the index was not asked; the learned releases kept as they are"
         return report
+    import requests
+
     from tfgpu_install.fetch.download import check_url, make_session
 
     allow_http = index_url is not None
@@ -144,9 +153,7 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
     page = urljoin(index, "tensorflow/")
     try:
         files = _file_list(session, page)
-    except (DownloadError, BadInputError):
-        raise
-    except Exception as exc:  # requests' connection errors: offline, proxy down, DNS
+    except requests.RequestException as exc:  # offline, proxy down, DNS, refused, timed out
         report.status = "unreachable"
         report.message = (f"the index {index} could not be reached ({type(exc).__name__}); "
                           "the learned releases are kept as they are")

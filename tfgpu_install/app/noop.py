@@ -7,6 +7,7 @@ variables a shell changes between commands). It holds the answer a full no-op ru
 what that answer depends on, re-read on every use (`watch`):
 
 - the env's fingerprint (installed distributions, activation files, CUDA/cuDNN libraries),
+- the mtime of every directory in its site-packages (a package's file removed or replaced),
 - the journal (a rollback, a failed or another run change it), the verification record's
   verdict and fingerprint,
 - every file the journal's steps touched (a shell rc file, an ld.so.conf.d entry),
@@ -30,6 +31,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.context import Context
+from tfgpu_install.errors import TfgpuError
+from tfgpu_install.verify.record import BadRecord, read_record_file
 
 FORMAT = 1
 # Variables a shell changes between two runs of the same command; they change nothing here.
@@ -72,12 +75,11 @@ def _read(path: Path) -> str:
 def _verification(path: Path) -> list[Any]:
     """What install reads from the verification record (`verify` rewrites it with a new date)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        report = doc.get("report") or {}
-        return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
-    except (OSError, ValueError, AttributeError):
+        doc = read_record_file(path) or {}
+    except BadRecord:
         return ["unreadable"]
+    report = doc.get("report") or {}
+    return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
 
 
 def _knowledge_dir(ctx: Context) -> Path:
@@ -117,6 +119,26 @@ def _touched(journal: Path) -> list[str]:
     return sorted(paths)
 
 
+def _site_dirs(env: Path) -> str:
+    """sha256 over the mtime of every directory under the env's site-packages (bytecode caches
+    aside): a file of an installed package removed, replaced or added changes its directory's
+    mtime, so the answer is not given over a damaged env (install's check of the installed
+    files then runs and repairs it). One stat per directory, none per file."""
+    from tfgpu_install.envlayout import site_packages_dirs
+
+    h = hashlib.sha256()
+    stack = [str(p) for p in site_packages_dirs(env)]
+    while stack:
+        d = stack.pop()
+        try:
+            h.update(f"{d}:{os.stat(d).st_mtime_ns}\n".encode())
+            with os.scandir(d) as it:
+                stack += [e.path for e in it if e.name != "__pycache__" and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            h.update(f"{d}:?\n".encode())
+    return h.hexdigest()
+
+
 def watch(ctx: Context, env: Path) -> dict[str, Any]:
     """Everything the no-op answer depends on, as plain data (compared for equality)."""
     from tfgpu_install.engine.fingerprint import env_fingerprint
@@ -136,6 +158,7 @@ def watch(ctx: Context, env: Path) -> dict[str, Any]:
         pass
     return {
         "env": env_fingerprint(env),
+        "site": _site_dirs(env),
         "verification": _verification(state / "verify.json"),
         "stats": {str(p): _stat(p) for p in looked_at},
         # Directories a step created change with what is inside them: files are what a user
@@ -152,7 +175,11 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
     """The stored no-op answer ({"data": ..., "message": ...}) when nothing it depends on
     changed; None (run the full path) otherwise. Never raises."""
     try:
+        from tfgpu_install.guard.trust import problem
+
         key = invocation_key(argv, ctx.environ, os.getcwd())
+        if problem(stamp_path(ctx, key), ctx.state_dir) is not None:
+            return None  # a stamp another user could have written answers nothing
         with open(stamp_path(ctx, key), encoding="utf-8") as fh:
             stamp = json.load(fh)
         if not isinstance(stamp, dict) or stamp.get("format") != FORMAT or stamp.get("key") != key:
@@ -163,7 +190,8 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
         if not isinstance(stamp.get("data"), dict) or not isinstance(stamp.get("message"), str):
             return None
         return {"data": stamp["data"], "message": stamp["message"]}
-    except Exception:  # a damaged stamp, a vanished file: the full path decides
+    # A damaged stamp, a vanished file: the full path decides (a bug in here surfaces, not hidden).
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, TfgpuError):
         return None
 
 
@@ -196,7 +224,7 @@ def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message
         stamp = {"format": FORMAT, "key": key, "env": str(env), "watch": watch(ctx, env),
                  "data": noop_data(data, fingerprinted), "message": message}
         atomic_write(stamp_path(ctx, key), json.dumps(stamp, default=str).encode())
-    except Exception:
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, TfgpuError):  # no stamp: the next run is full
         try:
             os.unlink(stamp_path(ctx, invocation_key(argv, ctx.environ, os.getcwd())))
         except OSError:

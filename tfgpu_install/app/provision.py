@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tfgpu_install.app.confirm import confirm
-from tfgpu_install.app.envs import last_env, remember_env
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport, Executor
 from tfgpu_install.engine.journal import Journal, step_states
+from tfgpu_install.envregistry import forget_env, last_env, remember_env
 from tfgpu_install.errors import TfgpuError, VerifyFailed
 from tfgpu_install.report import Block
 from tfgpu_install.snapshot.envstate import site_packages
@@ -53,6 +53,11 @@ class Provisioned:
 
 
 def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
+    from tfgpu_install.guard.argtypes import check_tool_dirs
+    from tfgpu_install.guard.envpath import check_env_path
+
+    check_env_path(req.env)  # exit 5 before the preview: a path no loader or shell can carry
+    check_tool_dirs(ctx.state_dir, ctx.cache_dir, ctx.data_dir)  # exit 5, also in a dry run
     ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)
@@ -82,9 +87,11 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
                 try:
                     ex.rollback(req.steps, to_seq=before)
                 except TfgpuError:
-                    raise err  # the journal still holds it: `tfgpu-install rollback` finishes the undo
+                    raise err from None  # the journal still holds it: `tfgpu-install rollback` finishes the undo
                 if previous is not None:
                     remember_env(ctx, previous)
+                else:
+                    forget_env(ctx, req.env)
                 raise undone(err, req.env) from err
     finally:
         if progress is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -64,10 +65,11 @@ def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
         _, snap = snap_mod.find(ctx.state_dir, req.file)
         if snap.id != bsnap.id:
             raise BadInputError(f"the bundle {bdir} holds snapshot {bsnap.id}, not {snap.id}",
-                                f"pass the bundle's own snapshot: --offline {bdir} {bdir}", ref="bundle-other-snapshot")
+                                f"pass the bundle's own snapshot: --offline {shlex.quote(str(bdir))} "
+                                f"{shlex.quote(str(bdir))}", ref="bundle-other-snapshot")
         return bsnap, bdir
     if Path(req.file).is_dir() and (Path(req.file) / "manifest.json").is_file():
-        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {req.file}")
+        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {shlex.quote(req.file)}")
     return snap_mod.find(ctx.state_dir, req.file)[1], None
 
 
@@ -141,13 +143,18 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
+    from tfgpu_install.plan.additions import from_record
+
+    # The user's own requirements stay "added" in the restored env (upgrade carries them).
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
-                             index_url=None if bundle_dir else req.index_url, extra=extra)
+                             index_url=None if bundle_dir else req.index_url, extra=extra,
+                             with_requirements=from_record(snap.resolution))
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),
         "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
-                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in snap.packages]},
+                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)}
+                                 for p in snap.packages]},
     }
 
     def head(preview: ExecReport) -> list[Block]:
@@ -169,7 +176,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
             undo_on_failure=True,
         ))
     except TfgpuError as err:
-        raise _hash_mismatch(err)
+        raise _hash_mismatch(err) from err
     if req.dry_run:
         return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
                        "steps": done.preview.to_json(),
@@ -177,7 +184,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                       [*head(done.preview), Text("dry run: nothing was changed", "dim")])
     report = done.report or done.preview
     recorded = done.results.get("snapshot.record") or {}
-    result = _result(snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
+    result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
     result.data["rollback_point"] = done.rollback_point
     result.data["taken_at"] = snap.env.get("path")
     return result
@@ -193,7 +200,7 @@ def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any)
     taken = str(snap.env.get("path") or "")
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""
-    how = "" if given else f" (pass --env {taken} to restore there)"
+    how = "" if given else f" (pass --env {shlex.quote(taken)} to restore there)"  # a command: quoted
     return env, f"snapshot was taken at {taken}{how}"
 
 
@@ -209,7 +216,7 @@ def _hash_mismatch(err: TfgpuError) -> TfgpuError:
     )
 
 
-def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
+def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
             warnings: list[str], recorded: Optional[str]) -> Result:
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
@@ -224,6 +231,9 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
         ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
         theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
         d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
+    from tfgpu_install.app.snapshot import installed_files
+
+    files = installed_files(ctx, env, full=True)  # every file against its RECORD, not only names and versions
     blocks = list(head[:2])
     blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
     if warnings:
@@ -231,14 +241,17 @@ def _result(snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: 
     if verdict.checked:
         blocks.append(Bullets("host contract met", tuple(verdict.checked), "dim"))
     code = ExitCode.OK
-    if d.clean:
+    if d.clean and files.clean:
         blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages and "
-                           f"{len(live.files)} library files identical", "ok"))
+                           f"{len(live.files)} library files identical; {files.files} installed files "
+                           "match their records", "ok"))
     else:
-        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()), "error"))
+        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()) + tuple(files.lines()),
+                              "error"))
         code = ExitCode.VERIFY_FAILED
     data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": d.clean, "drift": to_jsonable(d), "warnings": warnings, "checked": list(verdict.checked),
+            "identical": d.clean and files.clean, "drift": to_jsonable(d), "installed_files": files.to_json(),
+            "warnings": warnings, "checked": list(verdict.checked),
             "gpu": verdict.gpu, "recorded": recorded}
     return Result(data, blocks, exit_code=int(code))
 
@@ -256,7 +269,8 @@ def bundle(ctx: Context, req: BundleRequest) -> Result:
     blocks: list[Block] = [
         Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
              f"({', '.join(manifest['platforms'])})", "ok"),
-        Text(f"on the offline machine: tfgpu-install snapshot restore {out} --offline {out}"),
+        Text(f"on the offline machine: tfgpu-install snapshot restore {shlex.quote(str(out))} "
+             f"--offline {shlex.quote(str(out))}"),
     ]
     return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json")},
                   blocks)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, ExitCode, UsageError
+from tfgpu_install.errors import BadInputError, ExitCode, TfgpuError, UsageError
 from tfgpu_install.report import Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
 
@@ -21,12 +21,9 @@ def _facts(ctx: Context) -> Any:
 
 
 def _env_path(ctx: Context, given: Optional[str]) -> Path:
-    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.envs import existing_env
 
-    env = target_env(ctx, given)
-    if not env.is_dir():
-        raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
-    return env
+    return existing_env(ctx, given)
 
 
 def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
@@ -45,41 +42,31 @@ class ExportRequest:
 
 def export(ctx: Context, req: ExportRequest) -> Result:
     from tfgpu_install.snapshot.build import build
+    from tfgpu_install.snapshot.exports import FORMATS
 
     env = _env_path(ctx, req.env)
-    kind = "export"
     fmt = req.format
+    form = FORMATS.get(fmt)
+    if form is None:
+        raise UsageError(f"no export format {fmt!r}", "one of: " + ", ".join(FORMATS))
+    if form.render is not None and not req.output:
+        raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
     snap = build(
-        ctx, env, kind, facts=_facts(ctx), verification=_last_verification(ctx, env),
-        # pylock: uv writes the lock (with the hashes) below; one index lookup is enough.
-        hashes=not req.no_hashes and fmt != "pylock", index_url=req.index_url,
+        ctx, env, "export", facts=_facts(ctx), verification=_last_verification(ctx, env),
+        hashes=not req.no_hashes and form.look_up_hashes, index_url=req.index_url,
     )
-    if fmt == "tfgpu":
+    if form.render is None:
         if req.output:
             out = Path(req.output)
             snap_mod.write(out, snap)
         else:
             out = snap_mod.save(ctx.state_dir, snap)
     else:
-        if not req.output:
-            raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
-        out = Path(req.output)
+        assert req.output is not None
         from tfgpu_install.files import atomic_write
 
-        if fmt == "requirements":
-            from tfgpu_install.snapshot.exports import requirements_txt
-
-            atomic_write(out, requirements_txt(snap))
-        elif fmt == "conda":
-            from tfgpu_install.snapshot.exports import conda_environment_yml
-
-            atomic_write(out, conda_environment_yml(snap))
-        else:
-            from tfgpu_install.snapshot.pylock import compile_lock
-
-            lock = compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=req.index_url,
-                                glibc=snap.host.glibc, arch=snap.host.arch)
-            atomic_write(out, lock.text)
+        out = Path(req.output)
+        atomic_write(out, form.render(ctx, snap, req.index_url))
     data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
             "files": len(snap.files), "notes": list(snap.notes)}
     blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
@@ -135,18 +122,59 @@ def show(ctx: Context, ref: str) -> Result:
 
 
 def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
-    from tfgpu_install.snapshot.drift import compare, to_jsonable
+    """Two snapshots compared: exit 0 when the same, 11 (DRIFT) when they differ (diff(1)'s 0/1).
+    Activation is compared as what it sets (the env's own path taken out)."""
+    from tfgpu_install.snapshot.drift import compare, relative_activation, to_jsonable
 
     _, a = snap_mod.find(ctx.state_dir, ref_a)
     _, b = snap_mod.find(ctx.state_dir, ref_b)
-    d = compare((a.packages, b.packages), (a.files, b.files), (a.activation, b.activation), (a.host, b.host))
+    activation = (relative_activation(a.activation, a.env.get("path")),
+                  relative_activation(b.activation, b.env.get("path")))
+    d = compare((a.packages, b.packages), (a.files, b.files), activation, (a.host, b.host))
     blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
-    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("identical", "ok"))
-    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks)
+    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))
+    code = ExitCode.OK if d.clean else ExitCode.DRIFT
+    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
 
 
-def check(ctx: Context, env_given: Optional[str]) -> Result:
-    """Drift between the live env and its last known-good snapshot (exit DRIFT when any)."""
+def installed_files(ctx: Context, env: Path, full: bool = False) -> Any:
+    """The env's installed files against their distributions' records (snapshot/installed.py),
+    with the hashes of unchanged files remembered in the env's state dir."""
+    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.snapshot.installed import check_installed
+
+    return check_installed(env, full=full, cache=env_state_dir(ctx, env) / "file-hashes.json")
+
+
+# The steps whose product is a file of the tool's own (not a distribution's): their journaled plan
+# says what was written, their check() whether it is still there as written.
+_OWN_FILE_STEPS = ("activation.write", "shell-rc.write", "ldconfig.system")
+
+
+def own_files_changed(ctx: Context, env: Path) -> list[str]:
+    """The tool's own files (activation blocks and launcher, shell rc blocks, the ld.so.conf.d
+    entry) that no longer hold what the journal's steps wrote: "step: what it wrote"."""
+    from tfgpu_install.app.rollback import journal_steps
+    from tfgpu_install.engine.journal import Journal, step_states
+
+    entries = Journal.for_env(ctx, env).entries()
+    states = step_states(entries)
+    out = []
+    for step in journal_steps(ctx, entries):
+        if step.id not in _OWN_FILE_STEPS or states.get(step.id) != "done":
+            continue
+        try:
+            ok = step.check(ctx)
+        except (OSError, TfgpuError):
+            ok = False
+        if not ok:
+            out.append(f"{step.id}: {step.describe()}")
+    return out
+
+
+def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
+    """Drift between the live env and its last known-good snapshot, and its installed files
+    against their records (exit DRIFT when either differs)."""
     from tfgpu_install.snapshot.build import host_contract
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
@@ -171,12 +199,25 @@ def check(ctx: Context, env_given: Optional[str]) -> Result:
         (good.packages, live.packages), (good.files, live.files), (good.activation, live.activation),
         (good.host, host) if host is not None else None,
     )
-    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d)}
-    if d.clean:
-        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok")]), store)
+    files = installed_files(ctx, env, full)
+    own = own_files_changed(ctx, env)
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": files.to_json(),
+            "own_files_changed": own}
+    data["clean"] = d.clean and files.clean and not own
+    what = (f"{files.files} installed files of {files.dists} distributions ("
+            + ("every file hashed" if full else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
+    if data["clean"]:
+        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok"),
+                                           Text(f"checked {what}", "dim")]), store)
     blocks: list[Any] = [
-        Text(f"{env} drifted from its known-good snapshot {good.id}", "warn"),
-        Bullets("", tuple(d.lines()), "warn"),
-        Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"),
+        Text(f"{env} drifted from its known-good snapshot {good.id}" if not d.clean
+             else f"{env}: installed files differ from what was installed", "warn"),
+        Bullets("", tuple(d.lines()) + tuple(files.lines()) + tuple(f"tool file changed: {o}" for o in own), "warn"),
+        Text(f"checked {what}", "dim"),
     ]
+    if not files.clean or own:
+        blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
+                           f"tfgpu-install snapshot restore {good.id} --env {env}"))
+    else:
+        blocks.append(Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"))
     return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

@@ -8,14 +8,13 @@ from typing import Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, TfgpuError
 from tfgpu_install.report import Block, Result, Text, table
+from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
     try:
-        from tfgpu_install.verify.host import read_record
-
         doc = read_record(ctx, env)
-    except Exception as exc:  # an unreadable record is reported, not fatal
+    except BadRecord as exc:  # an unreadable record is reported, not fatal
         return {"ok": False, "summary": f"unreadable verification record: {exc}"}
     if not doc:
         return None
@@ -31,12 +30,12 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
 
 def status(ctx: Context, env_given: Optional[str]) -> Result:
     """The env's steps (done, pending, interrupted) and its last verification; read-only."""
-    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
     from tfgpu_install.engine.journal import Journal, step_states
 
-    env = target_env(ctx, env_given)
+    env = existing_env(ctx, env_given)  # none, or gone: exit 6 (env-not-found), as every command says it
     journal = Journal.for_env(ctx, env)
     entries = journal.entries()
     if not entries:

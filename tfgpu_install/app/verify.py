@@ -16,13 +16,14 @@ from tfgpu_install.report import Result, Text
 
 
 def default_env(ctx: Context) -> Path:
-    """The env most recently installed or verified (newest journal or record under the state dir)."""
-    from tfgpu_install.engine.journal import known_envs
+    """The default env (tfgpu_install/envregistry.py); UsageError when there is none."""
+    from tfgpu_install.envregistry import default_env as registered
 
-    for env in known_envs(ctx):
-        return env
-    raise UsageError("no environment given and none installed yet",
-                     hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
+    env = registered(ctx)
+    if env is None:
+        raise UsageError("no environment given and none installed yet",
+                         hint="pass --env PATH, or install one first: `tfgpu-install --profile stable`")
+    return env
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,11 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
     from tfgpu_install.verify.host import (
         CheckPlan,
         plan_from_env,
-        read_record,
         report_blocks,
         run_verification,
         verify_fingerprint,
-        write_record,
     )
+    from tfgpu_install.verify.record import read_record, write_record
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")
@@ -80,7 +80,7 @@ def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
     blocks = report_blocks(report)
     code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
     if found_no_gpu(report):
-        lay0 = report.layer(0)
+        lay0 = report.layer("hardware")
         data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
         code = ExitCode.NO_GPU
     if no_env:

@@ -43,7 +43,8 @@ def add_assume_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_env_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", metavar="PATH", type=non_empty, help="the target environment (default: the last one installed)")
+    p.add_argument("--env", metavar="PATH", type=non_empty,
+                   help="the target environment (default: the last one installed)")
 
 
 def assume_flags(args: argparse.Namespace) -> AssumeFlags:

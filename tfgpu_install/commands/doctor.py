@@ -12,12 +12,12 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.envlayout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
@@ -35,16 +35,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", metavar="FILE", type=non_empty,
                    help="classify a saved TensorFlow / pip / nvidia-smi / loader output ('-' for stdin) instead "
                         "of walking this machine")
-    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)  # another errors.yaml (tests, drafts)
+    # another errors.yaml (tests, drafts)
+    p.add_argument("--rules", metavar="FILE", type=non_empty, help=argparse.SUPPRESS)
 
 
 def _read_log(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
+    from tfgpu_install.guard.bounded import read_text
+
     try:
-        return Path(name).read_text(encoding="utf-8", errors="replace")
+        return read_text(name, "log", errors="replace")  # capped ('-': stdin): an endless input is BAD_INPUT
     except OSError as exc:
-        raise UsageError(f"cannot read log file {name}: {exc.strerror}", hint="give a readable file, or '-' for stdin") from exc
+        raise UsageError(f"cannot read log file {name}: {exc.strerror}",
+                         hint="give a readable file, or '-' for stdin") from exc
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
@@ -54,11 +56,15 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
-    from tfgpu_install.app.envs import last_env
+    from tfgpu_install.envregistry import default_env
 
-    last = last_env(ctx)
+    if getattr(args, "env", None) and not user_path(args.env).exists():
+        from tfgpu_install.app.envs import no_env_error
+
+        raise no_env_error(user_path(args.env))  # the one "no such env" answer (exit 6), as verify's
+    last = default_env(ctx)
     env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
-           or (str(last) if last is not None and last.is_dir() else None))
+           or (str(last) if last is not None else None))
     return _walk_result(ctx, rules, env)
 
 
@@ -88,7 +94,8 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
     if diag.unexplained:
         blocks.append(Bullets("Lines doctor could not explain", diag.unexplained))
     if diag.advice:
-        blocks.append(Bullets("Generic checklist (not a diagnosis: the layers to check, bottom-up)", diag.advice, "dim"))
+        blocks.append(Bullets("Generic checklist (not a diagnosis: the layers to check, bottom-up)",
+                              diag.advice, "dim"))
     others = [f for f in diag.others if f.severity != "info"]
     context = [f for f in diag.others if f.severity == "info"]
     if others:
@@ -96,7 +103,8 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
     if context:
         blocks.append(Bullets("Context", tuple(f.cause for f in context), "dim"))
     if diag.harmless:
-        blocks.append(Bullets("Known harmless (not the cause)", tuple(f"[{f.rule_id}] {f.cause}" for f in diag.harmless), "dim"))
+        blocks.append(Bullets("Known harmless (not the cause)",
+                              tuple(f"[{f.rule_id}] {f.cause}" for f in diag.harmless), "dim"))
     smi_info = _smi_context(text)
     if smi_info:
         blocks.append(Text(smi_info["text"], "dim"))
@@ -156,7 +164,8 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
                            "the usual bottleneck: tf.data .cache() and .prefetch(tf.data.AUTOTUNE).", "ok"))
     warnings = [c for c in report.checks if c.status == WARN]
     if warnings:
-        blocks.append(Bullets("Warnings met on the way", tuple(f"{c.summary}: {c.cause} Fix: {c.fix}" for c in warnings), "warn"))
+        blocks.append(Bullets("Warnings met on the way",
+                              tuple(f"{c.summary}: {c.cause} Fix: {c.fix}" for c in warnings), "warn"))
     data = {
         "mode": "machine", "status": status, "env": env, "wsl": report.wsl, "container": report.container,
         "broken": report.broken.to_json() if report.broken else None,

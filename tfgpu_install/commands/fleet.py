@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, UsageError
+from tfgpu_install.guard import argtypes
 from tfgpu_install.report import Block, Bullets, Result, Text, table
 
 if TYPE_CHECKING:  # the fleet modules load in run(): building the parser stays light (start-up budget)
@@ -36,8 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         s.add_argument("--limit", metavar="PATTERN", help="only these hosts (Ansible's --limit)")
         s.add_argument("--forks", type=int, metavar="N", help="hosts worked on at once (Ansible's --forks)")
         s.add_argument("--wheel", metavar="FILE", help="the tfgpu-install wheel to ship (default: built from here)")
-        s.add_argument("--index-url", metavar="URL", help="the package index the nodes install from")
-        s.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="bound on the whole playbook")
+        s.add_argument("--index-url", metavar="URL", type=argtypes.url, help="the package index the nodes install from")
+        s.add_argument("--timeout", type=argtypes.seconds(1, 7 * 86400), default=3600.0, metavar="S",
+                       help="bound on the whole playbook")
         if name in ("install", "restore"):
             s.add_argument("--serial", type=int, metavar="N", help="rolling: N hosts per batch (Ansible's serial)")
             s.add_argument("--check", action="store_true", help="plan only (install --dry-run on every host)")
@@ -54,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         if name == "restore":
             s.add_argument("snapshot", metavar="FILE", help="the snapshot file (on this controller)")
         if name == "snapshot":
-            s.add_argument("-o", "--output", metavar="DIR", help="where the host snapshots land")
+            s.add_argument("-o", "--output", metavar="DIR", type=argtypes.output, help="where the host snapshots land")
 
 
 def _request(args: argparse.Namespace) -> "FleetRequest":

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import add_assume_flags, add_profile_flag, assume_flags, non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.guard import argtypes
+from tfgpu_install.guard.envpath import env_path_arg
 from tfgpu_install.report import Result
 
 if TYPE_CHECKING:
@@ -21,13 +23,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="show the plan and each step's state; change nothing")
     g = p.add_argument_group("target environment")
-    g.add_argument("--env", metavar="PATH", type=non_empty, help="the env to create/update (default: under the user data dir, "
+    g.add_argument("--env", metavar="PATH", type=env_path_arg,
+                   help="the env to create/update (default: under the user data dir, "
                    "named after the combination, e.g. tf2.17.1-cu12.3-py3.11)")
     g.add_argument("--backend", choices=("venv", "conda"), default=None,
                    help="venv (default when a suitable Python is here) or conda (conda/mamba/micromamba)")
-    g.add_argument("--name", metavar="NAME", help="a named conda env (with --backend conda)")
-    g.add_argument("--python", metavar="X.Y|PATH", type=non_empty, help="the Python for the env: a version or an interpreter path")
-    g.add_argument("--index-url", metavar="URL", help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
+    g.add_argument("--name", metavar="NAME", type=argtypes.env_name, help="a named conda env (with --backend conda)")
+    g.add_argument("--python", metavar="X.Y|PATH", type=non_empty,
+                   help="the Python for the env: a version or an interpreter path")
+    g.add_argument("--index-url", metavar="URL", type=argtypes.url,
+                   help="package index (default: PIP_INDEX_URL / UV_INDEX_URL / PyPI)")
     g.add_argument("--seed-pip", action="store_true",
                    help="give the venv its own pip (uv-made venvs have none: use `uv pip` or tfgpu-run)")
     g.add_argument("--wait", action="store_true", help="if another run holds this env, wait for it instead of failing")
@@ -39,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("cuDNN")
     c.add_argument("--cudnn-source", choices=("wheel", "redist", "archive"), default="wheel",
                    help="wheel (PyPI, default), redist (NVIDIA's redistributable archive), archive (a local file)")
-    c.add_argument("--cudnn-mirror", metavar="URL",
+    c.add_argument("--cudnn-mirror", metavar="URL", type=argtypes.url,
                    help="a mirror of NVIDIA's redist tree (with --cudnn-source redist)")
     c.add_argument("--cudnn-archive", metavar="PATH", type=non_empty,
                    help="a cuDNN archive you downloaded (with --cudnn-source archive)")
@@ -47,18 +52,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--quarantine-stale", action="store_true",
                    help="move other cuDNN copies on the library path aside (undone by rollback)")
     add_cuda_source_flags(p)
+    add_with_flags(p.add_argument_group("your project on top"))
     add_resolve_flags(p)
     add_assume_flags(p)
+
+
+def add_with_flags(g: "argparse._ActionsContainer") -> None:
+    """--with / --with-file (install; `add` takes the same file flag)."""
+    g.add_argument("--with", dest="with_requirements", metavar="REQ", nargs="+", action="extend", default=[],
+                   help="your own requirements, resolved with TensorFlow's pins (nothing TensorFlow needs can move)")
+    g.add_argument("--with-file", dest="with_files", metavar="FILE", action="append", default=[], type=non_empty,
+                   help="requirements from a requirements.txt, pylock.toml or pyproject.toml ([project] dependencies)")
 
 
 def add_cuda_source_flags(p: argparse.ArgumentParser) -> None:
     """Where a release without CUDA wheels (TF 2.0-2.13) gets its CUDA user space."""
     g = p.add_argument_group("CUDA for releases without CUDA wheels (TF <= 2.13)")
     g.add_argument("--conda-channel", metavar="NAME|URL", default=None,
-                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages (default conda-forge)")
+                   help="conda backend: the channel for Python and the cudatoolkit/cudnn packages "
+                   "(default conda-forge)")
     g.add_argument("--cuda-source", choices=("default", "redist"), default="default",
                    help="default: conda packages on the conda backend; redist: NVIDIA's redistributable archives")
-    g.add_argument("--cuda-mirror", metavar="URL", help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source redist)")
+    g.add_argument("--cuda-mirror", metavar="URL", type=argtypes.url,
+                   help="a mirror of NVIDIA's cuda/redist tree (with --cuda-source redist)")
 
 
 def request_from_args(args: argparse.Namespace) -> "InstallRequest":
@@ -76,6 +92,7 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
         cudnn_prefix=args.cudnn_prefix, quarantine_stale=args.quarantine_stale, index_url=args.index_url,
         conda_channel=args.conda_channel, cuda_source=args.cuda_source, cuda_mirror=args.cuda_mirror,
         yes=args.yes, dry_run=args.dry_run, wait=args.wait, progress=not args.json,
+        with_requirements=tuple(args.with_requirements), with_files=tuple(args.with_files),
     )
 
 

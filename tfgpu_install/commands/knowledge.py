@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="knowledge_command", metavar="ACTION", parser_class=type(p))
     sub.required = True
     up = sub.add_parser("update", help="learn TensorFlow releases newer than the tables from the package index")
-    up.add_argument("--index-url", metavar="URL", help="the index (PEP 691 JSON; default: UV_INDEX_URL/PIP_INDEX_URL or PyPI)")
+    up.add_argument("--index-url", metavar="URL",
+                    help="the index (PEP 691 JSON; default: UV_INDEX_URL/PIP_INDEX_URL or PyPI)")
     up.add_argument("--offline", action="store_true", help="ask no index; report what is kept")
     sh = sub.add_parser("show", help="the releases known, and which were learned (from where, when)")
     for sp in (up, sh):
@@ -73,9 +74,10 @@ def _show(ctx: Context, curated: object) -> Result:
     rows = [{"tensorflow": r.tensorflow, "origin": "learned, not curated" if r.tensorflow not in have else
              "learned, shadowed by a curated row", "released": r.released, "source": r.source,
              "notes": r.notes} for r in learned] + rows
+    matrix = curated.directory / "matrix.yaml" if curated.directory else "matrix.yaml"
     blocks: list[Block] = [
         Heading("Knowledge"),
-        Text(f"curated: {len(curated.releases)} releases in {curated.directory / 'matrix.yaml' if curated.directory else 'matrix.yaml'}"),
+        Text(f"curated: {len(curated.releases)} releases in {matrix}"),
         Text(f"learned: {len(learned)} releases in {path}" if learned else f"learned: none ({path})", "dim"),
         table("", ("tensorflow", "origin", "released", "source"),
               [(r["tensorflow"], r["origin"], str(r["released"] or ""), str(r["source"])) for r in rows]),

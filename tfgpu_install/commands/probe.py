@@ -28,7 +28,8 @@ def blocks_for(facts: Facts) -> list[Block]:
     blocks: list[Block] = [Heading("Machine")]
     files = [t.source for t in facts.sources_tried if t.source.startswith("nvidia-smi file")]
     if files:
-        blocks.append(Text(f"driver and GPUs read from {files[0][len('nvidia-smi file'):].strip(' ()') or 'a saved file'} "
+        blocks.append(Text("driver and GPUs read from "
+                           f"{files[0][len('nvidia-smi file'):].strip(' ()') or 'a saved file'} "
                            "(parse only); host, Pythons and CUDA installs are this machine's", "dim"))
     rows = [
         ("driver", d.version, d.source),
@@ -41,21 +42,23 @@ def blocks_for(facts: Facts) -> list[Block]:
         ("WSL2", "yes" if h.wsl else "no", "/proc/version, /usr/lib/wsl/lib"),
         ("container", h.container or "none", "/.dockerenv, /run/.containerenv, /proc/1/cgroup"),
         ("sudo", f"yes (SUDO_USER={h.sudo_user})" if h.sudo else "no", "SUDO_USER"),
-        ("CUDA_VISIBLE_DEVICES", facts.cuda_visible_devices, "environment") if facts.cuda_visible_devices is not None else None,
+        (("CUDA_VISIBLE_DEVICES", facts.cuda_visible_devices, "environment")
+         if facts.cuda_visible_devices is not None else None),
     ]
     blocks.append(table("", ("fact", "value", "source"), [r for r in rows if r is not None]))
     if facts.gpus:
         blocks.append(table(
             "GPUs",
             ("#", "name", "compute capability", "memory (MiB)", "source"),
-            [(g.index, g.name + (" [MIG]" if g.mig else ""), _src(g.compute_capability, g.cc_source), g.memory_mib, g.source)
-             for g in facts.gpus],
+            [(g.index, g.name + (" [MIG]" if g.mig else ""), _src(g.compute_capability, g.cc_source), g.memory_mib,
+              g.source) for g in facts.gpus],
         ))
     else:
         blocks.append(Text("no NVIDIA GPU found", "error"))
         blocks.append(Bullets("sources tried", tuple(f"{t.source}: {t.outcome}" for t in facts.sources_tried)))
     if facts.pythons:
-        blocks.append(table("Pythons", ("version", "path", "source"), [(p.version, p.path, p.source) for p in facts.pythons]))
+        blocks.append(table("Pythons", ("version", "path", "source"),
+                            [(p.version, p.path, p.source) for p in facts.pythons]))
     tools = [(k, v) for k, v in vars(facts.tools).items() if v]
     if tools:
         blocks.append(table("Tools", ("tool", "path"), tools))
@@ -68,7 +71,8 @@ def blocks_for(facts: Facts) -> list[Block]:
     for severity, style in (("error", "error"), ("warning", "warn"), ("info", "dim")):
         items = tuple(f"{p.field}: {p.reason}" for p in facts.problems if p.severity == severity)
         if items:
-            blocks.append(Bullets({"error": "Problems", "warning": "Warnings", "info": "Notes"}[severity], items, style))
+            title = {"error": "Problems", "warning": "Warnings", "info": "Notes"}[severity]
+            blocks.append(Bullets(title, items, style))
     return blocks
 
 

@@ -12,7 +12,10 @@ import argparse
 from tfgpu_install.commands.common import add_assume_flags, add_env_flag, assume_flags, non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.errors import UsageError
+from tfgpu_install.guard import argtypes
+from tfgpu_install.guard.envpath import env_path_arg
 from tfgpu_install.report import Result
+from tfgpu_install.snapshot.exports import FORMATS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,15 +23,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.required = True
     ex = sub.add_parser("export", help="write a snapshot of an env (native YAML, requirements, conda, pylock)")
     add_env_flag(ex)
-    ex.add_argument("-o", "--output", metavar="FILE", type=non_empty, help="where to write it (native format: default the store)")
-    ex.add_argument("--format", choices=("tfgpu", "requirements", "conda", "pylock"), default="tfgpu")
+    ex.add_argument("-o", "--output", metavar="FILE", type=argtypes.output,
+                    help="where to write it (native format: default the store)")
+    ex.add_argument("--format", choices=tuple(FORMATS), default="tfgpu",
+                    help="; ".join(f"{f.name}: {f.summary}" for f in FORMATS.values()))
     ex.add_argument("--no-hashes", action="store_true", help="skip looking up package hashes on the index")
-    ex.add_argument("--index-url", metavar="URL", help="the index to look hashes up on (default: as pip/uv are set)")
+    ex.add_argument("--index-url", metavar="URL", type=argtypes.url,
+                    help="the index to look hashes up on (default: as pip/uv are set)")
     re_ = sub.add_parser("restore", help="rebuild the env a snapshot describes, after checking this host")
     re_.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
-    add_env_flag(re_)
-    re_.add_argument("--offline", metavar="DIR", type=non_empty, help="install only from a bundle made by `snapshot bundle`")
-    re_.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
+    re_.add_argument("--env", metavar="PATH", type=env_path_arg, help="the target environment (default: under the "
+                     "user data dir, named after the snapshot's combination)")
+    re_.add_argument("--offline", metavar="DIR", type=non_empty,
+                     help="install only from a bundle made by `snapshot bundle`")
+    re_.add_argument("--index-url", metavar="URL", type=argtypes.url, help="package index (default: as pip/uv are set)")
     re_.add_argument("--allow-cpu", action="store_true", help="restore on a host without a usable GPU")
     re_.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     re_.add_argument("--dry-run", action="store_true", help="check the host and show the steps; change nothing")
@@ -41,9 +49,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     df.add_argument("b", metavar="B")
     bu = sub.add_parser("bundle", help="download every wheel a snapshot needs, with hashes, for offline restore")
     bu.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
-    bu.add_argument("-o", "--output", metavar="DIR", type=non_empty, required=True, help="the bundle directory")
-    bu.add_argument("--index-url", metavar="URL", help="package index (default: as pip/uv are set)")
-    for sp in (ex, re_, ls, sh, df, bu):
+    bu.add_argument("-o", "--output", metavar="DIR", type=argtypes.output, required=True, help="the bundle directory")
+    bu.add_argument("--index-url", metavar="URL", type=argtypes.url, help="package index (default: as pip/uv are set)")
+    im = sub.add_parser("image", help="a container image build context (Dockerfile + offline bundle), or an OCI layout")
+    im.add_argument("file", metavar="FILE", type=non_empty, help="a snapshot file or stored snapshot id")
+    im.add_argument("-o", "--output", metavar="DIR", type=argtypes.output, required=True,
+                    help="the build context directory")
+    im.add_argument("--base", metavar="IMAGE", help="FROM image (default: python:X.Y-slim of the snapshot's Python; "
+                    "NVIDIA's CUDA runtime image when the snapshot takes CUDA from the system)")
+    im.add_argument("--oci", action="store_true", help="also write an OCI image layout in DIR/oci (no daemon needed)")
+    im.add_argument("--base-layout", metavar="DIR[:TAG]", type=non_empty,
+                    help="with --oci: the base image as a local OCI layout (skopeo copy docker://IMAGE oci:DIR:TAG)")
+    im.add_argument("--tag", default="latest", help="with --oci: the image's name in the layout")
+    im.add_argument("--index-url", metavar="URL", type=argtypes.url,
+                    help="package index for the wheels (default: as pip/uv are set)")
+    for sp in (ex, re_, ls, sh, df, bu, im):
         sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
         sp.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
@@ -59,6 +79,11 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         ))
     if args.snapshot_command == "bundle":
         return bundle(ctx, BundleRequest(file=args.file, output=args.output, index_url=args.index_url))
+    if args.snapshot_command == "image":
+        from tfgpu_install.app.image import ImageRequest, image
+
+        return image(ctx, ImageRequest(file=args.file, output=args.output, base=args.base, oci=args.oci,
+                                       base_layout=args.base_layout, tag=args.tag, index_url=args.index_url))
     if args.snapshot_command == "export":
         return snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
             env=args.env, output=args.output, format=args.format, no_hashes=args.no_hashes, index_url=args.index_url,
@@ -69,4 +94,4 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         return snapshot_cmds.show(ctx, args.id)
     if args.snapshot_command == "diff":
         return snapshot_cmds.diff(ctx, args.a, args.b)
-    raise UsageError("snapshot needs an action", "export, restore, list, show, diff or bundle")
+    raise UsageError("snapshot needs an action", "export, restore, list, show, diff, bundle or image")

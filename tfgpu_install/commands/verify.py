@@ -12,17 +12,18 @@ import argparse
 
 from tfgpu_install.commands.common import add_env_flag
 from tfgpu_install.context import Context
+from tfgpu_install.guard import argtypes
 from tfgpu_install.report import Result
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_env_flag(p)
     p.add_argument("--benchmark", action="store_true", help="matmul GFLOP/s on CPU and GPU at several sizes")
-    p.add_argument("--burn", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--burn", type=argtypes.seconds(0, 86400), default=0.0, metavar="SECONDS",
                    help="sustained matmuls for SECONDS while NVML samples temperature, clocks and power")
     p.add_argument("--cpu-ok", "--allow-cpu", dest="cpu_ok", action="store_true",
                    help="a CPU-only env (--allow-cpu): skip the GPU layers, check TensorFlow on the CPU")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=argtypes.seconds(1, 86400), default=None, metavar="SECONDS",
                    help="kill the check after this long (default: 300 s plus the benchmark and burn time)")
     p.add_argument("--host-only", action="store_true",
                    help="layers 0-4 (hardware, driver, CUDA runtime, cuDNN, cuBLAS) with this machine's own CUDA "

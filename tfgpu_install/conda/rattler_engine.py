@@ -17,7 +17,8 @@ from typing import Any, Optional, Sequence
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, StepFailed, UnsatisfiableError
 
-RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes it), "
+RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes "
+                "it), "
                 "or conda/mamba/micromamba")
 
 
@@ -45,7 +46,9 @@ def _prefix_records(rattler: Any, prefix: Path) -> list[Any]:
     for meta in sorted((prefix / "conda-meta").glob("*.json")):
         try:
             out.append(rattler.PrefixRecord.from_path(str(meta)))
-        except Exception:  # a foreign or torn record: the transaction treats it as absent
+        # py-rattler raises its own (untyped) exception classes. A foreign or torn record: the
+        # transaction treats it as absent, as conda does.
+        except Exception:  # noqa: BLE001
             continue
     return out
 

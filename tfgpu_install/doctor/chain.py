@@ -50,8 +50,25 @@ def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport
                 break
         if broken is not None:
             break
+    if broken is not None and broken.status == ABSENT and env is not None:
+        broken = _env_without_gpu(w) or broken
     return ChainReport(tuple(w.checks), broken if broken and broken.status == BROKEN else None,
                        no_gpu=bool(broken and broken.status == ABSENT), wsl=w.wsl, container=w.container)
+
+
+def _env_without_gpu(w: Walk) -> Optional[Check]:
+    """No GPU or driver here, but an env was named: its own layers (the env, `import
+    tensorflow`) are still checked, as `verify --env` does on the CPU, and a broken one is the
+    diagnosis (a missing numpy is a cause with or without a GPU)."""
+    _load_env(w)
+    for step in (check_env, check_import):
+        for c in step(w):
+            if c.layer != "import":
+                continue  # the device list needs a GPU: nothing to say without one
+            w.checks.append(c)
+            if c.status == BROKEN:
+                return c
+    return None
 
 
 def _load_env(w: Walk) -> list[Check]:

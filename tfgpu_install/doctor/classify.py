@@ -137,7 +137,8 @@ def _primary(matches: list[Match], rules: RuleSet, stop: str) -> Optional[Match]
     return min(candidates, key=key) if candidates else None
 
 
-_WARNING_LINE = re.compile(r"(?:^|\s|\d)W(?:\d{4})?\s+\S+\]|\bW (?:tensorflow|external|third_party)/|\bWARNING\b|\bWarning:")
+_WARNING_LINE = re.compile(
+    r"(?:^|\s|\d)W(?:\d{4})?\s+\S+\]|\bW (?:tensorflow|external|third_party)/|\bWARNING\b|\bWarning:")
 _GPU_WORDS = re.compile(r"GPU|gpu|CUDA|cuda|cuDNN|cudnn|[Dd]evice|DNN|libcu|nvidia|NVIDIA|XLA|ptx|PTX")
 
 

@@ -17,7 +17,8 @@ from tfgpu_install.facts import gpu as smi
 def check_env(w: Walk) -> list[Check]:
     e = w.env_files
     if e is None:
-        return [Check("import", "environment", SKIP, "no env given (--env PATH, or activate it): TensorFlow not checked")]
+        return [Check("import", "environment", SKIP,
+                      "no env given (--env PATH, or activate it): TensorFlow not checked")]
     if not e.exists or e.python is None:
         return [Check("import", "environment", BROKEN, f"{e.path} is not a Python environment",
                       "The env path does not exist or has no bin/python.",
@@ -27,7 +28,8 @@ def check_env(w: Walk) -> list[Check]:
         out.append(Check("import", "activation", WARN, f"no tfgpu-install activation block in {e.path}",
                          "The env has no activation block, so LD_LIBRARY_PATH (its CUDA/cuDNN libraries) and PATH "
                          "(ptxas for XLA) are not set when it is activated.",
-                         f"Re-run `tfgpu-install install --env {e.path}` (it writes the block), or use its bin/tfgpu-run."))
+                         f"Re-run `tfgpu-install install --env {e.path}` (it writes the block), or use its "
+                         "bin/tfgpu-run."))
     else:
         out.append(Check("import", "activation", OK, f"activation block in {', '.join(e.activation)}"))
     return out
@@ -41,6 +43,14 @@ def check_import(w: Walk) -> list[Check]:
         return [Check("import", "tensorflow", BROKEN, f"TensorFlow is not installed in {e.path}",
                       "There is no TensorFlow in this env.", f"`tfgpu-install install --env {e.path}`.")]
     if p.tf_version is None:
+        missing = re.search(r"No module named '([A-Za-z0-9_.]{1,100})'", (p.error or "") + "\n" + p.log)
+        if missing and missing.group(1).split(".")[0] != "tensorflow":
+            mod = missing.group(1)
+            return [Check("import", "import tensorflow", BROKEN, p.error or f"No module named '{mod}'",
+                          f"`import tensorflow` needs the module '{mod}', and the env no longer has it (its "
+                          "distribution was uninstalled, or its files removed).",
+                          f"Run the install again: `tfgpu-install install --env {e.path}` reinstalls what is missing "
+                          f"(`tfgpu-install check --env {e.path}` lists the damaged files).")]
         diag = classify(p.log + "\n" + (p.error or ""), w.rules)
         if diag.primary is not None:
             f = diag.primary
@@ -60,12 +70,14 @@ def check_import(w: Walk) -> list[Check]:
     diag = classify(p.log, w.rules)
     if w.ctx.env("SUDO_USER") and not w.ctx.env("LD_LIBRARY_PATH"):
         rule = w.rules.by_id("sudo-strips-ld-library-path")
-        out.append(Check("devices", "device list", BROKEN, "running under sudo without LD_LIBRARY_PATH; TensorFlow lists no GPU",
+        out.append(Check("devices", "device list", BROKEN, "running under sudo without LD_LIBRARY_PATH; TensorFlow "
+                                                           "lists no GPU",
                          rule.cause, rule.fix, rule=rule.id))
     elif e.tf_version and e.tf_version.startswith("2.16") and e.nvidia_lib_dirs and not e.activation \
             and not any(d in split_path(w.ctx.env("LD_LIBRARY_PATH")) for d in e.nvidia_lib_dirs):
         rule = w.rules.by_id("tf216-pip-libs-off-path")
-        out.append(Check("devices", "device list", BROKEN, "TensorFlow 2.16 lists no GPU; its nvidia libs are off LD_LIBRARY_PATH",
+        out.append(Check("devices", "device list", BROKEN, "TensorFlow 2.16 lists no GPU; its nvidia libs are off "
+                                                           "LD_LIBRARY_PATH",
                          rule.cause, rule.fix, rule=rule.id))
     elif diag.primary is not None:
         f = diag.primary
@@ -74,7 +86,8 @@ def check_import(w: Walk) -> list[Check]:
     elif not e.activation and e.nvidia_lib_dirs and _needs_loader_path(e.tf_version):
         out.append(Check("devices", "device list", BROKEN, "TensorFlow lists no GPU; the env has no activation block",
                          "The env's CUDA/cuDNN wheels are installed but nothing puts them on the loader path.",
-                         f"Re-run `tfgpu-install install --env {e.path}` (writes the activation), then activate the env."))
+                         f"Re-run `tfgpu-install install --env {e.path}` (writes the activation), then activate the "
+                         "env."))
     else:
         out.append(Check("devices", "device list", BROKEN if drv_ok else WARN, "TensorFlow lists no GPU",
                          "TensorFlow imported but registered no GPU and its log names no known cause.",
@@ -114,16 +127,21 @@ def check_compute_capability(w: Walk) -> list[Check]:
             out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", OK, "the build has SASS for it"))
         elif any(p <= cc for p in ptx):
             out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", WARN,
-                             f"no SASS for {g.compute_capability}; PTX {max(p for p in ptx if p <= cc)} will be JIT-compiled",
-                             "Kernels are JIT-compiled from PTX on first use (slow start; may fail on new architectures).",
-                             "Install a TensorFlow whose build has SASS for this GPU (`tfgpu-install plan`); keep the JIT "
+                             f"no SASS for {g.compute_capability}; PTX {max(p for p in ptx if p <= cc)} will be "
+                             "JIT-compiled",
+                             "Kernels are JIT-compiled from PTX on first use (slow start; may fail on new "
+                             "architectures).",
+                             "Install a TensorFlow whose build has SASS for this GPU (`tfgpu-install plan`); keep the "
+                             "JIT "
                              "cache: CUDA_CACHE_MAXSIZE=4294967296."))
         else:
             out.append(Check("execution", f"GPU {g.index} CC {g.compute_capability}", BROKEN,
                              f"the build covers {', '.join(map(str, archs))}",
-                             f"This TensorFlow has neither SASS nor usable PTX for compute capability {g.compute_capability}: "
+                             "This TensorFlow has neither SASS nor usable PTX for compute capability "
+                             f"{g.compute_capability}: "
                              "the GPU is listed but no kernel can run ('no kernel image is available').",
-                             "Install a TensorFlow release whose build covers this GPU (`tfgpu-install plan`), or run on CPU."))
+                             "Install a TensorFlow release whose build covers this GPU (`tfgpu-install plan`), or run "
+                             "on CPU."))
     return out
 
 
@@ -155,9 +173,11 @@ def check_ptxas(w: Walk) -> list[Check]:
         need = w.rules.ptxas_min_cuda.get(cc)
         if need and version_tuple(have) < version_tuple(need):
             return [Check("xla", "ptxas", WARN, f"{shown} is CUDA {have}; compute capability {cc} needs >= {need}",
-                          f"XLA compiles with the first ptxas it finds; CUDA {have}'s ptxas does not know sm_{cc.replace('.', '')}, "
+                          f"XLA compiles with the first ptxas it finds; CUDA {have}'s ptxas does not know "
+                          f"sm_{cc.replace('.', '')}, "
                           "so XLA-compiled ops (jit_compile, Keras' XLA) fail or fall back to the driver.",
-                          f"Put a ptxas from CUDA >= {need} first on PATH: `pip install nvidia-cuda-nvcc-cu12` in the env "
+                          f"Put a ptxas from CUDA >= {need} first on PATH: `pip install nvidia-cuda-nvcc-cu12` in the "
+                          "env "
                           f"(its activation puts nvidia/cuda_nvcc/bin on PATH), or a newer /usr/local/cuda-X.Y/bin "
                           f"(source: {w.rules.ptxas_source}).")]
     return [Check("xla", "ptxas", OK, f"{shown} (CUDA {have}) knows compute capability {', '.join(ccs)}")]

@@ -29,7 +29,8 @@ try:
         import tensorflow as tf
         out["tf"] = tf.__version__
         try:
-            out["build"] = {k: (v if isinstance(v, (str, int, float, bool)) else list(v) if isinstance(v, (list, tuple)) else str(v))
+            out["build"] = {k: (v if isinstance(v, (str, int, float, bool))
+                                else list(v) if isinstance(v, (list, tuple)) else str(v))
                             for k, v in dict(tf.sysconfig.get_build_info()).items()}
         except Exception as exc:
             out["build"] = {"error": str(exc)}

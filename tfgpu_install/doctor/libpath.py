@@ -15,7 +15,8 @@ from typing import Callable, Optional
 from tfgpu_install.fetch.elf import read_soname
 
 # Libraries whose stale or broken copies break TensorFlow's GPU start.
-_WATCHED = re.compile(r"^lib(cudnn\w*|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cuda|nvidia-ml)\.so(\.[\d.]+)?$")
+_WATCHED = re.compile(
+    r"^lib(cudnn\w*|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cuda|nvidia-ml)\.so(\.[\d.]+)?$")
 _VERSION_IN_NAME = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
 _TOOLKIT_DIR = re.compile(r"^cuda(?:-(\d+(?:\.\d+)*))?$")
 
@@ -101,11 +102,6 @@ def toolkit_of(path: str) -> Optional[str]:
         if _TOOLKIT_DIR.match(parts[i]):
             return "/".join(parts[: i + 1]) or "/"
     return None
-
-
-def toolkit_version(name: str) -> Optional[str]:
-    m = _TOOLKIT_DIR.match(name.rstrip("/").rsplit("/", 1)[-1])
-    return m.group(1) if m and m.group(1) else None
 
 
 def parse_toolkit_version_file(text: str) -> Optional[str]:

@@ -47,7 +47,8 @@ def wrap_width(text: str) -> Optional[int]:
     return longest if len(set(sample)) * 2 > len(sample) else None
 
 
-MAX_JOIN = 16  # a logical line a terminal wrapped rarely spans more rows; lines of one length in a long log are not all one line
+# A logical line a terminal wrapped rarely spans more rows; lines of one length in a long log are not all one line.
+MAX_JOIN = 16
 
 
 def unwrap(text: str) -> Optional[Unwrapped]:
@@ -134,7 +135,8 @@ def stop_region(text: str) -> Optional[tuple[int, int]]:
 
 
 _ERRORISH = re.compile(
-    r"\b(?:[A-Z]\w*(?:Error|Exception)\b|error|ERROR|failed|FAILED|fatal|FATAL|not found|cannot|Cannot|could not|Could not"
+    r"\b(?:[A-Z]\w*(?:Error|Exception)\b|error|ERROR|failed|FAILED|fatal|FATAL|not found|cannot|Cannot"
+    r"|could not|Could not"
     r"|Segmentation fault|Aborted|core dumped)"
     r"|^\s*[EF]\d{4} |\s[EF] (?:tensorflow|external)/"
 )

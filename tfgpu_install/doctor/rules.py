@@ -108,7 +108,9 @@ def load_rules(path: Optional[Path] = None, profiles: Optional[Path] = None) -> 
     Raises BadInputError("<file>:<line>: <what>")."""
     p = Path(path) if path is not None else default_path(profiles)
     try:
-        text = p.read_text(encoding="utf-8")
+        from tfgpu_install.guard.bounded import read_text
+
+        text = read_text(str(p), "profile")  # capped: a rules file is user input (--rules FILE)
     except OSError as exc:
         raise BadInputError(f"{p}: cannot read: {exc.strerror}", hint="reinstall tfgpu-install") from exc
     return parse_rules(text, str(p))

@@ -25,25 +25,17 @@ from tfgpu_install.doctor.walkstate import (
     version_tuple,
 )
 from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts import identity
 
 # ------------------------------------------------------------------ driver
 
 
 def gather_host(w: Walk) -> None:
-    version = (w.read("/proc/version") or "").lower()
-    w.wsl = "microsoft" in version or w.exists(WSL_LIB)
-    w.container = w.exists("/.dockerenv") or w.exists("/run/.containerenv")
+    w.wsl = identity.is_wsl(w.ctx)  # the host-identity module facts/ uses too
+    w.container = identity.container(w.ctx) is not None
     mods = w.read("/proc/modules") or ""
     w.modules = frozenset(line.split()[0] for line in mods.splitlines() if line.strip())
-    devices = w.ctx.sys_path("/sys/bus/pci/devices")
-    try:
-        for d in os.listdir(devices):
-            vendor = (w.read(f"/sys/bus/pci/devices/{d}/vendor") or "").strip().lower()
-            klass = (w.read(f"/sys/bus/pci/devices/{d}/class") or "").strip().lower()
-            if vendor == "0x10de" and klass.startswith("0x03"):
-                w.pci_nvidia = True
-    except OSError:
-        pass
+    w.pci_nvidia = bool(identity.pci_gpus(w.ctx))
     w.smi_path = w.ctx.runner.which("nvidia-smi")
     if w.smi_path is None and w.wsl and w.exists(f"{WSL_LIB}/nvidia-smi"):
         w.smi_path = f"{WSL_LIB}/nvidia-smi"
@@ -53,14 +45,26 @@ def gather_host(w: Walk) -> None:
         w.gpus = w.reading.gpus
         if w.reading.state == smi.OK:
             # The same query the probe sends: the table has no compute capability or UUID.
-            q = w.ctx.runner.run([w.smi_path, "--query-gpu=" + ",".join(smi.QUERY_FIELDS), "--format=csv,noheader,nounits"],
-                                 desc="nvidia-smi --query-gpu", timeout=30)
+            q = w.ctx.runner.run(
+                [w.smi_path, "--query-gpu=" + ",".join(smi.QUERY_FIELDS), "--format=csv,noheader,nounits"],
+                desc="nvidia-smi --query-gpu", timeout=30)
             rows, _ = smi.parse_query_gpu(q.stdout) if q.ok else ((), None)
             if rows:
                 w.gpus = rows
 
 
 def check_driver(w: Walk) -> Check:
+    """The driver layer: what nvidia-smi answered, else WSL2's driver, else why there is no driver."""
+    answered = _driver_answer(w)
+    if answered is not None:
+        return answered
+    if w.wsl:
+        return _wsl_driver(w)
+    return _driver_missing(w)
+
+
+def _driver_answer(w: Walk) -> Optional[Check]:
+    """nouveau in the way, or what nvidia-smi's answer says (None: it did not answer usefully)."""
     r = w.reading
     if "nouveau" in w.modules:
         return Check("driver", "kernel module", BROKEN, "the nouveau module is loaded (/proc/modules)",
@@ -75,22 +79,34 @@ def check_driver(w: Walk) -> Check:
         return Check("driver", "nvidia-smi", OK, f"driver {r.driver_version}, supports CUDA <= {cuda}; {gpus}")
     if r is not None and r.state == smi.NO_DEVICES and not w.wsl:
         return Check("driver", "nvidia-smi", BROKEN, r.message or "No devices were found",
-                     "The NVIDIA driver is loaded but sees no GPU: the GPU fell off the bus (`sudo dmesg | grep -i xid`), "
+                     "The NVIDIA driver is loaded but sees no GPU: the GPU fell off the bus (`sudo dmesg | grep -i "
+                     "xid`), "
                      "is not passed through to this VM, or is too new/old for this driver branch.",
                      "`sudo dmesg | grep -iE 'nvrm|xid'` for the reason; reseat/power-cycle or fix the passthrough; "
                      "install a driver branch that supports this GPU; reboot.")
-    if w.wsl:
-        if not w.exists(f"{WSL_LIB}/libcuda.so.1"):
-            return Check("driver", "WSL2 driver", BROKEN, f"WSL2 without {WSL_LIB}/libcuda.so.1",
-                         "On WSL2 the GPU driver is the Windows one; WSL exposes it as /usr/lib/wsl/lib. It is missing: "
-                         "the Windows NVIDIA driver is absent or too old for WSL2, or WSL is outdated.",
-                         "Install/update the NVIDIA driver on Windows and run `wsl --update` in Windows, then `wsl --shutdown`. "
-                         "Never install a Linux NVIDIA driver inside WSL.")
-        msg = (r.message if r is not None else None) or "nvidia-smi not found"
-        return Check("driver", "WSL2 driver", BROKEN, msg,
-                     "WSL2 exposes the Windows driver but nvidia-smi cannot use it.",
-                     "Update the NVIDIA driver on Windows and WSL (`wsl --update`, `wsl --shutdown`). "
+    return None
+
+
+def _wsl_driver(w: Walk) -> Check:
+    r = w.reading
+    if not w.exists(f"{WSL_LIB}/libcuda.so.1"):
+        return Check("driver", "WSL2 driver", BROKEN, f"WSL2 without {WSL_LIB}/libcuda.so.1",
+                     "On WSL2 the GPU driver is the Windows one; WSL exposes it as /usr/lib/wsl/lib. It is missing: "
+                     "the Windows NVIDIA driver is absent or too old for WSL2, or WSL is outdated.",
+                     "Install/update the NVIDIA driver on Windows and run `wsl --update` in Windows, then `wsl "
+                     "--shutdown`. "
                      "Never install a Linux NVIDIA driver inside WSL.")
+    msg = (r.message if r is not None else None) or "nvidia-smi not found"
+    return Check("driver", "WSL2 driver", BROKEN, msg,
+                 "WSL2 exposes the Windows driver but nvidia-smi cannot use it.",
+                 "Update the NVIDIA driver on Windows and WSL (`wsl --update`, `wsl --shutdown`). "
+                 "Never install a Linux NVIDIA driver inside WSL.")
+
+
+def _driver_missing(w: Walk) -> Check:
+    """No answer from a driver: no GPU at all, a container without GPU access, no kernel module, or a
+    module nvidia-smi cannot talk to."""
+    r = w.reading
     if r is None and not w.pci_nvidia and not any(m.startswith("nvidia") for m in w.modules) \
             and not w.exists("/proc/driver/nvidia/version"):
         where = " This runs in a container." if w.container else ""
@@ -98,18 +114,22 @@ def check_driver(w: Walk) -> Check:
                      "no NVIDIA GPU on the PCI bus, no nvidia kernel module, no nvidia-smi." + where,
                      "No NVIDIA GPU or driver is visible here, so TensorFlow can only use the CPU on this machine. "
                      "Nothing is broken: there is nothing GPU-related to diagnose.",
-                     ("If the host has a GPU, start the container with `--gpus all` (NVIDIA Container Toolkit). " if w.container else
+                     ("If the host has a GPU, start the container with `--gpus all` (NVIDIA Container Toolkit). "
+                      if w.container else
                       "If this machine should have one (a cloud VM), check the instance type or PCI passthrough. ")
                      + "Otherwise use `pip install tensorflow` (CPU), or plan for another machine with "
                      "`tfgpu-install plan --from-nvidia-smi FILE`.")
     if w.container:
-        return Check("driver", "container", BROKEN, "nvidia-smi " + ("failed" if r is not None else "is missing") + " inside a container",
+        return Check("driver", "container", BROKEN,
+                     "nvidia-smi " + ("failed" if r is not None else "is missing") + " inside a container",
                      "The container was started without GPU access: no driver libraries or /dev/nvidia* are injected.",
-                     "Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit); never install a driver inside the container.")
+                     "Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit); never install a driver "
+                     "inside the container.")
     if not any(m == "nvidia" for m in w.modules):
         pci = "an NVIDIA GPU is on the PCI bus but " if w.pci_nvidia else ""
         return Check("driver", "kernel module", BROKEN, f"{pci}the nvidia kernel module is not loaded",
-                     "No NVIDIA kernel module is loaded: the driver is not installed, not built for this kernel (DKMS), "
+                     "No NVIDIA kernel module is loaded: the driver is not installed, not built for this kernel "
+                     "(DKMS), "
                      "or blocked by Secure Boot.",
                      "`sudo modprobe nvidia` and read its error; install the driver for this kernel "
                      "(`sudo ubuntu-drivers install` on Ubuntu, or your distribution's nvidia-driver package), reboot, "
@@ -129,7 +149,8 @@ def check_wsl_linux_driver(w: Walk) -> Optional[Check]:
                          "A Linux NVIDIA driver was installed inside WSL; its libcuda shadows the Windows driver's "
                          f"({WSL_LIB}) and cannot reach the GPU.",
                          f"Remove it: `sudo apt-get remove --purge 'libnvidia-compute-*' 'nvidia-driver-*'` "
-                         f"(or `sudo rm {d}/libcuda.so*`), then `sudo ldconfig`. Never install a Linux driver inside WSL.")
+                         f"(or `sudo rm {d}/libcuda.so*`), then `sudo ldconfig`. Never install a Linux driver inside "
+                         "WSL.")
     return None
 
 
@@ -166,7 +187,8 @@ def check_visible_devices(w: Walk) -> Optional[Check]:
         missing = (item.isdigit() and count > 0 and int(item) >= count) or (
             item.upper().startswith("GPU-") and bool(uuids) and item not in uuids)
         if missing:
-            return Check("devices", "CUDA_VISIBLE_DEVICES", BROKEN, f"CUDA_VISIBLE_DEVICES={cvd!r} but nvidia-smi lists {count} GPU(s)",
+            return Check("devices", "CUDA_VISIBLE_DEVICES", BROKEN,
+                         f"CUDA_VISIBLE_DEVICES={cvd!r} but nvidia-smi lists {count} GPU(s)",
                          f"CUDA_VISIBLE_DEVICES names GPU {item!r}, which this machine does not have; CUDA stops at an "
                          "invalid entry, so TensorFlow may see no GPU at all.",
                          "Set it to existing indices or UUIDs from `nvidia-smi -L`, or `unset CUDA_VISIBLE_DEVICES`.")
@@ -181,69 +203,78 @@ def check_visible_devices(w: Walk) -> Optional[Check]:
 
 
 def check_toolkits(w: Walk) -> list[Check]:
-    out: list[Check] = []
+    """/usr/local/cuda, the toolkit PATH and LD_LIBRARY_PATH use, and that toolkit against the driver."""
+    cuda_link, dangling = _cuda_link(w)
+    if dangling is not None:
+        return [dangling]
+    path_tk, ld_tk = _toolkits_in_use(w)
+    if path_tk and ld_tk and path_tk != ld_tk:
+        return [Check("toolkit", "two toolkits", BROKEN,
+                      f"nvcc/ptxas from {path_tk} (PATH) but CUDA libraries from {ld_tk} (LD_LIBRARY_PATH)",
+                      "Two CUDA toolkits are in use at once: code compiled (and XLA's ptxas) comes from one, the "
+                      "libraries loaded at run time from the other.",
+                      f"Use one toolkit for both, e.g. `export PATH={ld_tk}/bin:$PATH` (the toolkit whose libraries "
+                      f"TensorFlow loads), or `export LD_LIBRARY_PATH={path_tk}/lib64:$LD_LIBRARY_PATH`; "
+                      "put the line in the env's activation.")]
+    used = ld_tk or path_tk
+    if cuda_link and used and cuda_link != used:
+        return [Check("toolkit", "/usr/local/cuda", BROKEN,
+                      f"/usr/local/cuda -> {cuda_link}, but {used} is the one in use",
+                      "/usr/local/cuda points at a different toolkit than PATH/LD_LIBRARY_PATH use; XLA looks in "
+                      "/usr/local/cuda for ptxas and libdevice, so it mixes versions.",
+                      f"`sudo ln -sfn {used} /usr/local/cuda` (or set PATH/LD_LIBRARY_PATH to {cuda_link}).")]
+    tk = used or cuda_link
+    return [_toolkit_vs_driver(w, tk)] if tk else []
+
+
+def _cuda_link(w: Walk) -> tuple[Optional[str], Optional[Check]]:
+    """The toolkit /usr/local/cuda names, or the finding that it dangles."""
     link = w.ctx.sys_path("/usr/local/cuda")
-    cuda_link = None
     if link.is_symlink():
         target = os.readlink(link)
         if not w.ctx.sys_path(real_path(w, "/usr/local/cuda")).exists():
             installed = sorted((p.name for p in w.ctx.sys_path("/usr/local").glob("cuda-*") if p.is_dir()),
                                key=lambda n: version_tuple(n))
             to = f"/usr/local/{installed[-1]}" if installed else "/usr/local/cuda-X.Y"
-            return [Check("toolkit", "/usr/local/cuda", BROKEN, f"/usr/local/cuda -> {target} (missing)",
-                          "/usr/local/cuda is a dangling symlink: the toolkit it named was removed. XLA and build "
-                          "tools look there for ptxas and libdevice.",
-                          f"Point it at an installed toolkit (`sudo ln -sfn {to} /usr/local/cuda`) or remove it: "
-                          "`sudo rm /usr/local/cuda`.")]
-        cuda_link = toolkit_of(real_path(w, "/usr/local/cuda"))
-    elif link.is_dir():
-        cuda_link = "/usr/local/cuda"
+            return None, Check("toolkit", "/usr/local/cuda", BROKEN, f"/usr/local/cuda -> {target} (missing)",
+                               "/usr/local/cuda is a dangling symlink: the toolkit it named was removed. XLA and build "
+                               "tools look there for ptxas and libdevice.",
+                               f"Point it at an installed toolkit (`sudo ln -sfn {to} /usr/local/cuda`) or remove it: "
+                               "`sudo rm /usr/local/cuda`.")
+        return toolkit_of(real_path(w, "/usr/local/cuda")), None
+    return ("/usr/local/cuda" if link.is_dir() else None), None
+
+
+def _toolkits_in_use(w: Walk) -> tuple[Optional[str], Optional[str]]:
+    """The toolkit whose nvcc PATH finds, and the one whose libcudart LD_LIBRARY_PATH finds."""
     path_tk = next((toolkit_of(real_path(w, p)) for p in split_path(w.ctx.env("PATH"))
                     if w.ctx.sys_path(p + "/nvcc").exists() and toolkit_of(real_path(w, p))), None)
-    ld_tk = None
     for p in split_path(w.ctx.env("LD_LIBRARY_PATH")):
         d = w.ctx.sys_path(p)
         if d.is_dir() and any(n.startswith("libcudart.so") for n in os.listdir(d)) and toolkit_of(real_path(w, p)):
-            ld_tk = toolkit_of(real_path(w, p))
+            return path_tk, toolkit_of(real_path(w, p))
+    return path_tk, None
+
+
+def _toolkit_vs_driver(w: Walk, tk: str) -> Check:
+    version = None
+    for f in ("version.json", "version.txt"):
+        text = w.read(f"{real_path(w, tk)}/{f}")
+        if text:
+            version = parse_toolkit_version_file(text)
             break
-    if path_tk and ld_tk and path_tk != ld_tk:
-        out.append(Check("toolkit", "two toolkits", BROKEN,
-                         f"nvcc/ptxas from {path_tk} (PATH) but CUDA libraries from {ld_tk} (LD_LIBRARY_PATH)",
-                         "Two CUDA toolkits are in use at once: code compiled (and XLA's ptxas) comes from one, the "
-                         "libraries loaded at run time from the other.",
-                         f"Use one toolkit for both, e.g. `export PATH={ld_tk}/bin:$PATH` (the toolkit whose libraries "
-                         f"TensorFlow loads), or `export LD_LIBRARY_PATH={path_tk}/lib64:$LD_LIBRARY_PATH`; "
-                         "put the line in the env's activation."))
-        return out
-    used = ld_tk or path_tk
-    if cuda_link and used and cuda_link != used:
-        out.append(Check("toolkit", "/usr/local/cuda", BROKEN, f"/usr/local/cuda -> {cuda_link}, but {used} is the one in use",
-                         "/usr/local/cuda points at a different toolkit than PATH/LD_LIBRARY_PATH use; XLA looks in "
-                         "/usr/local/cuda for ptxas and libdevice, so it mixes versions.",
-                         f"`sudo ln -sfn {used} /usr/local/cuda` (or set PATH/LD_LIBRARY_PATH to {cuda_link})."))
-        return out
-    tk = used or cuda_link
-    if tk:
-        version = None
-        for f in ("version.json", "version.txt"):
-            text = w.read(f"{real_path(w, tk)}/{f}")
-            if text:
-                version = parse_toolkit_version_file(text)
-                break
-        drv = w.reading.cuda_version if w.reading is not None else None
-        summary = f"toolkit {tk}" + (f" (CUDA {version})" if version else "")
-        if version and drv and version_tuple(version)[:2] > version_tuple(drv)[:2]:
-            same_major = version_tuple(version)[0] == version_tuple(drv)[0]
-            out.append(Check("toolkit", "toolkit vs driver", WARN if same_major else BROKEN,
-                             f"{summary}; the driver supports CUDA <= {drv}",
-                             f"nvcc's CUDA {version} is newer than the driver's CUDA {drv} (nvidia-smi's header is the "
-                             "driver's maximum, not the installed toolkit). "
-                             + ("Minor-version compatibility runs its libraries, but PTX it produces (XLA) will not load."
-                                if same_major else "Its libraries cannot run on this driver."),
-                             f"Upgrade the driver to one supporting CUDA {version}, or use a toolkit <= {drv}."))
-        else:
-            out.append(Check("toolkit", "toolkit", OK, summary))
-    return out
+    drv = w.reading.cuda_version if w.reading is not None else None
+    summary = f"toolkit {tk}" + (f" (CUDA {version})" if version else "")
+    if not (version and drv and version_tuple(version)[:2] > version_tuple(drv)[:2]):
+        return Check("toolkit", "toolkit", OK, summary)
+    same_major = version_tuple(version)[0] == version_tuple(drv)[0]
+    return Check("toolkit", "toolkit vs driver", WARN if same_major else BROKEN,
+                 f"{summary}; the driver supports CUDA <= {drv}",
+                 f"nvcc's CUDA {version} is newer than the driver's CUDA {drv} (nvidia-smi's header is the "
+                 "driver's maximum, not the installed toolkit). "
+                 + ("Minor-version compatibility runs its libraries, but PTX it produces (XLA) will not load."
+                    if same_major else "Its libraries cannot run on this driver."),
+                 f"Upgrade the driver to one supporting CUDA {version}, or use a toolkit <= {drv}.")
 
 
 # ------------------------------------------------------------------ libraries and cuDNN
@@ -274,62 +305,89 @@ DRIVER_LIB_DIRS = (WSL_LIB, "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", 
 
 
 def check_libraries(w: Walk) -> list[Check]:
-    out: list[Check] = []
+    """libcuda findable (and not a stub), no dangling links, one cuDNN major, the newest copy first."""
     libs = [lf for d in _lib_dirs(w) for lf in _scan(w, d)]
-    driver_ok = w.reading is not None and w.reading.state == smi.OK
-    if driver_ok and not any(lf.name == "libcuda.so.1" and not lf.dangling for lf in libs) and not any(
-            lf.name == "libcuda.so.1" and not lf.dangling for d in DRIVER_LIB_DIRS for lf in _scan(w, d)):
-        rule = w.rules.by_id("libcuda-missing")
-        return [Check("libraries", "libcuda.so.1", BROKEN,
-                      "nvidia-smi answers, but no libcuda.so.1 is in the library path or the system library dirs",
-                      rule.cause, rule.fix, rule=rule.id)]
-    stub = next((lf for lf in libs if lf.name.startswith("libcuda.so") and "/stubs" in lf.dir), None)
-    if stub is not None:
-        # A toolkit's link-time stub ahead of the driver: every CUDA call returns CUDA_ERROR_STUB_LIBRARY.
-        rule = w.rules.by_id("libcuda-stub-loaded")
-        return [Check("libraries", "libcuda stub", BROKEN, f"{stub.path} is on the library path",
-                      rule.cause, rule.fix, rule=rule.id)]
-    dangling = [lf for lf in libs if lf.dangling]
-    if dangling:
-        lf = dangling[0]
-        return [Check("libraries", "dangling symlink", BROKEN, f"{lf.path} -> {lf.target} (missing)",
-                      f"{lf.path} is a dangling symlink: the library it named was removed or moved, so the loader "
-                      "skips it (or ldconfig keeps a broken entry).",
-                      f"Remove it: `sudo rm {lf.path}` (then `sudo ldconfig`), or reinstall the package that owns it.",
-                      evidence=tuple(f"{x.path} -> {x.target}" for x in dangling))]
+    found = _libcuda_missing(w, libs) or _libcuda_stub(w, libs) or _dangling(libs)
+    if found is not None:
+        return [found]
     cudnn = [lf for lf in libs if re.match(r"^libcudnn\.so\.\d", lf.name) and not lf.dangling]
     majors: dict[str, list[LibFile]] = {}
     for lf in cudnn:
         if lf.major:
             majors.setdefault(lf.major, []).append(lf)
-    if len(majors) > 1:
-        wanted = w.env_files.wanted_cudnn_major() if w.env_files is not None else None
-        wanted = wanted or _build_cudnn_major(w)
-        stale = [m for m in sorted(majors) if m != wanted] if wanted else sorted(majors)[:-1]
-        files = [lf for m in stale for lf in majors[m]]
-        keep = wanted or sorted(majors)[-1]
-        return [Check("cudnn", "stale cuDNN", BROKEN,
-                      "cuDNN " + " and ".join(sorted(majors)) + " are both on the library path",
-                      f"A stale cuDNN {', '.join(stale)} sits on the library path beside cuDNN {keep}"
-                      + (" (the one TensorFlow's env wants)" if wanted else "")
-                      + ": whichever a process loads first wins, which gives 'Loaded runtime CuDNN library ... but "
-                        "source was compiled with ...' and crashes when frameworks share a process.",
-                      "Remove the stale files (or their directory from LD_LIBRARY_PATH): "
-                      + " ".join(f"`rm {lf.path}`" for lf in files),
-                      evidence=tuple(f"{lf.path} (SONAME {lf.soname or '?'})" for lf in cudnn))]
-    # The same major in two places, an older copy first: that one is loaded.
-    for m, group in majors.items():
+    found = _cudnn_majors(w, cudnn, majors) or _cudnn_shadowed(majors)
+    if found is not None:
+        return [found]
+    if cudnn:
+        return [Check("cudnn", "cuDNN", OK, ", ".join(sorted({f'{lf.soname or lf.name} in {lf.dir}' for lf in cudnn})))]
+    return []
+
+
+def _libcuda_missing(w: Walk, libs: list[LibFile]) -> Optional[Check]:
+    if w.reading is None or w.reading.state != smi.OK:
+        return None
+    if any(lf.name == "libcuda.so.1" and not lf.dangling for lf in libs) or any(
+            lf.name == "libcuda.so.1" and not lf.dangling for d in DRIVER_LIB_DIRS for lf in _scan(w, d)):
+        return None
+    rule = w.rules.by_id("libcuda-missing")
+    return Check("libraries", "libcuda.so.1", BROKEN,
+                 "nvidia-smi answers, but no libcuda.so.1 is in the library path or the system library dirs",
+                 rule.cause, rule.fix, rule=rule.id)
+
+
+def _libcuda_stub(w: Walk, libs: list[LibFile]) -> Optional[Check]:
+    stub = next((lf for lf in libs if lf.name.startswith("libcuda.so") and "/stubs" in lf.dir), None)
+    if stub is None:
+        return None
+    # A toolkit's link-time stub ahead of the driver: every CUDA call returns CUDA_ERROR_STUB_LIBRARY.
+    rule = w.rules.by_id("libcuda-stub-loaded")
+    return Check("libraries", "libcuda stub", BROKEN, f"{stub.path} is on the library path",
+                 rule.cause, rule.fix, rule=rule.id)
+
+
+def _dangling(libs: list[LibFile]) -> Optional[Check]:
+    dangling = [lf for lf in libs if lf.dangling]
+    if not dangling:
+        return None
+    lf = dangling[0]
+    return Check("libraries", "dangling symlink", BROKEN, f"{lf.path} -> {lf.target} (missing)",
+                 f"{lf.path} is a dangling symlink: the library it named was removed or moved, so the loader "
+                 "skips it (or ldconfig keeps a broken entry).",
+                 f"Remove it: `sudo rm {lf.path}` (then `sudo ldconfig`), or reinstall the package that owns it.",
+                 evidence=tuple(f"{x.path} -> {x.target}" for x in dangling))
+
+
+def _cudnn_majors(w: Walk, cudnn: list[LibFile], majors: dict[str, list[LibFile]]) -> Optional[Check]:
+    """Two cuDNN majors on the library path: the one the env (or TF's build) does not want is stale."""
+    if len(majors) <= 1:
+        return None
+    wanted = w.env_files.wanted_cudnn_major() if w.env_files is not None else None
+    wanted = wanted or _build_cudnn_major(w)
+    stale = [m for m in sorted(majors) if m != wanted] if wanted else sorted(majors)[:-1]
+    files = [lf for m in stale for lf in majors[m]]
+    keep = wanted or sorted(majors)[-1]
+    return Check("cudnn", "stale cuDNN", BROKEN,
+                 "cuDNN " + " and ".join(sorted(majors)) + " are both on the library path",
+                 f"A stale cuDNN {', '.join(stale)} sits on the library path beside cuDNN {keep}"
+                 + (" (the one TensorFlow's env wants)" if wanted else "")
+                 + ": whichever a process loads first wins, which gives 'Loaded runtime CuDNN library ... but "
+                   "source was compiled with ...' and crashes when frameworks share a process.",
+                 "Remove the stale files (or their directory from LD_LIBRARY_PATH): "
+                 + " ".join(f"`rm {lf.path}`" for lf in files),
+                 evidence=tuple(f"{lf.path} (SONAME {lf.soname or '?'})" for lf in cudnn))
+
+
+def _cudnn_shadowed(majors: dict[str, list[LibFile]]) -> Optional[Check]:
+    """The same major in two places, an older copy first: that one is loaded."""
+    for group in majors.values():
         versions = [(lf, version_tuple(lf.version or "")) for lf in group if lf.version and lf.version.count(".") >= 1]
         if len(versions) > 1 and versions[0][1] < max(v for _, v in versions):
             first, newest = versions[0][0], max(versions, key=lambda x: x[1])[0]
-            out.append(Check("cudnn", "stale cuDNN", BROKEN, f"{first.path} comes before {newest.path} on the library path",
-                             f"cuDNN {first.version} is found first and shadows {newest.version}: TensorFlow loads the "
-                             "older one ('Loaded runtime CuDNN library ... but source was compiled with ...').",
-                             f"Remove the stale copy (`rm {first.path}`) or put {newest.dir} first on LD_LIBRARY_PATH."))
-            return out
-    if cudnn:
-        out.append(Check("cudnn", "cuDNN", OK, ", ".join(sorted({f'{lf.soname or lf.name} in {lf.dir}' for lf in cudnn}))))
-    return out
+            return Check("cudnn", "stale cuDNN", BROKEN, f"{first.path} comes before {newest.path} on the library path",
+                         f"cuDNN {first.version} is found first and shadows {newest.version}: TensorFlow loads the "
+                         "older one ('Loaded runtime CuDNN library ... but source was compiled with ...').",
+                         f"Remove the stale copy (`rm {first.path}`) or put {newest.dir} first on LD_LIBRARY_PATH.")
+    return None
 
 
 def _build_cudnn_major(w: Walk) -> Optional[str]:

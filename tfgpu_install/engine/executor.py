@@ -208,7 +208,11 @@ class Executor:
         self._fingerprint = fingerprint or (lambda: env_fingerprint(self.env))
 
     def lock(self, wait: bool = False) -> EnvLock:
-        return EnvLock(env_state_dir(self.ctx, self.env) / "lock", self.env, wait=wait)
+        """Keyed by the env's real path (its parent created first): every spelling of one env
+        (a symlinked parent, '//path') meets the same lock."""
+        from tfgpu_install.guard.envpath import real_env_path
+
+        return EnvLock(env_state_dir(self.ctx, real_env_path(self.env)) / "lock", self.env, wait=wait)
 
     def _last_fingerprints(self) -> dict[str, str]:
         """step id -> fingerprint of its newest open "done" entry."""
@@ -243,9 +247,6 @@ class Executor:
             if not started:
                 self.journal.append("run", env=str(self.env), plan=self.plan)
                 started = True
-                from tfgpu_install.engine.prefetch import start
-
-                start(m for later in steps[i:] for m in later.prefetch)
             self._apply(step, results)
             report.steps.append(StepReport(step.id, step.describe(), "applied"))
         self.ctx.progress("provisioning: done", total, total)

@@ -1,6 +1,6 @@
 """The env fingerprint: "has anything that verify looked at changed?" (installed
-distributions, activation files, CUDA/cuDNN library files). Stdlib, tfgpu_install.files and tfgpu_install.envlayout only:
-install's no-op fast path computes it before importing the step machinery."""
+distributions, activation files, CUDA/cuDNN library files). Stdlib, tfgpu_install.files and
+tfgpu_install.envlayout only: install's no-op fast path computes it before importing the step machinery."""
 
 from __future__ import annotations
 

@@ -48,8 +48,12 @@ def known_envs(ctx: Context) -> list[Path]:
                 candidates.append((f.stat().st_mtime, f))
             except OSError:
                 continue
+    from tfgpu_install.guard.trust import problem
+
     found: dict[str, None] = {}
     for _, f in sorted(candidates, reverse=True):
+        if problem(f, ctx.state_dir) is not None:
+            continue  # written by someone else: names nothing
         env = _env_named_in(f)
         if env:
             found.setdefault(env)
@@ -89,12 +93,14 @@ class Entry:
 
 
 class Journal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Optional[Path] = None) -> None:
         self.path = Path(path)
+        # the tool's state dir: the journal and every dir up to it must pass tfgpu_install/guard/trust.py
+        self.root = Path(root) if root is not None else self.path.parent
 
     @classmethod
     def for_env(cls, ctx: Context, env: Path) -> "Journal":
-        return cls(env_state_dir(ctx, env) / "journal.jsonl")
+        return cls(env_state_dir(ctx, env) / "journal.jsonl", ctx.state_dir)
 
     def exists(self) -> bool:
         return self.path.is_file()
@@ -149,8 +155,13 @@ class Journal:
                 os.write(fd, b"\n")
 
     def entries(self) -> list[Entry]:
+        """The whole records; ENVIRONMENT (exit 6) when another user could have written the file
+        (a forged undo must never be run by rollback)."""
+        from tfgpu_install.guard.trust import require
+
         if not self.path.is_file():
             return []
+        require(self.path, self.root, "the journal")
         out: list[Entry] = []
         with open(self.path, encoding="utf-8", errors="replace") as fh:
             for seq, line in enumerate(fh):

@@ -26,7 +26,7 @@ class Background(Generic[T]):
     def _run(self) -> None:
         try:
             self._value = self._fn()
-        except BaseException as exc:  # handed to the caller by result()
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread by result())
             self._error = exc
 
     def result(self) -> T:

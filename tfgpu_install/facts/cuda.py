@@ -18,6 +18,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.errors import RunnerError
 from tfgpu_install.facts.background import Background
 from tfgpu_install.facts.model import CudaInstall, Problem
+from tfgpu_install.runner import Completed
 
 # Libraries TensorFlow loads; libcuda is the driver's.
 LIBS = ("libcuda", "libcudart", "libcublas", "libcublasLt", "libcudnn", "libnvidia-ml")
@@ -121,7 +122,6 @@ def _toolkit_version(ctx: Context, tk: Path, nvcc_cache: dict[str, Optional[Nvcc
 
 def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
     problems: list[Problem] = []
-    found: list[CudaInstall] = []
     nvcc_cache: dict[str, Optional[NvccVersion]] = {}
     # The loader's view is asked first, on its own thread: it runs while the toolkits' nvcc answer.
     ldconfig = ctx.runner.which("ldconfig") or next(
@@ -129,20 +129,35 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
     )
     loader = Background(partial(ctx.runner.run, [ldconfig, "-p"], desc="libraries the loader sees", timeout=10)
                         ) if ldconfig else None
-
-    # Toolkits under /usr/local (and /opt/cuda on Arch).
-    candidates: list[Path] = []
-    for base in ("/usr/local", "/opt"):
-        try:
-            candidates += sorted(p for p in ctx.sys_path(base).iterdir() if re.fullmatch(r"cuda(-[\d.]+)?", p.name))
-        except OSError:
-            pass
+    candidates = _toolkit_dirs(ctx)
     # nvcc on PATH outside every toolkit (a wrapper, another install) is asked beside them
     nvcc = ctx.runner.which("nvcc")
     real = os.path.realpath(nvcc) if nvcc else ""
     apart = None
     if nvcc and real not in {os.path.realpath(tk / "bin" / "nvcc") for tk in candidates}:
         apart = Background(partial(ctx.runner.run, [nvcc, "-V"], desc="nvcc version", timeout=10))
+    found = _toolkits(ctx, candidates, nvcc_cache, problems)
+    if nvcc and real not in nvcc_cache:  # nvcc on PATH (may be a wrapper or outside /usr/local)
+        found.append(_nvcc_apart(ctx, nvcc, apart))
+    found += _loader_libraries(loader, problems)
+    found += _variable_entries(ctx)
+    return tuple(found), problems
+
+
+def _toolkit_dirs(ctx: Context) -> list[Path]:
+    """Toolkits under /usr/local (and /opt/cuda on Arch)."""
+    candidates: list[Path] = []
+    for base in ("/usr/local", "/opt"):
+        try:
+            candidates += sorted(p for p in ctx.sys_path(base).iterdir() if re.fullmatch(r"cuda(-[\d.]+)?", p.name))
+        except OSError:
+            pass
+    return candidates
+
+
+def _toolkits(ctx: Context, candidates: list[Path], nvcc_cache: dict[str, Optional[NvccVersion]],
+              problems: list[Problem]) -> list[CudaInstall]:
+    found = []
     for tk in candidates:
         if not tk.is_dir():
             continue
@@ -151,34 +166,38 @@ def gather_cuda(ctx: Context) -> tuple[tuple[CudaInstall, ...], list[Problem]]:
         found.append(CudaInstall("toolkit", str(tk), version, source, name=(tk.name + note)))
         if version is None:
             problems.append(Problem("cuda_installs", f"{tk}: a CUDA directory without a readable version"))
+    return found
 
-    # nvcc on PATH (may be a wrapper or outside /usr/local).
-    if nvcc:
-        if real not in nvcc_cache:
-            try:
-                done = apart.result() if apart is not None else ctx.runner.run([nvcc, "-V"], desc="nvcc version",
-                                                                                timeout=10)
-                nv = parse_nvcc_version(done.stdout) if done.ok else None
-            except RunnerError:
-                nv = None
-            found.append(CudaInstall("nvcc", nvcc, (nv.full or nv.release) if nv else None, "nvcc -V", name="nvcc"))
 
-    # What the dynamic loader sees.
-    if loader is not None:
-        try:
-            done = loader.result()
-            entries = parse_ldconfig_p(done.stdout) if done.ok else ()
-        except RunnerError as exc:
-            entries = ()
-            problems.append(Problem("cuda_installs", f"ldconfig -p failed: {exc}"))
-        for e in entries:
-            found.append(CudaInstall("library", e.path, soname_version(e.soname), "ldconfig -p", name=e.soname))
-    else:
+def _nvcc_apart(ctx: Context, nvcc: str, apart: Optional[Background[Completed]]) -> CudaInstall:
+    try:
+        done = apart.result() if apart is not None else ctx.runner.run([nvcc, "-V"], desc="nvcc version", timeout=10)
+        nv = parse_nvcc_version(done.stdout) if done.ok else None
+    except RunnerError:
+        nv = None
+    return CudaInstall("nvcc", nvcc, (nv.full or nv.release) if nv else None, "nvcc -V", name="nvcc")
+
+
+def _loader_libraries(loader: Optional[Background[Completed]], problems: list[Problem]) -> list[CudaInstall]:
+    """What the dynamic loader sees (`ldconfig -p`)."""
+    if loader is None:
         problems.append(Problem("cuda_installs", "ldconfig not found: loader-visible CUDA libraries unknown"))
+        return []
+    try:
+        done = loader.result()
+        entries = parse_ldconfig_p(done.stdout) if done.ok else ()
+    except RunnerError as exc:
+        entries = ()
+        problems.append(Problem("cuda_installs", f"ldconfig -p failed: {exc}"))
+    return [CudaInstall("library", e.path, soname_version(e.soname), "ldconfig -p", name=e.soname) for e in entries]
 
+
+def _variable_entries(ctx: Context) -> list[CudaInstall]:
+    """CUDA directories named in PATH and LD_LIBRARY_PATH."""
+    found = []
     for var, kind in (("PATH", "path-entry"), ("LD_LIBRARY_PATH", "ld-library-path-entry")):
         for entry in (ctx.environ.get(var) or "").split(os.pathsep):
             if entry and re.search(r"cuda|cudnn", entry, re.I):
                 m = re.search(r"cuda-(\d+\.\d+)", entry)
                 found.append(CudaInstall(kind, entry, m.group(1) if m else None, var))
-    return tuple(found), problems
+    return found

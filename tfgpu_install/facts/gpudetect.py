@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import RunnerError
 from tfgpu_install.facts import gpu as smi
+from tfgpu_install.facts import identity
 from tfgpu_install.facts.model import Driver, Gpu, Host, Problem, SourceTried, Tools
 from tfgpu_install.facts.nvml import NvmlReading, query_nvml
 from tfgpu_install.runner import TIMED_OUT
@@ -47,12 +47,15 @@ def _summary(driver: Optional[str], n: int) -> str:
 
 def _state_hint(state: str, host: Optional[Host]) -> str:
     if state == smi.VERSION_MISMATCH:
-        return "the driver was upgraded but the old kernel module is still loaded: reboot (or reload the nvidia modules)"
+        return ("the driver was upgraded but the old kernel module is still loaded: reboot "
+                "(or reload the nvidia modules)")
     if state == smi.NO_DRIVER:
         if host is not None and host.container:
-            return f"inside a {host.container} container: start it with GPU access (`docker run --gpus all`, the NVIDIA container toolkit)"
+            return (f"inside a {host.container} container: start it with GPU access (`docker run --gpus all`, "
+                    "the NVIDIA container toolkit)")
         if host is not None and host.wsl:
-            return "on WSL2 the driver is the Windows one: update the Windows NVIDIA driver and `wsl --update`; never install a Linux driver inside WSL"
+            return ("on WSL2 the driver is the Windows one: update the Windows NVIDIA driver and `wsl --update`; "
+                    "never install a Linux driver inside WSL")
         return "the NVIDIA kernel module is not loaded: install the driver (or blacklist nouveau) and reboot"
     if state == HUNG:
         return "the driver does not answer: check `dmesg` for NVRM/Xid errors and reboot"
@@ -133,11 +136,13 @@ def reading_to_detection(reading: smi.SmiReading, source: str, origin: Optional[
             "info",
         ))
     if reading.gpu_count is not None and reading.gpu_count > len(gpus):
-        problems.append(Problem("gpus", f"{origin} reports {reading.gpu_count} GPUs attached but lists {len(gpus)}", "info"))
+        problems.append(Problem("gpus", f"{origin} reports {reading.gpu_count} GPUs attached but lists {len(gpus)}",
+                                "info"))
     if reading.state != smi.OK:
         hint = _state_hint(reading.state, host)
         problems.append(Problem("driver", f"nvidia-smi: {reading.message}" + (f" ({hint})" if hint else ""), "error"))
-    outcome = _summary(reading.driver_version, len(gpus)) if reading.state == smi.OK else (reading.message or reading.state)
+    outcome = (_summary(reading.driver_version, len(gpus)) if reading.state == smi.OK
+               else (reading.message or reading.state))
     return GpuDetection(driver, tuple(gpus), tuple(truncated), tuple(problems), (SourceTried(origin, outcome),))
 
 
@@ -178,7 +183,8 @@ def _live_smi_steps(ctx: Context, exe: str, tried: list[SourceTried]) -> tuple[s
         return smi.SmiReading(state=failure[0], message=failure[1],
                               nvml_library_version=smi.parse_nvidia_smi(q_text).nvml_library_version,
                               formats=("failure",)), tried
-    tried.append(SourceTried("nvidia-smi --query-gpu", _summary(q_gpus[0].driver_version if q_gpus else None, len(q_gpus))))
+    tried.append(SourceTried("nvidia-smi --query-gpu",
+                             _summary(q_gpus[0].driver_version if q_gpus else None, len(q_gpus))))
     table = smi.parse_nvidia_smi(_run_smi(ctx, exe))  # the header holds the CUDA version and the tool's own
     tried.append(SourceTried("nvidia-smi", _summary(table.driver_version, len(table.gpus)) if table.state == smi.OK
                              else (table.message or table.state)))
@@ -206,23 +212,6 @@ def _live_smi_steps(ctx: Context, exe: str, tried: list[SourceTried]) -> tuple[s
     ), tried
 
 
-def _pci_scan(ctx: Context) -> tuple[smi.PciGpu, ...]:
-    """NVIDIA display devices from sysfs (no lspci needed): vendor 0x10de, class 0x0300/0x0302/0x0380."""
-    out = []
-    base = ctx.sys_path("/sys/bus/pci/devices")
-    try:
-        devices = sorted(base.iterdir())
-    except OSError:
-        return ()
-    for d in devices:
-        vendor = _read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "vendor")) or ""
-        cls = _read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "class")) or ""
-        if vendor.strip().lower() == "0x10de" and cls.strip().lower()[:6] in ("0x0300", "0x0302", "0x0380"):
-            dev = (_read(ctx, str(Path("/sys/bus/pci/devices") / d.name / "device")) or "").strip().lower()
-            out.append(smi.PciGpu(d.name, "display", "NVIDIA device", dev.replace("0x", "") or None, None))
-    return tuple(out)
-
-
 def _with_sysfs_device_id(ctx: Context, gpu: Gpu) -> Gpu:
     """A GPU without a compute capability gets its PCI device id from sysfs (by its bus id), so the
     probe can still identify it from pci_ids.yaml when its name is in no table."""
@@ -247,61 +236,89 @@ def _nvidia_kernel_side(ctx: Context) -> bool:
 
 
 def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
+    """Every source asked in turn (kernel module files, NVML, nvidia-smi, the PCI bus), then cross-checked."""
     problems: list[Problem] = []
     tried: list[SourceTried] = []
-
-    proc_text = _read(ctx, PROC_VERSION)
-    proc_ver = smi.parse_proc_driver_version(proc_text or "")
-    tried.append(SourceTried(PROC_VERSION, f"driver {proc_ver}" if proc_ver else ("unreadable" if proc_text else "absent")))
-    sys_ver = smi.parse_sys_module_version(_read(ctx, SYS_VERSION) or "")
-    tried.append(SourceTried(SYS_VERSION, f"driver {sys_ver}" if sys_ver else "absent"))
-
-    nvml: NvmlReading = query_nvml(ctx.runner) if _nvidia_kernel_side(ctx) else NvmlReading(ok=False, error=NO_KERNEL_SIDE)
-    tried.append(SourceTried("nvml", _summary(nvml.driver_version, len(nvml.gpus)) if nvml.ok else (nvml.error or "failed")))
-
-    exe = tools.nvidia_smi
-    if exe is None and host.wsl and ctx.sys_path("/usr/lib/wsl/lib/nvidia-smi").exists():
-        exe = str(ctx.sys_path("/usr/lib/wsl/lib/nvidia-smi"))
-    reading: Optional[smi.SmiReading] = None
-    nvml_hung = bool(nvml.error and "timed out" in nvml.error)
-    if exe and nvml_hung:
-        # nvidia-smi goes through the same wedged driver: it would hang for as long again.
-        tried.append(SourceTried("nvidia-smi", "skipped: NVML timed out (a hung driver)"))
-        problems.append(Problem("driver", "NVML timed out: " + _state_hint(HUNG, host), "error"))
-    elif exe:
-        reading, t = _live_smi(ctx, exe)
-        tried += t
-    else:
-        tried.append(SourceTried("nvidia-smi", "not on PATH"))
-
-    # GPUs: NVML first (full names, CC), then nvidia-smi.
+    proc_ver, sys_ver = _module_versions(ctx, tried)
+    nvml = _ask_nvml(ctx, tried)
+    reading = _ask_smi(ctx, tools, host, nvml, tried, problems)
     det = reading_to_detection(reading, "nvidia-smi", host=host) if reading is not None else None
     if det is not None:
         problems += det.problems
-    gpus: tuple[Gpu, ...]
-    truncated: tuple[int, ...] = ()
-    if nvml.ok and nvml.gpus:
-        smi_by_idx = {g.index: g for g in (det.gpus if det else ())}
-        gpus = tuple(
-            Gpu(g.index, g.name or "unnamed GPU", g.compute_capability, g.memory_mib, "nvml",
-                cc_source="nvml" if g.compute_capability else None, uuid=g.uuid, pci_bus_id=g.pci_bus_id,
-                mig=g.mig or (g.index in smi_by_idx and smi_by_idx[g.index].mig))
-            for g in nvml.gpus
-        )
-        for g in gpus:
-            other = smi_by_idx.get(g.index)
-            if other and other.compute_capability and g.compute_capability and other.compute_capability != g.compute_capability:
-                problems.append(Problem(f"gpus[{g.index}].compute_capability",
-                                        f"nvml says {g.compute_capability}, nvidia-smi says {other.compute_capability}", "warning"))
-        if det and det.gpus and len(det.gpus) != len(gpus):
-            problems.append(Problem("gpus", f"nvml lists {len(gpus)} GPUs, nvidia-smi {len(det.gpus)}", "warning"))
-    elif det is not None:
-        gpus, truncated = det.gpus, det.truncated
-    else:
-        gpus = ()
+    gpus, truncated = _merge_gpus(nvml, det, problems)
     gpus = tuple(_with_sysfs_device_id(ctx, g) for g in gpus)
+    driver = _cross_check_driver(nvml, det, reading, proc_ver, sys_ver, problems)
+    pci: tuple[smi.PciGpu, ...] = ()
+    gpu_on_pci: Optional[bool] = True if gpus else None
+    if not gpus:
+        pci = _look_on_pci(ctx, host, reading, tried, problems)
+        gpu_on_pci = bool(pci)
+    return GpuDetection(driver, gpus, truncated, tuple(problems), tuple(tried), gpu_on_pci, pci)
 
-    # Driver version: every source that answered, cross-checked.
+
+def _module_versions(ctx: Context, tried: list[SourceTried]) -> tuple[Optional[str], Optional[str]]:
+    """The loaded kernel module's version, from /proc and from /sys."""
+    proc_text = _read(ctx, PROC_VERSION)
+    proc_ver = smi.parse_proc_driver_version(proc_text or "")
+    tried.append(SourceTried(PROC_VERSION,
+                             f"driver {proc_ver}" if proc_ver else ("unreadable" if proc_text else "absent")))
+    sys_ver = smi.parse_sys_module_version(_read(ctx, SYS_VERSION) or "")
+    tried.append(SourceTried(SYS_VERSION, f"driver {sys_ver}" if sys_ver else "absent"))
+    return proc_ver, sys_ver
+
+
+def _ask_nvml(ctx: Context, tried: list[SourceTried]) -> NvmlReading:
+    nvml = query_nvml(ctx.runner) if _nvidia_kernel_side(ctx) else NvmlReading(ok=False, error=NO_KERNEL_SIDE)
+    tried.append(SourceTried("nvml", _summary(nvml.driver_version, len(nvml.gpus)) if nvml.ok
+                             else (nvml.error or "failed")))
+    return nvml
+
+
+def _ask_smi(ctx: Context, tools: Tools, host: Host, nvml: NvmlReading, tried: list[SourceTried],
+             problems: list[Problem]) -> Optional[smi.SmiReading]:
+    """nvidia-smi (WSL2's own when none is on PATH), unless NVML already found the driver hung."""
+    exe = tools.nvidia_smi
+    if exe is None and host.wsl and ctx.sys_path("/usr/lib/wsl/lib/nvidia-smi").exists():
+        exe = str(ctx.sys_path("/usr/lib/wsl/lib/nvidia-smi"))
+    if not exe:
+        tried.append(SourceTried("nvidia-smi", "not on PATH"))
+        return None
+    if nvml.error and "timed out" in nvml.error:
+        # nvidia-smi goes through the same wedged driver: it would hang for as long again.
+        tried.append(SourceTried("nvidia-smi", "skipped: NVML timed out (a hung driver)"))
+        problems.append(Problem("driver", "NVML timed out: " + _state_hint(HUNG, host), "error"))
+        return None
+    reading, t = _live_smi(ctx, exe)
+    tried += t
+    return reading
+
+
+def _merge_gpus(nvml: NvmlReading, det: Optional[GpuDetection],
+                problems: list[Problem]) -> tuple[tuple[Gpu, ...], tuple[int, ...]]:
+    """GPUs: NVML first (full names, CC), nvidia-smi where NVML has none; disagreements are problems."""
+    if not (nvml.ok and nvml.gpus):
+        return (det.gpus, det.truncated) if det is not None else ((), ())
+    smi_by_idx = {g.index: g for g in (det.gpus if det else ())}
+    gpus = tuple(
+        Gpu(g.index, g.name or "unnamed GPU", g.compute_capability, g.memory_mib, "nvml",
+            cc_source="nvml" if g.compute_capability else None, uuid=g.uuid, pci_bus_id=g.pci_bus_id,
+            mig=g.mig or (g.index in smi_by_idx and smi_by_idx[g.index].mig))
+        for g in nvml.gpus
+    )
+    for g in gpus:
+        other = smi_by_idx.get(g.index)
+        theirs = other.compute_capability if other else None
+        if theirs and g.compute_capability and theirs != g.compute_capability:
+            problems.append(Problem(f"gpus[{g.index}].compute_capability",
+                                    f"nvml says {g.compute_capability}, nvidia-smi says {theirs}", "warning"))
+    if det and det.gpus and len(det.gpus) != len(gpus):
+        problems.append(Problem("gpus", f"nvml lists {len(gpus)} GPUs, nvidia-smi {len(det.gpus)}", "warning"))
+    return gpus, ()
+
+
+def _cross_check_driver(nvml: NvmlReading, det: Optional[GpuDetection], reading: Optional[smi.SmiReading],
+                        proc_ver: Optional[str], sys_ver: Optional[str], problems: list[Problem]) -> Driver:
+    """Driver version and CUDA limit: every source that answered, cross-checked."""
     versions = [(s, v) for s, v in (
         ("nvml", nvml.driver_version), ("nvidia-smi", det.driver.version if det else None),
         (PROC_VERSION, proc_ver), (SYS_VERSION, sys_ver),
@@ -321,38 +338,41 @@ def detect_gpus(ctx: Context, tools: Tools, host: Host) -> GpuDetection:
         cuda, cuda_src = nvml.max_cuda, "nvml"
     if det and det.driver.max_cuda:
         if cuda and det.driver.max_cuda != cuda:
-            problems.append(Problem("driver.max_cuda", f"nvml says CUDA {cuda}, nvidia-smi says {det.driver.max_cuda}", "warning"))
+            problems.append(Problem("driver.max_cuda", f"nvml says CUDA {cuda}, nvidia-smi says {det.driver.max_cuda}",
+                                    "warning"))
         cuda, cuda_src = cuda or det.driver.max_cuda, cuda_src or "nvidia-smi"
     loaded = bool(nvml.ok or proc_ver or sys_ver or (det and det.driver.loaded))
-    driver = Driver(version, cuda, vsource, max_cuda_source=cuda_src, loaded=loaded,
-                    tool_version=det.driver.tool_version if det else None)
     if version and not loaded:
         problems.append(Problem("driver", f"driver {version} is installed but not loaded", "error"))
+    return Driver(version, cuda, vsource, max_cuda_source=cuda_src, loaded=loaded,
+                  tool_version=det.driver.tool_version if det else None)
 
-    pci: tuple[smi.PciGpu, ...] = ()
-    gpu_on_pci: Optional[bool] = True if gpus else None
-    if not gpus:
-        pci = _pci_scan(ctx)
-        tried.append(SourceTried("/sys/bus/pci/devices", f"{len(pci)} NVIDIA display device(s)" if pci else "no NVIDIA display device"))
-        lspci = ctx.runner.which("lspci")
-        if lspci:
-            try:
-                done = ctx.runner.run([lspci, "-nn"], desc="PCI devices", timeout=10)
-                listed = smi.parse_lspci(done.stdout) if done.ok else ()
-            except RunnerError:
-                listed = ()
-            tried.append(SourceTried("lspci", ", ".join(p.name or p.description for p in listed) or "no NVIDIA display device"))
-            pci = listed or pci
-        gpu_on_pci = bool(pci)
-        if pci:
-            names = ", ".join(p.name or f"device {p.device_id}" for p in pci)
-            problems.append(Problem(
-                "gpus",
-                f"an NVIDIA GPU is on the PCI bus ({names}) but no working driver answers: "
-                + _state_hint(reading.state if reading and reading.state != smi.OK else smi.NO_DRIVER, host),
-                "error",
-            ))
-    return GpuDetection(driver, gpus, truncated, tuple(problems), tuple(tried), gpu_on_pci, pci)
+
+def _look_on_pci(ctx: Context, host: Host, reading: Optional[smi.SmiReading], tried: list[SourceTried],
+                 problems: list[Problem]) -> tuple[smi.PciGpu, ...]:
+    """No GPU answered: is one on the PCI bus (sysfs, then lspci)? Then the driver is the problem."""
+    pci = identity.pci_gpus(ctx)
+    tried.append(SourceTried("/sys/bus/pci/devices",
+                             f"{len(pci)} NVIDIA display device(s)" if pci else "no NVIDIA display device"))
+    lspci = ctx.runner.which("lspci")
+    if lspci:
+        try:
+            done = ctx.runner.run([lspci, "-nn"], desc="PCI devices", timeout=10)
+            listed = smi.parse_lspci(done.stdout) if done.ok else ()
+        except RunnerError:
+            listed = ()
+        tried.append(SourceTried("lspci",
+                                 ", ".join(p.name or p.description for p in listed) or "no NVIDIA display device"))
+        pci = listed or pci
+    if pci:
+        names = ", ".join(p.name or f"device {p.device_id}" for p in pci)
+        problems.append(Problem(
+            "gpus",
+            f"an NVIDIA GPU is on the PCI bus ({names}) but no working driver answers: "
+            + _state_hint(reading.state if reading and reading.state != smi.OK else smi.NO_DRIVER, host),
+            "error",
+        ))
+    return pci
 
 
 def _prefix_of(a: Optional[str], b: Optional[str]) -> bool:

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Optional
+from typing import Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.facts import identity
+from tfgpu_install.facts.identity import (  # noqa: F401  (re-exported: the parsers' old home)
+    container_from,
+    parse_device_tree_model,
+    parse_nv_tegra_release,
+)
 from tfgpu_install.facts.model import Host, Problem
 
 
@@ -45,44 +51,9 @@ def parse_confstr_glibc(value: Optional[str]) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def container_from(
-    dockerenv: bool, containerenv: bool, cgroup: str, environ: Mapping[str, str]
-) -> Optional[str]:
-    """Which container runtime, from its markers. Pure."""
-    if environ.get("KUBERNETES_SERVICE_HOST") or "kubepods" in cgroup:
-        return "kubernetes"
-    if containerenv or environ.get("container") == "podman":
-        return "podman"
-    if dockerenv or re.search(r"/docker[/-]", cgroup):
-        return "docker"
-    if "/lxc/" in cgroup or environ.get("container") == "lxc":
-        return "lxc"
-    if environ.get("container"):
-        return environ["container"]
-    return None
-
-
-def parse_nv_tegra_release(text: str) -> Optional[str]:
-    """'# R35 (release), REVISION: 4.1, GCID: ...' -> 'L4T R35.4.1' (the Jetson Linux release)."""
-    m = re.search(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", text)
-    return f"L4T R{m.group(1)}.{m.group(2)}" if m else None
-
-
-def parse_device_tree_model(text: str) -> Optional[str]:
-    """/proc/device-tree/model (NUL-terminated) -> the board name when it is a Jetson, else None."""
-    model = text.replace("\x00", "").strip()
-    return model if "jetson" in model.lower() else None
-
-
 def gather_tegra(ctx: Context) -> tuple[Optional[str], Optional[str]]:
-    """(what, source) for an NVIDIA Jetson (Tegra SoC), from files under the context's root prefix."""
-    release = parse_nv_tegra_release(_read(ctx, "/etc/nv_tegra_release") or "")
-    model = parse_device_tree_model(_read(ctx, "/proc/device-tree/model") or "")
-    parts = [p for p in (release, model) if p]
-    if not parts:
-        return None, None
-    sources = [s for s, v in (("/etc/nv_tegra_release", release), ("/proc/device-tree/model", model)) if v]
-    return "; ".join(parts), ", ".join(sources)
+    """(what, source) for an NVIDIA Jetson (Tegra SoC): facts.identity.tegra."""
+    return identity.tegra(ctx)
 
 
 def _read(ctx: Context, path: str) -> Optional[str]:
@@ -101,8 +72,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
     os_name = osr.get("PRETTY_NAME") or (" ".join(filter(None, [osr.get("NAME"), osr.get("VERSION_ID")])) or None)
 
     kernel = (_read(ctx, "/proc/sys/kernel/osrelease") or "").strip() or os.uname().release or None
-    proc_version = _read(ctx, "/proc/version") or ""
-    wsl = "microsoft" in proc_version.lower() or ctx.sys_path("/usr/lib/wsl/lib").is_dir()
+    wsl = identity.is_wsl(ctx)
 
     glibc: Optional[str] = None
     glibc_source: Optional[str] = None
@@ -118,10 +88,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
     if glibc is None:
         problems.append(Problem("host.glibc", "glibc version unknown (musl libc, or ldd missing)", "warning"))
 
-    cgroup = _read(ctx, "/proc/1/cgroup") or ""
-    container = container_from(
-        ctx.sys_path("/.dockerenv").exists(), ctx.sys_path("/run/.containerenv").exists(), cgroup, ctx.environ
-    )
+    container = identity.container(ctx)
     sudo_user = ctx.environ.get("SUDO_USER") or None
     if sudo_user:
         problems.append(
@@ -132,7 +99,7 @@ def gather_host(ctx: Context, runner_glibc: bool = True) -> tuple[Host, list[Pro
                 "warning",
             )
         )
-    tegra, tegra_source = gather_tegra(ctx)
+    tegra, tegra_source = identity.tegra(ctx)
     host = Host(
         os=os_name,
         arch=os.uname().machine or "unknown",

@@ -8,7 +8,6 @@ A probe that fails leaves None and a reason in `problems`; gather never raises.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
@@ -56,10 +55,9 @@ def _check(name: str, value: Optional[str], pattern: str, example: str, origin: 
 
 def _read_smi(path: str) -> str:
     try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        from tfgpu_install.guard.bounded import read_text
+
+        return read_text(path, "nvidia-smi output", errors="replace")  # capped: /dev/zero is BAD_INPUT
     except OSError as exc:
         raise BadInputError(
             f"cannot read the nvidia-smi output {path!r}: {exc.strerror or exc}",
@@ -90,7 +88,8 @@ def assumptions(flags: AssumeFlags, ctx: Context) -> Assumptions:
         return flag if sources.get(name) == FLAG else f"TFGPU_OVERRIDE_{env}"
 
     driver = pick("driver", flags.driver, "driver")
-    driver = _check("driver version", driver, r"\d+\.\d+(\.\d+)*", "535.104.05", origin("driver", "--assume-driver", "DRIVER"))
+    driver = _check("driver version", driver, r"\d+\.\d+(\.\d+)*", "535.104.05",
+                    origin("driver", "--assume-driver", "DRIVER"))
     python = pick("python", flags.python, "python")
     python = _check("Python version", python, r"3\.\d+(\.\d+)?", "3.11", origin("python", "--assume-python", "PYTHON"))
     glibc = pick("glibc", flags.glibc, "glibc")
@@ -146,7 +145,7 @@ class _Lazy:
                 ctx = self.ctx
                 self.value = load_knowledge(ctx.profiles_dir if ctx is not None else None,
                                             cache_dir=ctx.cache_dir if ctx is not None else None)
-            except Exception as exc:  # BadInputError from a broken profiles/ install
+            except Exception as exc:  # noqa: BLE001 (recorded in self.error, reported as the facts' problem)
                 self.error = f"the compatibility tables could not be loaded: {exc}"
         return self.value
 
@@ -169,7 +168,8 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_-]+", " ", n).strip()
 
 
-def lookup_cc(knowledge: Optional["Knowledge"], name: str, truncated: bool = False) -> tuple[Optional[str], Optional[str]]:
+def lookup_cc(knowledge: Optional["Knowledge"], name: str,
+              truncated: bool = False) -> tuple[Optional[str], Optional[str]]:
     """(compute capability, source) for a GPU name, via gpus.yaml. A truncated name
     ("NVIDIA GeForce RTX 3060 ...") counts only if every model it could be shares one CC."""
     if knowledge is None or not name:
@@ -207,13 +207,14 @@ def _assumed_gpus(assume: Assumptions, kn: _Lazy, problems: list[Problem]) -> tu
 
             foreign = foreign_gpu(item)
             if foreign is not None:
-                problems.append(Problem(f"gpus[{i}]", f"{item!r} is an {foreign[0]} GPU, not an NVIDIA one: {foreign[1]}",
-                                        "error"))
+                problems.append(Problem(
+                    f"gpus[{i}]", f"{item!r} is an {foreign[0]} GPU, not an NVIDIA one: {foreign[1]}", "error"))
                 out.append(Gpu(i, item, None, None, src))
                 continue
             reason = kn.error or f"unknown GPU model {item!r} (not in gpus.yaml)"
             problems.append(
-                Problem(f"gpus[{i}].compute_capability", f"{reason}: give its compute capability instead, e.g. 8.6", "error")
+                Problem(f"gpus[{i}].compute_capability", f"{reason}: give its compute capability instead, e.g. 8.6",
+                        "error")
             )
         out.append(Gpu(i, item, cc, None, src, cc_source=cc_src and f"{cc_src} ({src})"))
     return tuple(out)
@@ -265,7 +266,8 @@ def _fill_cc(gpus: tuple[Gpu, ...], kn: _Lazy, problems: list[Problem], truncate
         if g.compute_capability is None and g.name:
             knowledge = kn.get()
             cc, src = lookup_cc(knowledge, g.name, g.index in truncated)
-            tried = [f"{g.name!r}{' (name cut short by nvidia-smi)' if g.index in truncated else ''} is not in gpus.yaml"]
+            tried = [f"{g.name!r}{' (name cut short by nvidia-smi)' if g.index in truncated else ''} is not in "
+                     "gpus.yaml"]
             for fallback, arg in ((_pci_cc, g.pci_device_id), (_architecture_cc, g.architecture)):
                 if cc is None:
                     cc, what = fallback(knowledge, arg)
@@ -331,7 +333,8 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
         cuda, src, why = _max_cuda_from_table(kn, driver.version)
         driver = replace(driver, max_cuda=cuda, max_cuda_source=src)
         if cuda is None:
-            problems.append(Problem("driver.max_cuda", f"highest CUDA for driver {driver.version} unknown: {why}", "warning"))
+            problems.append(Problem("driver.max_cuda", f"highest CUDA for driver {driver.version} unknown: {why}",
+                                    "warning"))
     if not gpus:
         tried = ", ".join(f"{t.source} ({t.outcome})" for t in det.tried) or "nothing"
         problems.append(Problem("gpus", f"no NVIDIA GPU found; tried: {tried}", "error"))
@@ -339,7 +342,8 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
 
     if assume.python:
         pythons: tuple[PythonInterp, ...] = (
-            PythonInterp(path=f"(assumed Python {assume.python})", version=assume.python, source=assume.source("python")),
+            PythonInterp(path=f"(assumed Python {assume.python})", version=assume.python,
+                         source=assume.source("python")),
         )
     else:
         assert python_job is not None

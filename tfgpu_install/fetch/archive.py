@@ -101,6 +101,25 @@ def check_archive_input(path: Path) -> None:
     )
 
 
+def vet(archive: Path) -> int:
+    """Every member's name, kind, link target and size checked (the checks extract() makes
+    first), without writing anything: hostile members are found before any step runs, also
+    in a dry run. Reads the archive once (a .tar.xz is decompressed); returns the member count."""
+    archive = Path(archive)
+    try:
+        reader: Union[tarfile.TarFile, zipfile.ZipFile] = (
+            zipfile.ZipFile(archive) if zipfile.is_zipfile(archive) else tarfile.open(archive, "r:*"))
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        raise unreadable(archive, exc) from exc
+    with reader:
+        try:
+            if isinstance(reader, zipfile.ZipFile):
+                return len(zip_members(archive, reader, limits()))
+            return len(tar_members(archive, reader, limits()))
+        except (tarfile.TarError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise unreadable(archive, exc) from exc
+
+
 def extract(archive: Path, staging_parent: Path) -> Path:
     """Extract `archive` into a new staging dir under `staging_parent` (same filesystem as
     the final place, so the later rename is atomic). Returns the staging dir."""
@@ -169,7 +188,8 @@ class _Builder:
             if m.kind == "symlink":
                 assert m.target is not None
                 if _resolve(self.root, list(m.parts[:-1]), m.target) is None:
-                    raise unsafe(self.archive, m.name, f"is a symlink leading out of the tree or in a loop ({m.target!r})")
+                    raise unsafe(self.archive, m.name, "is a symlink leading out of the tree or in a loop "
+                                                       f"({m.target!r})")
                 os.symlink(m.target, name, dir_fd=parent_fd)
             elif m.kind == "hardlink":
                 self._hardlink(root_fd, parent_fd, m, name)

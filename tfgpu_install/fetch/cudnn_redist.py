@@ -190,7 +190,8 @@ def link_problems(lib_dir: Path) -> list[str]:
             problems.append(f"{p} is missing (should link to {link.target})")
         elif os.readlink(p) != link.target:
             problems.append(f"{p} points to {os.readlink(p)}, not {link.target}")
-    if not any(LIB_RE.match(n) and LIB_RE.match(n).group(1) == "libcudnn" for n in _names(lib_dir)):  # type: ignore[union-attr]
+    matches = (LIB_RE.match(n) for n in _names(lib_dir))
+    if not any(m is not None and m.group(1) == "libcudnn" for m in matches):
         problems.append(f"{lib_dir} holds no libcudnn library")
     return problems
 
@@ -213,7 +214,8 @@ class CudnnCopy:
     source: str  # why we looked there: "LD_LIBRARY_PATH", "env", "CUDA toolkit", "ldconfig cache"
 
     def to_json(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "version": self.version, "files": list(self.files), "source": self.source}
+        return {"directory": str(self.directory), "version": self.version, "files": list(self.files),
+                "source": self.source}
 
 
 def parse_ldconfig_p(text: str) -> list[Path]:

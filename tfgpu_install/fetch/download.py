@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NoReturn, Optional
 from urllib.parse import urljoin, urlsplit
 
 from tfgpu_install.context import Context
@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # requests is imported lazily: `probe` must start fast
     import requests
 
 CHUNK = 1 << 16
+MAX_TEXT = 16 * 1024 * 1024  # fetch_text: a manifest or an index page, never more
+# The overall deadline of one download (all attempts): generous for a slow line (128 KiB/s)
+# plus half an hour; an idle connection is cut sooner by the per-read `timeout`.
+DEADLINE_BASE = 1800.0
+DEADLINE_RATE = 128 * 1024
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -190,15 +195,51 @@ def fetch_text(ctx: Context, url: str, *, allow_http: bool = False, timeout: flo
 
     check_url(url, allow_http=allow_http)
     with make_session(ctx, url, backoff=_backoff(ctx), allow_http=allow_http) as session:
+        deadline_at = time.monotonic() + DEADLINE_BASE
         try:
-            resp = session.get(url, timeout=timeout)
+            with session.get(url, timeout=timeout, stream=True) as resp:
+                if resp.status_code != 200:
+                    raise _http_error(url, resp.status_code)
+                body = bytearray()
+                for chunk in _chunks(resp):
+                    body += chunk
+                    if len(body) > MAX_TEXT:
+                        raise DownloadError(f"{url} sent more than {MAX_TEXT} bytes: not a manifest or index page",
+                                            "check the URL (--cudnn-redist-url, the mirror)", ref="download-oversized")
+                    _check_deadline(deadline_at, url, DEADLINE_BASE)
+                return body.decode(resp.encoding or "utf-8", errors="replace")
         except requests.ConnectionError as exc:
             raise _connect_error(url, exc) from exc
         except requests.RequestException as exc:
             raise DownloadError(f"fetching {url} failed: {exc}", "try again", ref="download-failed") from exc
-        if resp.status_code != 200:
-            raise _http_error(url, resp.status_code)
-        return resp.text
+        except Exception as exc:
+            if type(exc).__module__.startswith(("urllib3", "http.client")):
+                raise DownloadError(f"fetching {url} failed: {exc}", "try again", ref="download-failed") from exc
+            raise
+
+
+def _chunks(resp: "requests.Response") -> Iterator[bytes]:
+    """The body as it arrives: read1() returns what the socket has (a byte dripped every few
+    seconds still gives the loop its turn to check the deadline); iter_content on urllib3 1.x."""
+    read1 = getattr(resp.raw, "read1", None)
+    if read1 is None:  # pragma: no cover - urllib3 < 2
+        yield from resp.iter_content(CHUNK)
+        return
+    while True:
+        chunk = read1(CHUNK, decode_content=True)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _check_deadline(deadline_at: float, url: str, budget: float) -> None:
+    if time.monotonic() > deadline_at:
+        raise DownloadError(
+            f"download of {url} is too slow: not done within its deadline ({budget:.0f} s)",
+            "run the same command again later to resume it, or download the file by hand "
+            "(a mirror, --cudnn-archive)",
+            ref="download-too-slow",
+        )
 
 
 def fetch(
@@ -211,11 +252,19 @@ def fetch(
     what: Optional[str] = None,
     attempts: int = 4,
     timeout: float = 60,
+    deadline: Optional[float] = None,
 ) -> Downloaded:
-    """The verified file for `sha256`, from the cache or downloaded from `url`."""
+    """The verified file for `sha256`, from the cache or downloaded from `url`. Never more than
+    `size` bytes are taken (a longer stream is refused); `timeout` bounds each idle read,
+    `deadline` (default: DEADLINE_BASE + size at DEADLINE_RATE) the whole download."""
+    from tfgpu_install.guard.trust import require
+
     sha256 = sha256.lower()
     final = cached_path(ctx, sha256)
     label = what or Path(urlsplit(url).path).name or url
+    for kept in (final, final.with_name(sha256 + ".part")):
+        # checked, then used: a file another user can swap must not be the one installed
+        require(kept, ctx.cache_dir, "the cached download")
     if final.is_file():
         # A cache hit is trusted only after re-hashing: a file damaged on disk is fetched again.
         if _sha256_file(final) == sha256:
@@ -229,12 +278,15 @@ def fetch(
         return Downloaded(final, sha256, size, cached=True, resumed=False)
     resumed = False
     last: Optional[BaseException] = None
+    budget = deadline if deadline is not None else DEADLINE_BASE + (size or 0) / DEADLINE_RATE
+    deadline_at = time.monotonic() + budget
     with make_session(ctx, url, backoff=_backoff(ctx), allow_http=allow_http) as session:
         for attempt in range(attempts):
             if attempt:
                 time.sleep(_backoff(ctx) * (2 ** (attempt - 1)))
+                _check_deadline(deadline_at, url, budget)
             try:
-                done, did_resume, got = _stream(ctx, session, url, part, size, label, timeout)
+                done, did_resume, got = _stream(ctx, session, url, part, size, label, timeout, (deadline_at, budget))
             except _Interrupted as exc:
                 last = exc.cause
                 continue
@@ -272,6 +324,7 @@ def _stream(
     size: Optional[int],
     label: str,
     timeout: float,
+    deadline: tuple[float, float],
 ) -> tuple[int, bool, str]:
     """Append the rest of the body to `part`, hashing as it streams; (bytes on disk,
     resumed?, sha256 of the whole part).
@@ -307,12 +360,19 @@ def _stream(
         else:
             have = 0  # the server ignored Range: take the whole body again
         total = size
-        if total is None and resp.headers.get("Content-Length"):
-            total = have + int(resp.headers["Content-Length"])
+        announced = resp.headers.get("Content-Length", "")
+        if size is not None and announced.isdigit() and have + int(announced) > size:
+            _oversized(part, url, size, f"the server announces {have + int(announced)} bytes")
+        if total is None and announced.isdigit():
+            total = have + int(announced)
         ctx.progress(label, float(have), float(total) if total else None)
         try:
             with open(part, "ab" if resumed else "wb") as fh:
-                for chunk in resp.iter_content(CHUNK):
+                for chunk in _chunks(resp):
+                    if size is not None and have + len(chunk) > size:
+                        fh.close()
+                        _oversized(part, url, size, "the server sent more")
+                    _check_deadline(deadline[0], url, deadline[1])
                     fh.write(chunk)
                     digest.update(chunk)
                     have += len(chunk)
@@ -337,6 +397,14 @@ def _stream(
                 raise _Interrupted(exc) from exc
             raise
     return have, resumed, digest.hexdigest()
+
+
+def _oversized(part: Path, url: str, size: int, why: str) -> NoReturn:
+    """Longer than the manifest says the file is: not the file; nothing of it is kept."""
+    part.unlink(missing_ok=True)
+    raise DownloadError(f"{url} is larger than the {size} bytes its manifest records ({why})",
+                        "the server or a proxy serves a different file; use another mirror or "
+                        "download it by hand and pass it with --cudnn-archive", ref="download-oversized")
 
 
 def _hash_into(digest: "hashlib._Hash", path: Path) -> None:

@@ -120,7 +120,7 @@ def run_playbook(
         try:
             box["done"] = runner.run(argv, desc=f"ansible-playbook ({run.mode})", env=env, timeout=run.timeout_s,
                                      mutating=not run.check)
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
             box["error"] = exc
 
     worker = threading.Thread(target=work, name="ansible-playbook", daemon=True)

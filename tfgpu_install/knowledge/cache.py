@@ -130,8 +130,13 @@ def _doubt(why: str) -> Any:
     raise _Doubt(why)
 
 
-def read(path: Path, directory: Path) -> Optional[Knowledge]:
-    """The cached Knowledge for `directory`, or None when there is any doubt about the file."""
+def read(path: Path, directory: Path, root: Optional[Path] = None) -> Optional[Knowledge]:
+    """The cached Knowledge for `directory`, or None when there is any doubt about the file;
+    ENVIRONMENT (exit 6) when another user could have written it (tfgpu_install/guard/trust.py; root:
+    the cache dir)."""
+    from tfgpu_install.guard.trust import require
+
+    require(path, root or path.parent, "the knowledge cache")
     try:
         raw = path.read_bytes()
         head, _, payload = raw.partition(b"\n")

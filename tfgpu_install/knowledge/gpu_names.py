@@ -102,7 +102,8 @@ def _match_physical(rows: tuple[GpuRow, ...], name: str) -> Optional[GpuRow]:
 # "GRID RTX6000-24Q": board, then frame buffer in GB and the series letter (A apps, B business, C compute,
 # Q workstation). Normalised: "grid a100d 40c". The board may carry a variant letter NVIDIA's vGPU docs
 # use for the physical board (A100D/A100X/V100DX/V100D/V100S/V100L/H100XM/L40S): tried as printed, then without it.
-_VGPU = re.compile(r"^(?:grid\s+)?(?P<board>(?:rtx\s?)?[a-z]{1,3}\d{1,4}[a-z]{0,2})\s(?P<fb>\d{1,3})(?P<series>[abcqh])$")
+_VGPU = re.compile(
+    r"^(?:grid\s+)?(?P<board>(?:rtx\s?)?[a-z]{1,3}\d{1,4}[a-z]{0,2})\s(?P<fb>\d{1,3})(?P<series>[abcqh])$")
 _BOARD_VARIANT = re.compile(r"(?<=\d)(?:dx|xm|xl|d|x|l|s)$")
 
 

@@ -53,7 +53,7 @@ def _load_cached(directory: Path, cache_dir: Optional[Path]) -> Knowledge:
             return _parse_all(directory)  # let the parser report the missing file
         crc, size = zlib.crc32(name.encode() + b"\0" + data, crc), size + len(data)
     path = Path(cache_dir) / "knowledge" / f"{crc:08x}-{size}.json"
-    kn = cache.read(path, directory)
+    kn = cache.read(path, directory, Path(cache_dir))
     if kn is None:  # none yet, or any doubt about it: parse the YAML and write it again
         kn = _parse_all(directory)
         cache.write(path, kn)

@@ -1,4 +1,5 @@
-"""Knowledge: the sourced compatibility data in profiles/*.yaml, (the model: plain, frozen dataclasses and pure look-ups).
+"""Knowledge: the sourced compatibility data in profiles/*.yaml, (the model: plain, frozen dataclasses
+and pure look-ups).
 
 Schema (each file documents itself in a header comment too):
 

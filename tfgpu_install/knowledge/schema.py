@@ -76,7 +76,7 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
     tf = s(row, "tensorflow", f"{p}.tensorflow", pattern=TF_VERSION, example="2.15.1") or ""
     cuda_from = s(row, "cuda_from", f"{p}.cuda_from", choices=("pip", "system")) or ""
     extra = s(row, "extra", f"{p}.extra", optional=True)
-    pins = c.str_map(row, "pins", f"{p}.pins", pattern=VERSION_ANY, example="9.3.0.75")
+    pins = _projects(c, row, "pins", p, c.str_map(row, "pins", f"{p}.pins", pattern=VERSION_ANY, example="9.3.0.75"))
     pins_kind = s(row, "pins_kind", f"{p}.pins_kind", optional=True,
                   choices=("exact", "tested", "wheels", "none")) or ("exact" if pins else "none")
     if pins and pins_kind == "none":
@@ -127,7 +127,7 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
         cuda_from=cuda_from,
         extra=extra,
         pins=pins,
-        constraints=c.str_map(row, "constraints", f"{p}.constraints"),
+        constraints=_projects(c, row, "constraints", p, c.str_map(row, "constraints", f"{p}.constraints"), True),
         defects=tuple(defects),
         sources={"row": source, **sources},
         unconfirmed=unconfirmed,
@@ -136,7 +136,8 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
         line=row.line,
         source=source,
         pins_kind=pins_kind,
-        extra_requires=c.str_map(row, "extra_requires", f"{p}.extra_requires"),
+        extra_requires=_projects(c, row, "extra_requires", p, c.str_map(row, "extra_requires", f"{p}.extra_requires"),
+                                 True),
         build_info={str(k): str(v) for k, v in (row.get("build_info") or {}).items()},
         pin_hashes=_pin_hashes(c, row, p, pins),
         sonames=c.strings(row, "sonames", f"{p}.sonames"),
@@ -144,6 +145,27 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
 
 
 _SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _projects(c: Checker, row: LDict, key: str, p: str, found: dict[str, str],
+              specifiers: bool = False) -> dict[str, str]:
+    """A map keyed by project names (PEP 503/508 names only: `name @ url` would make the
+    installer fetch code from that URL), its values version specifiers when `specifiers`."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from tfgpu_install.guard.names import is_project
+
+    for name, value in found.items():
+        if not is_project(name):
+            c.fail(c.line_of(row, key), f"{p}.{key}", f"{name[:80]!r} is not a project name (no URL, extra or marker)",
+                   "use the plain PyPI name, e.g. nvidia-cudnn-cu12")
+        if specifiers:
+            try:
+                SpecifierSet(value)
+            except InvalidSpecifier:
+                c.fail(c.line_of(row, key), f"{p}.{key}.{name}", f"{value[:80]!r} is not a version specifier",
+                       "write specifiers like '>=1.26,<2'")
+    return found
 
 
 def _pin_hashes(c: Checker, row: LDict, p: str, pins: dict[str, str]) -> dict[str, str]:

@@ -141,7 +141,8 @@ def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
     bi_names = [n for n in names if n.endswith("python/platform/build_info.py")]
     build_info = parse_build_info(_member(z, bi_names[0])) if bi_names else {}
     requires = [ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Dist:")]
-    req_py = next((ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")), None)
+    req_py = next((ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")),
+                  None)
     return {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
 
 
@@ -210,7 +211,8 @@ def _constraints(requires: list[str]) -> dict[str, str]:
 def _sources(bi: dict[str, Any], cudnn_pin: Optional[str], plat: str) -> dict[str, str]:
     return {
         "cuda": f"build_info.py cuda_version {bi.get('cuda_version')!r}",
-        "cudnn": f"and-cuda pin {cudnn_pin}" if cudnn_pin else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}",
+        "cudnn": (f"and-cuda pin {cudnn_pin}" if cudnn_pin
+                  else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}"),
         "sass": f"build_info.py cuda_compute_capabilities {bi.get('cuda_compute_capabilities')!r}",
         "pins": "METADATA Requires-Dist (extra == 'and-cuda')", "constraints": "METADATA Requires-Dist",
         "pythons": "cpXY tags of the Linux x86_64 wheels in the index",
@@ -246,7 +248,8 @@ def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any]
         "cudnn": _major_minor(cudnn_pin) or _major_minor(bi.get("cudnn_version")),
         "sass": sass, "ptx": ptx, "manylinux": plat, "min_glibc": min_glibc(plat) or "",
         "cuda_from": "pip" if extra else "system", "extra": "and-cuda" if extra else None,
-        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra, "constraints": _constraints(wheel["requires_dist"]),
+        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra,
+        "constraints": _constraints(wheel["requires_dist"]),
         "defects": [],
         "build_info": _raw_build_info(bi),
         "source": f"wheel:{wheel_file['filename']} from {index_url} (learned {today})",

@@ -81,7 +81,9 @@ def read_yaml(path: Path, label: str) -> Any:
     if _LOADER is None:
         _LOADER = _loader_class()
     try:
-        text = path.read_text(encoding="utf-8")
+        from tfgpu_install.guard.bounded import read_text
+
+        text = read_text(str(path), "profile")
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})",
                             hint="save the file as UTF-8") from exc
@@ -198,7 +200,8 @@ class Checker:
         value = parent.get(key)
         if value is None:
             return {}
-        m = self.mapping(value, path, self.line_of(parent, key), optional=[str(k) for k in value] if isinstance(value, dict) else ())
+        m = self.mapping(value, path, self.line_of(parent, key),
+                         optional=[str(k) for k in value] if isinstance(value, dict) else ())
         return {str(k): self.string(m, k, f"{path}.{k}", pattern=pattern, example=example) or "" for k in m}
 
     def boolean(self, parent: Any, key: str, path: str, default: bool) -> bool:

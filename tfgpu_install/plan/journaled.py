@@ -17,6 +17,10 @@ def plan_to_json(resolution: Resolution, options: InstallOptions) -> dict[str, A
 
 def steps_from_plan(plan: dict[str, Any]) -> list[Step]:
     """The steps of a journaled plan (see plan_to_json)."""
+    if "kernel" in plan:  # `kernel install`: the one step it ran (app/kernel.py)
+        from tfgpu_install.steps.kernel import RegisterKernel
+
+        return [RegisterKernel.from_plan(plan["kernel"])]
     if "restore" in plan:  # a `snapshot restore` run: its own step list (plan/restore.py)
         return steps_from_restore_plan(plan)
     return build_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]))

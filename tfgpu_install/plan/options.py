@@ -28,6 +28,9 @@ class InstallOptions:
     cuda_source: str = "default"  # "default" (wheels / conda packages) | "redist" (NVIDIA's archives)
     cuda_mirror: Optional[str] = None  # a mirror of NVIDIA's cuda/redist tree (with cuda_source redist)
     extra: dict[str, str] = field(default_factory=dict)
+    # The user's own requirements (--with, --with-file, `add`), installed with TensorFlow's
+    # pins in one resolution (plan/additions.py); kept in the plan and the snapshot.
+    with_requirements: tuple[str, ...] = ()
 
 
 def options_to_json(options: InstallOptions) -> dict[str, Any]:
@@ -46,6 +49,8 @@ def options_from_json(data: dict[str, Any]) -> InstallOptions:
         value = data[f.name]
         if f.name in _PATH_FIELDS and value is not None:
             value = Path(value)
+        if f.name == "with_requirements":
+            value = tuple(str(v) for v in value or ())
         kwargs[f.name] = value
     return InstallOptions(**kwargs)
 

@@ -15,6 +15,7 @@ from tfgpu_install.steps.base import Step
 
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
                   require_hashes: bool) -> list[Step]:
+    from tfgpu_install.plan.additions import snapshot_block
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.env import CreateEnv, TargetEnv
     from tfgpu_install.steps.packages import InstallPackages
@@ -36,6 +37,7 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         index_url=options.index_url,
         find_links=[u for u in extra.get("find_links", "").split() if u],
         no_index=bool(extra.get("no_index")),
+        full_check=True,  # the same versions are not enough: the same bytes (code swapped in place)
     )
     conda = _pinned_conda_cuda(choice, options, target.path)
     lib_dirs = [target.path / "lib"] if conda else []
@@ -46,7 +48,8 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         SyncPackages(target, [p.name for p in packages]),
         WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
         VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
-        RecordSnapshot(target.path, options.backend, resolution.to_json(), cpu_only=cpu_only),
+        RecordSnapshot(target.path, options.backend,
+                       {**resolution.to_json(), **snapshot_block(options.with_requirements)}, cpu_only=cpu_only),
     ]
 
 

@@ -177,7 +177,8 @@ def candidates(
                     f", {age} days old (< {policy.min_age_days})" if age is not None and policy.min_age_days else ""
                 )
         elif policy.min_age_days and age is not None and age < policy.min_age_days:
-            why = f"released {r.released[:10] if r.released else '?'}, younger than the profile's {policy.min_age_days} days"
+            why = (f"released {r.released[:10] if r.released else '?'}, "
+                   f"younger than the profile's {policy.min_age_days} days")
         if why:
             left_out.append(f"{r.tensorflow}: {why}")
         else:
@@ -241,7 +242,8 @@ def _visible(gpus: Sequence[Gpu], cvd: Optional[str]) -> tuple[list[Gpu], Option
         if not found:
             break  # CUDA stops at the first invalid entry
         picked += [g for g in found if g not in picked]
-    return picked, f"CUDA_VISIBLE_DEVICES={cvd} (environment): considering GPU {', '.join(str(g.index) for g in picked) or 'none'}"
+    considered = ", ".join(str(g.index) for g in picked) or "none"
+    return picked, f"CUDA_VISIBLE_DEVICES={cvd} (environment): considering GPU {considered}"
 
 
 def visible_gpus(facts: Facts) -> list[Gpu]:
@@ -398,7 +400,8 @@ def _check_gpus(r: Release, devices: Sequence[Device], jit_ok: bool = True) -> l
                                f"(ahead-of-time kernels; {_src(r, 'sass')})", dev.gpu.index))
         elif how == "ptx":
             msg = (f"{dev.label}: TF {tf} has no SASS for it (SASS: {', '.join(r.sass) or 'none'}), only "
-                   f"compute_{(arch or '').replace('.', '')} PTX, which the driver JIT-compiles on first run: that takes "
+                   f"compute_{(arch or '').replace('.', '')} PTX, which the driver JIT-compiles on first run: that "
+                   "takes "
                    f"minutes, and newer GPUs have failed that way")
             if version_key(dev.cc)[:1] >= (10,):
                 msg += f" (Blackwell PTX JIT failures: {BLACKWELL_JIT_SOURCE})"
@@ -410,7 +413,8 @@ def _check_gpus(r: Release, devices: Sequence[Device], jit_ok: bool = True) -> l
         else:
             out.append(Finding("gpu", False, f"{dev.label}: no SASS or PTX <= {dev.cc} in TF {tf} "
                                f"(SASS: {', '.join(r.sass) or 'none'}; PTX: {', '.join(r.ptx) or 'none'}; "
-                               f"{_src(r, 'sass')})", dev.gpu.index, short=f"GPU {dev.gpu.index} cc {dev.cc}: no kernels"))
+                               f"{_src(r, 'sass')})", dev.gpu.index,
+                               short=f"GPU {dev.gpu.index} cc {dev.cc}: no kernels"))
     return out
 
 
@@ -458,7 +462,8 @@ def _check_host(r: Release, m: Machine) -> list[Finding]:
     if m.windows:
         if version_key(tf)[:2] > version_key(WINDOWS_NATIVE_GPU_LAST):
             out.append(Finding("os", False, f"TF {tf} has no native-Windows GPU build (the last was TF "
-                               f"{WINDOWS_NATIVE_GPU_LAST}); use WSL2 for newer releases", short="no native-Windows GPU build"))
+                               f"{WINDOWS_NATIVE_GPU_LAST}); use WSL2 for newer releases",
+                               short="no native-Windows GPU build"))
         return out  # glibc does not apply on Windows
     if m.glibc is None:
         return out

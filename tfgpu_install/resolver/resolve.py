@@ -19,7 +19,7 @@ How it decides (the same order the explanation follows):
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Optional, Sequence
 
@@ -111,6 +111,38 @@ def resolve(
     """
     m = machine_view(facts, knowledge, conda_available)
     cands, left_out = candidates(knowledge, policy, today)
+    gpu_mode = m.gpu_ready
+    cpu_mode = not gpu_mode and allow_cpu
+    reasons: list[str] = [_headline(policy, cands, left_out), *m.notes]
+    if not gpu_mode:
+        if not allow_cpu:
+            return _no_gpu(facts, knowledge, policy, m, cands, reasons)
+        reasons.append("no NVIDIA GPU: resolving for CPU verification (--allow-cpu); GPU constraints not applied")
+    found = _search(cands, m, policy, gpu_mode, allow_minor_compat, restrict_gpus, strict_driver)
+    reasons += found.reasons
+    if found.chosen is not None and found.release is not None:
+        return _chosen(found, cands, m, knowledge, policy, gpu_mode, cpu_mode, reasons)
+    reasons.append(
+        "nothing fits: no candidate passes every constraint (see rejected)" if cands
+        else f"nothing fits: profile '{policy.name}' keeps no release"
+    )
+    if cands and all(any(f.kind == "arch" for f in failures(fs)) for _, fs, _ in found.evaluated):
+        reasons.append(f"{m.arch}{' (NVIDIA Jetson: ' + m.tegra + ')' if m.tegra else ''}: no release in "
+                       f"matrix.yaml has a GPU wheel for {m.arch} on PyPI; see the remedies")
+    return Resolution(
+        profile=policy.name,
+        choice=None,
+        reasons=tuple(reasons),
+        rejected=tuple(found.rejected),
+        options=tuple(_options(found.evaluated, m, None, gpu_mode)),
+        remedies=tuple(_remedies(found.evaluated, m, knowledge, gpu_mode)),
+        warnings=tuple(found.warnings),
+        cpu_only=cpu_mode,
+    )
+
+
+def _headline(policy: Policy, cands: Sequence[Release], left_out: Sequence[str]) -> str:
+    """How many candidates the profile keeps, in which order, and what it left out (grouped by why)."""
     order = "newest" if policy.prefer != "oldest" else "oldest"
     head = f"profile '{policy.name}': {len(cands)} candidate release(s), {order} first"
     if left_out:
@@ -121,23 +153,29 @@ def resolve(
         head += "; left out by the profile: " + "; ".join(
             f"{', '.join(vs)} ({why})" for why, vs in by_reason.items()
         )
-    gpu_mode = m.gpu_ready
-    cpu_mode = not gpu_mode and allow_cpu
-    reasons: list[str] = [head, *m.notes]
-    warnings: list[str] = []
-    if not gpu_mode:
-        if not allow_cpu:
-            return _no_gpu(facts, knowledge, policy, m, cands, reasons)
-        reasons.append("no NVIDIA GPU: resolving for CPU verification (--allow-cpu); GPU constraints not applied")
+    return head
 
-    rejected: list[Rejection] = []
-    evaluated: list[tuple[Release, list[Finding], Pick]] = []
+
+@dataclass
+class _Search:
+    """What walking the candidates found: the choice (if any) and everything said on the way."""
+
     chosen: Optional[Choice] = None
-    r_chosen: Optional[Release] = None
+    release: Optional[Release] = None
+    rejected: list[Rejection] = field(default_factory=list)
+    evaluated: list[tuple[Release, list[Finding], Pick]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _search(cands: Sequence[Release], m: Machine, policy: Policy, gpu_mode: bool, allow_minor_compat: bool,
+            restrict_gpus: bool, strict_driver: bool) -> _Search:
+    """The first candidate (policy order) that fits every hard constraint, or a flag accepts."""
+    s = _Search()
     native: Optional[tuple[Release, list[Finding], Pick]] = None  # the first native-kernel minor-compat one
     for r in cands:
         findings, pick = evaluate(r, m, policy, gpu_mode)
-        evaluated.append((r, findings, pick))
+        s.evaluated.append((r, findings, pick))
         fails = failures(findings)
         if gpu_mode and native is None and m.devices and _native_by_minor_compat(findings):
             native = (r, findings, pick)
@@ -145,60 +183,50 @@ def resolve(
             # The strict pick is PTX-JIT only; a newer release has SASS for every GPU and runs
             # through minor-version compatibility: take that one and say why.
             nr, nfs, npick = native
-            chosen, r_chosen = _choice(nr, npick, nfs), nr
-            reasons += [f.text for f in nfs if f.ok or f.kind == "driver"] + [_native_text(nr, r, findings, m)]
-            rejected = [x for x in rejected if x.tensorflow != nr.tensorflow]
-            break
+            s.chosen, s.release = _choice(nr, npick, nfs), nr
+            s.reasons += [f.text for f in nfs if f.ok or f.kind == "driver"] + [_native_text(nr, r, findings, m)]
+            s.rejected = [x for x in s.rejected if x.tensorflow != nr.tensorflow]
+            return s
         if not fails:
-            r_chosen = r
-            chosen = _choice(r, pick, findings)
-            reasons += [f.text for f in findings] + (wheel_notes(r, m) if gpu_mode else [])
-            warnings += [f.text for f in findings if f.jit]
-            break
+            s.chosen, s.release = _choice(r, pick, findings), r
+            s.reasons += [f.text for f in findings] + (wheel_notes(r, m) if gpu_mode else [])
+            s.warnings += [f.text for f in findings if f.jit]
+            return s
         accepted = _accept_with_flag(r, pick, findings, m, allow_minor_compat, restrict_gpus)
         if accepted is not None:
-            (chosen, extra), r_chosen = accepted, r
-            reasons += [f.text for f in findings if f.ok or f.kind == "driver"] + extra
-            warnings += [f.text for f in findings if f.jit]  # failing GPUs were left out: jit ones passed
-            break
-        rejected.append(Rejection(r.tensorflow, tuple(f.text for f in fails), summary(fails)))
-    if chosen is not None and r_chosen is not None:
-        if gpu_mode:
-            chosen, risk = ptxas_upgrade(chosen, m, knowledge.ptxas)
-            warnings += risk
-        warnings += _release_warnings(r_chosen, policy, chosen.python)
-        warnings += _mig_warnings(m)
-        options = _options(evaluated, m, chosen, gpu_mode)
-        if chosen.jit_only:
-            # An older candidate with SASS for every GPU avoids the JIT: offer it, don't pick it.
-            rest = cands[len(evaluated):]
-            later = next((r for r in rest if _fits_without_jit(r, m, policy)), None)
-            if later is not None:
-                options.append(f"TF {later.tensorflow} has SASS for every GPU here (no JIT): choose it with "
-                               f"a profile file whose tensorflow is '=={later.tensorflow}'")
-        return Resolution(
-            profile=policy.name,
-            choice=chosen,
-            reasons=tuple(reasons),
-            rejected=tuple(rejected),
-            options=tuple(options),
-            warnings=tuple(warnings),
-            cpu_only=cpu_mode,
-        )
-    reasons.append(
-        "nothing fits: no candidate passes every constraint (see rejected)" if cands
-        else f"nothing fits: profile '{policy.name}' keeps no release"
-    )
-    if cands and all(any(f.kind == "arch" for f in failures(fs)) for _, fs, _ in evaluated):
-        reasons.append(f"{m.arch}{' (NVIDIA Jetson: ' + m.tegra + ')' if m.tegra else ''}: no release in "
-                       f"matrix.yaml has a GPU wheel for {m.arch} on PyPI; see the remedies")
+            (s.chosen, extra), s.release = accepted, r
+            s.reasons += [f.text for f in findings if f.ok or f.kind == "driver"] + extra
+            s.warnings += [f.text for f in findings if f.jit]  # failing GPUs were left out: jit ones passed
+            return s
+        s.rejected.append(Rejection(r.tensorflow, tuple(f.text for f in fails), summary(fails)))
+    return s
+
+
+def _chosen(found: _Search, cands: Sequence[Release], m: Machine, knowledge: Knowledge, policy: Policy,
+            gpu_mode: bool, cpu_mode: bool, reasons: list[str]) -> Resolution:
+    """The resolution around a choice: its warnings and the options it did not take."""
+    chosen, release = found.chosen, found.release
+    assert chosen is not None and release is not None
+    warnings = list(found.warnings)
+    if gpu_mode:
+        chosen, risk = ptxas_upgrade(chosen, m, knowledge.ptxas)
+        warnings += risk
+    warnings += _release_warnings(release, policy, chosen.python)
+    warnings += _mig_warnings(m)
+    options = _options(found.evaluated, m, chosen, gpu_mode)
+    if chosen.jit_only:
+        # An older candidate with SASS for every GPU avoids the JIT: offer it, don't pick it.
+        rest = cands[len(found.evaluated):]
+        later = next((r for r in rest if _fits_without_jit(r, m, policy)), None)
+        if later is not None:
+            options.append(f"TF {later.tensorflow} has SASS for every GPU here (no JIT): choose it with "
+                           f"a profile file whose tensorflow is '=={later.tensorflow}'")
     return Resolution(
         profile=policy.name,
-        choice=None,
+        choice=chosen,
         reasons=tuple(reasons),
-        rejected=tuple(rejected),
-        options=tuple(_options(evaluated, m, None, gpu_mode)),
-        remedies=tuple(_remedies(evaluated, m, knowledge, gpu_mode)),
+        rejected=tuple(found.rejected),
+        options=tuple(options),
         warnings=tuple(warnings),
         cpu_only=cpu_mode,
     )
@@ -231,7 +259,8 @@ def _native_text(native: Release, strict: Release, strict_findings: Sequence[Fin
     return (f"TF {strict.tensorflow}, the newest release driver {m.driver} supports outright, has only PTX for "
             f"{jit_gpus} (JIT-compiled on first use); TF {native.tensorflow} has native kernels (SASS) for every GPU "
             f"here and runs on this driver through CUDA minor-version compatibility ({mc.cuda_major}.x on >= "
-            f"{mc.min_driver}, {first_clause(mc.source)}), so it is chosen; --strict-driver keeps TF {strict.tensorflow}")
+            f"{mc.min_driver}, {first_clause(mc.source)}), so it is chosen; --strict-driver keeps TF "
+            f"{strict.tensorflow}")
 
 
 def _gpu_subset(findings: Sequence[Finding], m: Machine) -> Optional[list[int]]:
@@ -248,7 +277,8 @@ def _minor_compat_text(r: Release, m: Machine, accepted: bool) -> str:
     mc = m.minor_compat
     assert mc is not None
     base = (f"TF {r.tensorflow} (CUDA {required_cuda(r)}) would run on driver {m.driver} through CUDA "
-            f"minor-version compatibility ({mc.cuda_major}.x >= {mc.min_driver}, {first_clause(mc.source)}); PTX JIT is "
+            f"minor-version compatibility ({mc.cuda_major}.x >= {mc.min_driver}, {first_clause(mc.source)}); PTX JIT "
+            "is "
             f"unavailable in that mode")
     if mc.caveat:
         base += f" ({mc.caveat})"

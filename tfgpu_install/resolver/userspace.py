@@ -67,7 +67,8 @@ def ptxas_upgrade(choice: Choice, m: Machine, rows: Sequence[PtxasRow]) -> tuple
     row = min(fits, key=lambda r: version_key(r.ptxas))
     version = row.wheel.split("==", 1)[1]
     pins = {**choice.pins, name: version}
-    hashes = {**choice.hashes, name: [row.sha256]} if row.sha256 else {k: v for k, v in choice.hashes.items() if k != name}
+    hashes = ({**choice.hashes, name: [row.sha256]} if row.sha256
+              else {k: v for k, v in choice.hashes.items() if k != name})
     text = (f"{gpus}: TF {choice.tensorflow} has only PTX for it and its pinned ptxas ({name} {have}) does not know "
             f"compute capability {need}, so XLA could not compile for it: the plan pins {name}=={version} instead "
             f"(ptxas {row.ptxas} targets up to {row.highest_cc}; {first_clause(row.source)}). Risk: TF "

@@ -33,7 +33,13 @@ def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
 
     journal = Journal.for_env(ctx, env)
     plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
-    return dict(plan["resolution"]) if isinstance(plan.get("resolution"), dict) else plan
+    if not isinstance(plan.get("resolution"), dict):
+        return plan
+    from tfgpu_install.plan.additions import OPTION, from_record, snapshot_block
+
+    # The user's own requirements (--with, add) ride along, as the install's own record has them.
+    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
+    return {**plan["resolution"], **snapshot_block(from_record(options, OPTION))}
 
 
 def build(

@@ -145,19 +145,39 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
     return manifest
 
 
+_MANIFEST_NAME = re.compile(r"(snapshot\.yaml|requirements\.txt|wheels/[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.whl)")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _strict_files(files: Any) -> dict[str, str]:
+    """The manifest's {relative name: sha256}: names only of the shapes a bundle holds (no path
+    from the manifest's text can leave the bundle), digests 64 lowercase hex; ValueError if not."""
+    if not isinstance(files, dict):
+        raise ValueError("'files' is not a mapping")
+    for name, digest in files.items():
+        if not isinstance(name, str) or not _MANIFEST_NAME.fullmatch(name):
+            raise ValueError(f"a file name that is not a bundle's: {str(name)[:80]!r}")
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            raise ValueError(f"{name}: not a sha256 digest: {str(digest)[:80]!r}")
+    return dict(files)
+
+
 def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
     """Check every file against the manifest; returns the bundle's snapshot and manifest."""
     from tfgpu_install.snapshot.model import load
 
     bundle = Path(bundle)
     try:
-        manifest = json.loads((bundle / MANIFEST).read_text())
-        files = dict(manifest["files"])
+        from tfgpu_install.guard.bounded import read_text
+
+        manifest = json.loads(read_text(str(bundle / MANIFEST), "bundle manifest"))
+        files = _strict_files(manifest["files"])
     except FileNotFoundError:
         raise BadInputError(f"{bundle} is not a bundle (no {MANIFEST})",
-                            "make one with `tfgpu-install snapshot bundle FILE -o DIR`", ref="not-a-bundle")
+                            "make one with `tfgpu-install snapshot bundle FILE -o DIR`", ref="not-a-bundle") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again", ref="not-a-bundle")
+        raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again",
+                            ref="not-a-bundle") from exc
     bad = []
     for rel, digest in sorted(files.items()):
         p = bundle / rel

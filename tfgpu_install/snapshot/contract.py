@@ -14,6 +14,7 @@ from typing import Any, Optional
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.knowledge.model import Knowledge, Release
 from tfgpu_install.snapshot.model import Snapshot
+from tfgpu_install.verify.gpucheck.tfgpucheck_arch import cc_key, coverage
 
 
 @dataclass(frozen=True)
@@ -77,15 +78,11 @@ def _min_driver(knowledge: Optional[Knowledge], cuda: str) -> Optional[str]:
 
 
 def _coverage(cc: str, release: Release) -> str:
-    """"sass", "ptx" or "none" (same rule as the resolver: SASS within a major, PTX at or above)."""
-    key = _key(cc)[:2]
-    if len(key) < 2:
+    """"sass", "ptx", "none" or "unknown": the one coverage rule (gpucheck/tfgpucheck_arch), as the
+    resolver and the in-env check use it."""
+    if len(cc_key(cc)) < 2:
         return "unknown"
-    if any(_key(s)[:1] == key[:1] and _key(s)[:2] <= key for s in release.sass):
-        return "sass"
-    if any(len(_key(p)) >= 2 and _key(p)[:2] <= key for p in release.ptx):
-        return "ptx"
-    return "none"
+    return coverage(cc, release.sass, release.ptx)[0]
 
 
 @dataclass

@@ -76,6 +76,16 @@ def _host(a: HostContract, b: HostContract) -> tuple[str, ...]:
     return tuple(out)
 
 
+def relative_activation(activation: Mapping[str, str], env_path: object) -> dict[str, str]:
+    """What the activation sets, not where its env lives: the env's own absolute path (and its
+    shell-quoted forms) becomes `$ENV`, so two envs restored from one snapshot compare equal and
+    a library dir is compared relative to its env."""
+    path = str(env_path or "").rstrip("/")
+    if not path.startswith("/") or len(path) < 2:
+        return dict(activation)
+    return {k: v.replace(path, "$ENV") for k, v in activation.items()}
+
+
 def compare(
     packages: tuple[Sequence[Package], Sequence[Package]],
     files: tuple[Sequence[FileRecord], Sequence[FileRecord]],
@@ -94,4 +104,4 @@ def to_jsonable(d: Drift) -> dict[str, Any]:
     return {"clean": d.clean, **d.to_json()}
 
 
-__all__ = ["Drift", "compare", "to_jsonable"]
+__all__ = ["Drift", "compare", "relative_activation", "to_jsonable"]

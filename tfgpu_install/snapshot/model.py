@@ -15,7 +15,7 @@ Format history:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -146,7 +146,8 @@ def _from_checked(d: dict[str, Any]) -> Snapshot:
 def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
     """A snapshot from plain data (parsed JSON, a test's dict); BAD_INPUT when it is not one."""
     if not isinstance(d, dict):
-        raise BadInputError(f"{where}: not a snapshot document", "pass a file written by `tfgpu-install snapshot export`")
+        raise BadInputError(f"{where}: not a snapshot document",
+                            "pass a file written by `tfgpu-install snapshot export`")
     return _from_checked(schema.check(reader.node_of(d), where))
 
 
@@ -162,11 +163,15 @@ def loads(text: str, where: str = "snapshot") -> Snapshot:
 
 def load(path: Path) -> Snapshot:
     try:
-        data = Path(path).read_bytes()
+        from tfgpu_install.guard.bounded import read_bytes
+
+        data = read_bytes(str(path), "snapshot")
     except FileNotFoundError:
-        raise BadInputError(f"no snapshot file at {path}", "`tfgpu-install snapshot list` shows the stored ones")
+        raise BadInputError(f"no snapshot file at {path}",
+                            "`tfgpu-install snapshot list` shows the stored ones") from None
     except OSError as exc:
-        raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}", "check the path and its permissions")
+        raise BadInputError(f"cannot read snapshot {path}: {exc.strerror or exc}",
+                            "check the path and its permissions") from exc
     return loads(reader.decode(data, str(path)), str(path))
 
 
@@ -212,11 +217,6 @@ def scan(state_dir: Path) -> Store:
     return Store(tuple(found), tuple(damaged))
 
 
-def list_stored(state_dir: Path) -> list[tuple[Path, Snapshot]]:
-    """Stored snapshots, oldest first; damaged files are skipped (scan() says which and why)."""
-    return list(scan(state_dir).snapshots)
-
-
 def find(state_dir: Path, ref: str, store: Optional[Store] = None) -> tuple[Path, Snapshot]:
     """A snapshot by file path, full id, or unique id prefix."""
     p = Path(ref)
@@ -247,7 +247,3 @@ def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good",
         if s.kind == kind and os.path.abspath(str(s.env.get("path") or "")) == target
     ]
     return found[-1] if found else None
-
-
-def with_kind(snap: Snapshot, kind: str) -> Snapshot:
-    return replace(snap, kind=kind, id=new_id(kind))

@@ -62,6 +62,16 @@ def decode(data: bytes, where: str) -> str:
              "snapshots are UTF-8 YAML; export the snapshot again")
 
 
+def _plain(event: Any, where: str, line: int) -> None:
+    """A value event without an anchor or a tag beyond YAML's standard ones (BAD_INPUT otherwise)."""
+    if event.anchor is not None:
+        bad(where, line, f"YAML anchor &{event.anchor}: anchors are not allowed in a snapshot",
+             "write the value out in full (a snapshot never needs anchors or aliases)")
+    tag = event.tag
+    if tag is not None and tag != "!" and tag not in _STANDARD_TAGS:
+        bad(where, line, f"YAML tag {tag}: only plain data is allowed in a snapshot")
+
+
 def parse(text: str, where: str) -> Node:
     """The document as a Node tree; BAD_INPUT (with the line) for malformed or hostile YAML."""
     import yaml
@@ -84,12 +94,7 @@ def parse(text: str, where: str) -> Node:
                 nodes += 1
                 if nodes > MAX_NODES:
                     bad(where, line, f"more than {MAX_NODES} values: larger than any snapshot")
-                if event.anchor is not None:
-                    bad(where, line, f"YAML anchor &{event.anchor}: anchors are not allowed in a snapshot",
-                         "write the value out in full (a snapshot never needs anchors or aliases)")
-                tag = event.tag
-                if tag is not None and tag != "!" and tag not in _STANDARD_TAGS:
-                    bad(where, line, f"YAML tag {tag}: only plain data is allowed in a snapshot")
+                _plain(event, where, line)
             if isinstance(event, yaml.ScalarEvent):
                 if len(event.value) > MAX_SCALAR:
                     bad(where, line, f"a value of {len(event.value)} characters ({MAX_SCALAR} at most)")
@@ -169,7 +174,8 @@ def node_of(data: Any, depth: int = 0) -> Node:
     if isinstance(data, dict):
         out = Mapping()
         for k, v in data.items():
-            out[_key_text(k) if isinstance(k, (str, int, float, bool)) or k is None else repr(k)] = node_of(v, depth + 1)
+            text = _key_text(k) if isinstance(k, (str, int, float, bool)) or k is None else repr(k)
+            out[text] = node_of(v, depth + 1)
         return Node(0, out)
     if isinstance(data, (list, tuple)):
         return Node(0, [node_of(v, depth + 1) for v in data])

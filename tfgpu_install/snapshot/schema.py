@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, NoReturn, Optional
 
+from tfgpu_install.guard import names
 from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
 
 MAX_PATH = 4096
@@ -77,7 +78,7 @@ class Check:
             self.fail(node, path, f"expected a string{like}" + (" or null" if null else "")
                       + f", found {_kind(value)}", hint)
         self._clean(node, path, value, limit)
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             self.fail(node, path, f"expected something like {example!r}, found {value[:60]!r}")
         return value
 
@@ -86,6 +87,18 @@ class Check:
             self.fail(node, path, "contains a NUL byte: not a valid path or name")
         if len(value) > limit:
             self.fail(node, path, f"a string of {len(value)} characters ({limit} at most)")
+
+    def typed(self, node: Node, path: str, kind: str, *, null: bool = False) -> Optional[str]:
+        """A string of one strict kind: "project" (a PEP 503/508 name: no `name @ url`, no extras
+        or markers), "version" (PEP 440), "sha256" (sha256:<64 hex>), "hex64" (a bare digest)."""
+        value = self.text(node, path, null=null, limit=200)
+        if value is None:
+            return None
+        ok, what = _KINDS[kind]
+        if not ok(value):
+            self.fail(node, path, f"expected {what}, found {names.printable(value[:80])!r}",
+                      "a snapshot holds plain names, versions and hashes only; export it again")
+        return value
 
     def integer(self, node: Node, path: str) -> int:
         value = node.value
@@ -122,6 +135,26 @@ class Check:
         return value
 
 
+def _specifiers(text: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        return False
+    return True
+
+
+_KINDS = {
+    "project": (names.is_project,
+                "a project name like 'numpy' (letters, digits, '.', '-', '_'; no URL, extra or marker)"),
+    "version": (names.is_version, "a PEP 440 version like '2.17.1'"),
+    "sha256": (names.is_sha256, "a hash like 'sha256:<64 lowercase hex digits>'"),
+    "hex64": (lambda v: bool(names.HEX64.fullmatch(v)), "a sha256 digest (64 lowercase hex digits)"),
+    "specifiers": (_specifiers, "version specifiers like '>=1.26,<2'"),
+}
+
+
 def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
@@ -153,24 +186,64 @@ def _env(c: Check, node: Node) -> dict[str, Any]:
     m = c.mapping(node, "env")
     out: dict[str, Any] = {}
     for key, item in m.items():
+        if key == "conda_packages" and item.value is not None:
+            out[key] = [_conda_record(c, r, f"env.conda_packages[{i}]")
+                        for i, r in enumerate(c.seq(item, "env.conda_packages"))]
+            continue
         out[key] = c.text(item, f"env.{key}", null=True)
     return out
 
 
-_CHOICE_TEXT = ("tensorflow", "cuda", "cudnn", "python", "package", "cuda_from", "python_path", "visible_devices")
+_CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.+-]{0,199}")
+_CONDA_WORD = re.compile(r"[A-Za-z0-9_.+!]{1,200}")  # a conda version or build string
+_CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?")
+
+
+def _conda_record(c: Check, node: Node, path: str) -> dict[str, str]:
+    """One conda package of a conda env: a restore pins name=version=build from channel, so each
+    is a strict word; the channel is a plain name (conda-forge) or an https URL."""
+    m = c.mapping(node, path, ("name", "version", "build"))
+    out = {}
+    for key, pattern in (("name", _CONDA_NAME), ("version", _CONDA_WORD), ("build", _CONDA_WORD)):
+        out[key] = c.text(m[key], _join(path, key), pattern=pattern, example={"name": "cudatoolkit",
+                          "version": "11.8.0", "build": "h6a678d5_0"}[key]) or ""
+    channel = (c.text(m["channel"], _join(path, "channel"), null=True) if "channel" in m else None) or ""
+    if channel and not _CHANNEL_NAME.fullmatch(channel) and names.url_problem(channel) is not None:
+        c.fail(m["channel"], _join(path, "channel"), f"expected a channel name or an https URL, found "
+               f"{names.printable(channel[:80])!r} ({names.url_problem(channel)})",
+               "a snapshot never chooses where packages come from over plain http; export it again")
+    out["channel"] = channel
+    digest = (c.text(m["sha256"], _join(path, "sha256"), null=True) if "sha256" in m else None) or ""
+    if digest:
+        c.typed(m["sha256"], _join(path, "sha256"), "hex64")
+    out["sha256"] = digest
+    return out
+
+
+_CHOICE_TEXT = ("cuda_from", "python_path", "visible_devices")
+# The default restore target is named from these: versions only, never a path.
+_CHOICE_VERSIONS = ("tensorflow", "cuda", "cudnn", "python")
 
 
 def _choice_fields(c: Check, m: dict[str, Node], path: str) -> None:
-    """The fields choice_of()/restore read: right types where present."""
+    """The fields choice_of()/restore read: right (strict) types where present."""
     for key in _CHOICE_TEXT:
         if key in m:
             c.text(m[key], _join(path, key), null=True)
+    for key in _CHOICE_VERSIONS:
+        if key in m:
+            c.typed(m[key], _join(path, key), "version", null=True)
+    if "package" in m:
+        c.typed(m["package"], _join(path, "package"), "project", null=True)
     for key in ("jit_only", "cpu_only"):
         if key in m and m[key].value is not None:
             c.boolean(m[key], _join(path, key))
-    for key in ("pins", "constraints"):
+    for key, kind in (("pins", "version"), ("constraints", "specifiers")):
         if key in m and m[key].value is not None:
-            c.str_map(m[key], _join(path, key))
+            for name, item in c.mapping(m[key], _join(path, key)).items():
+                where = _join(_join(path, key), name)
+                c.typed(Node(item.line or m[key].line, name), where, "project")
+                c.typed(item, where, kind)
 
 
 def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any]:
@@ -182,7 +255,17 @@ def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any
         _choice_fields(c, c.mapping(m["choice"], f"{path}.choice"), f"{path}.choice")
     if "resolution" in m and path == "resolution":  # a journaled plan: {"resolution": {...}, "options"}
         _resolution(c, m["resolution"], f"{path}.resolution")
+    _added(c, m, path)
     return c.plain(node, path)  # type: ignore[no-any-return]
+
+
+# --- resolution.added (issue #29: the user's own requirements, --with / add) ----------------
+def _added(c: Check, m: dict[str, Node], path: str) -> None:
+    """resolution.added: a list of requirement strings (each checked again where it is used,
+    plan/additions.from_record); absent or null when the user added none."""
+    if "added" in m and m["added"].value is not None:
+        for i, item in enumerate(c.seq(m["added"], _join(path, "added"))):
+            c.text(item, f"{_join(path, 'added')}[{i}]", limit=1000)
 
 
 def _host(c: Check, node: Node) -> dict[str, Any]:
@@ -199,9 +282,11 @@ def _host(c: Check, node: Node) -> dict[str, Any]:
 
 def _package(c: Check, node: Node, path: str) -> dict[str, Any]:
     m = c.mapping(node, path, ("name", "version"))
-    hashes = c.strings(m["hashes"], f"{path}.hashes") if "hashes" in m and m["hashes"].value is not None else []
-    return {"name": c.text(m["name"], f"{path}.name", limit=200),
-            "version": c.text(m["version"], f"{path}.version", limit=200), "hashes": hashes}
+    hashes = [c.typed(h, f"{path}.hashes[{i}]", "sha256") or ""
+              for i, h in enumerate(c.seq(m["hashes"], f"{path}.hashes", "a list of strings"))] \
+        if "hashes" in m and m["hashes"].value is not None else []
+    return {"name": c.typed(m["name"], f"{path}.name", "project"),
+            "version": c.typed(m["version"], f"{path}.version", "version"), "hashes": hashes}
 
 
 def _relative(c: Check, node: Node, path: str) -> str:
@@ -213,7 +298,7 @@ def _relative(c: Check, node: Node, path: str) -> str:
 
 def _file(c: Check, node: Node, path: str) -> dict[str, Any]:
     m = c.mapping(node, path, ("path", "sha256", "size"))
-    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.text(m["sha256"], f"{path}.sha256", limit=200),
+    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.typed(m["sha256"], f"{path}.sha256", "hex64"),
             "size": c.integer(m["size"], f"{path}.size"),
             "mtime_ns": c.integer(m["mtime_ns"], f"{path}.mtime_ns") if "mtime_ns" in m else 0}
 
@@ -266,11 +351,13 @@ def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
                 if "==" not in text:
                     c.fail(item, path, f"expected 'name==version', found {text[:60]!r}")
                 name, version = text.split("==", 1)
-                packages.append({"name": name.strip(), "version": version.strip(), "hashes": []})
+                packages.append({"name": c.typed(Node(item.line, name.strip()), path, "project"),
+                                 "version": c.typed(Node(item.line, version.strip()), path, "version"), "hashes": []})
             else:
                 m = c.mapping(item, path, ("name",))
-                packages.append({"name": c.text(m["name"], f"{path}.name", limit=200),
-                                 "version": _opt_text(c, m, "version", path, limit=200) or "", "hashes": []})
+                packages.append({"name": c.typed(m["name"], f"{path}.name", "project"),
+                                 "version": (c.typed(m["version"], f"{path}.version", "version", null=True)
+                                             if "version" in m else None) or "", "hashes": []})
     return {
         "format": 1,
         "id": (c.text(top["id"], "id", null=True, pattern=ID, example="legacy") if "id" in top else None) or "legacy",

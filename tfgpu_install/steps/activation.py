@@ -33,6 +33,7 @@ from tfgpu_install.files import (
     remove_file,
     replace_block,
 )
+from tfgpu_install.guard import shellquote
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
@@ -44,8 +45,10 @@ def nvidia_bin_dirs(env: Path) -> list[Path]:
     return sorted(p for p in Path(env).glob("lib/python*/site-packages/nvidia/cuda_nvcc/bin") if p.is_dir())
 
 
-def _q(paths: Sequence[Path]) -> str:
-    return shlex.quote(":".join(str(p) for p in paths))
+def _q(paths: Sequence[Path], quote: Callable[[str], str] = shellquote.sh) -> str:
+    """A ':'-joined path list as one word of the shell `quote` is for (envpath.py keeps ':' out of
+    the paths themselves)."""
+    return quote(":".join(str(p) for p in paths))
 
 
 # --- the texts ---------------------------------------------------------------------------
@@ -92,13 +95,13 @@ def fish_block(libs: Sequence[Path], bins: Sequence[Path]) -> str:
     if libs:
         lines += [
             'if test -n "$_TFGPU_OLD_LD_LIBRARY_PATH"',
-            f'    set -gx LD_LIBRARY_PATH {_q(libs)}":$_TFGPU_OLD_LD_LIBRARY_PATH"',
+            f'    set -gx LD_LIBRARY_PATH {_q(libs, shellquote.fish)}":$_TFGPU_OLD_LD_LIBRARY_PATH"',
             "else",
-            f"    set -gx LD_LIBRARY_PATH {_q(libs)}",
+            f"    set -gx LD_LIBRARY_PATH {_q(libs, shellquote.fish)}",
             "end",
         ]
     if bins:
-        lines.append("set -gx PATH " + " ".join(shlex.quote(str(b)) for b in bins) + " $PATH")
+        lines.append("set -gx PATH " + " ".join(shellquote.fish(str(b)) for b in bins) + " $PATH")
     return "\n".join(lines) + "\n"
 
 
@@ -122,13 +125,13 @@ def csh_block(libs: Sequence[Path], bins: Sequence[Path]) -> str:
         lines += [
             'if ( ! $?LD_LIBRARY_PATH ) setenv LD_LIBRARY_PATH ""',
             'if ( "$LD_LIBRARY_PATH" != "" ) then',
-            f'    setenv LD_LIBRARY_PATH {_q(libs)}":$LD_LIBRARY_PATH"',
+            f'    setenv LD_LIBRARY_PATH {_q(libs, shellquote.csh)}":$LD_LIBRARY_PATH"',
             "else",
-            f"    setenv LD_LIBRARY_PATH {_q(libs)}",
+            f"    setenv LD_LIBRARY_PATH {_q(libs, shellquote.csh)}",
             "endif",
         ]
     if bins:
-        lines.append(f'setenv PATH {_q(bins)}":$PATH"')
+        lines.append(f'setenv PATH {_q(bins, shellquote.csh)}":$PATH"')
     return "\n".join(lines) + "\n"
 
 
@@ -211,7 +214,7 @@ class WriteActivation(Step):
                 path = self.env / "bin" / name
                 if not path.is_file():
                     continue
-                data, before = parsed_blocks(path, lambda: put_block(path.read_bytes(), render(libs, bins)))
+                data, before = parsed_blocks(path, lambda: put_block(path.read_bytes(), render(libs, bins)))  # noqa: B023 (called at once)
                 previous = {"": before}
                 # Only inside an existing `deactivate`: appended, it would run at activation.
                 if deact_body and deact_at and re.search(deact_at.encode(), data, re.M):
@@ -286,7 +289,7 @@ def restore_blocks(path: Path, previous: dict[str, Optional[str]]) -> None:
     data = path.read_bytes()
     new = data
     for name, old in previous.items():
-        span = parsed_blocks(path, lambda: find_block(new, name))
+        span = parsed_blocks(path, lambda: find_block(new, name))  # noqa: B023 (called at once)
         if span is not None:
             new = replace_block(new, span, base64.b64decode(old) if old else b"")
     if new != data:

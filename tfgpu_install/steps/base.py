@@ -20,8 +20,6 @@ UndoRecord = dict[str, Any]
 
 class Step(ABC):
     id: str = "step"
-    # modules apply() imports, warmed while earlier steps wait on child processes (engine/prefetch.py)
-    prefetch: tuple[str, ...] = ()
 
     @abstractmethod
     def describe(self) -> str: ...
@@ -42,10 +40,10 @@ class Step(ABC):
         return {"id": self.id, "describe": self.describe()}
 
 
-# --- test-only fault hooks (read from the environment; inert unless a test sets them) ---
-# TFGPU_TEST_KILL_AT="<step-id>:before|middle|after"  -> SIGKILL this process there
-# TFGPU_TEST_FAIL_AT="<step-id>:before|middle|after:enospc|eacces" -> raise that OSError there
-# TFGPU_TEST_STOP_AT="<step-id>:before|middle|after"  -> SIGSTOP there (concurrency tests)
+# --- test-only fault hooks (ctx.hooks, context.Hooks; inert unless a test arms them) ---
+# kill_at="<step-id>:before|middle|after"  -> SIGKILL this process there
+# fail_at="<step-id>:before|middle|after:enospc|eacces" -> raise that OSError there
+# stop_at="<step-id>:before|middle|after"  -> SIGSTOP there (concurrency tests)
 # The executor calls checkpoint() at "before" and "after" (and "undo", before undoing a step
 # in a rollback); a step calls it at its midpoint
 # (after it has changed something, before it has finished), so tests can interrupt it.

@@ -10,8 +10,9 @@ disk (the second env adds no bytecode of its own).
 
 Nothing is linked that could be wrong: only a regular source file that is the donor's own
 file (same device and inode), only for the env's own interpreter (its cache tag), never
-through a symlink, never replacing a file, only a .pyc this user owns and no one else may write. A .pyc Python finds stale it rewrites by rename,
-which leaves the donor's untouched. Failures (another filesystem, permissions) skip the file.
+through a symlink, never replacing a file, only a .pyc this user owns and no one else may write.
+A .pyc Python finds stale it rewrites by rename, which leaves the donor's untouched. Failures
+(another filesystem, permissions) skip the file.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def link_from(site_packages: Path, donor: DonorBytecode) -> int:
         src_dir = target_root if rel_dir == "." else os.path.join(target_root, rel_dir)
         if not _plain_dir(src_dir):
             continue
-        same = [pyc for pyc, dev, ino in pycs if _is_file(os.path.join(src_dir, pyc.split(".", 1)[0] + ".py"), dev, ino)]
+        same = [pyc for pyc, dev, ino in pycs
+                if _is_file(os.path.join(src_dir, pyc.split(".", 1)[0] + ".py"), dev, ino)]
         if not same:
             continue
         cache_dir = os.path.join(src_dir, "__pycache__")

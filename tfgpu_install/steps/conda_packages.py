@@ -37,7 +37,8 @@ def conda_remove_argv(exe: str, prefix: Path, name: Optional[str], names: list[s
 class InstallCondaCuda(Step):
     id = "conda.cuda"
 
-    def __init__(self, env: Path, recipe: CondaRecipe, channel: Optional[str] = None, name: Optional[str] = None) -> None:
+    def __init__(self, env: Path, recipe: CondaRecipe, channel: Optional[str] = None,
+                 name: Optional[str] = None) -> None:
         self.env = Path(env)
         self.recipe = recipe
         self.channel = channel or recipe.channel or DEFAULT_CHANNEL
@@ -76,7 +77,8 @@ class InstallCondaCuda(Step):
         records = installed(self.env)
         added = sorted(r.name for r in records if r.name not in before)
         undo: UndoRecord = {"added": added, "engine": engine, "channel": self.channel,
-                            "packages": [r.to_json() for r in records if r.name in set(added) | set(self.recipe.package_names())]}
+                            "packages": [r.to_json() for r in records
+                                         if r.name in set(added) | set(self.recipe.package_names())]}
         left = unmet(records, self.recipe.specs)
         if left:
             raise StepFailed(f"{engine} finished, but {self.env} does not hold {', '.join(left)}",
@@ -92,7 +94,8 @@ class InstallCondaCuda(Step):
                              timeout=3600, mutating=True)
         if not res.ok:
             raise StepFailed(
-                f"{Path(exe).name} could not install {' '.join(self.recipe.specs)}: {_last_lines(res.stderr or res.stdout)}",
+                f"{Path(exe).name} could not install {' '.join(self.recipe.specs)}: "
+                f"{_last_lines(res.stderr or res.stdout)}",
                 "fix the cause above (or pass --conda-channel), then run again; or `tfgpu-install rollback`",
                 ref="conda-install",
             )

@@ -221,7 +221,8 @@ class CreateEnv(Step):
             )
         if self.env.backend == "conda" and not (path / "conda-meta").is_dir():
             raise EnvironmentProblem(
-                f"{path} is a venv, not a conda env", hint="use --backend venv, or another --env", ref="env-wrong-backend"
+                f"{path} is a venv, not a conda env", hint="use --backend venv, or another --env",
+                ref="env-wrong-backend",
             )
         if not os.path.exists(self.env.python):
             raise EnvironmentProblem(

@@ -25,8 +25,13 @@ _SONAME = re.compile(r"^lib[\w.+-]+\.so(\.\d+)+$")
 
 
 def conf_name(env: Path) -> str:
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(env).name) or "env"
-    return f"tfgpu-{name}.conf"
+    """tfgpu-<basename>-<hash of the real path>.conf: two envs with one basename never share
+    (and unregister) one file."""
+    import hashlib
+
+    real = os.path.realpath(str(env))
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(env).name)[:64] or "env"
+    return f"tfgpu-{name}-{hashlib.sha256(real.encode()).hexdigest()[:12]}.conf"
 
 
 class SystemLdconfig(Step):

@@ -106,7 +106,8 @@ def tf_search_dirs(env: TargetEnv) -> Optional[list[Path]]:
             continue
         known = True
         origin = str(lib.parent)
-        dirs += [Path(os.path.normpath(e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))) for e in info.runpath]
+        dirs += [Path(os.path.normpath(e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)))
+                 for e in info.runpath]
     return list(dict.fromkeys(dirs)) if known else None
 
 
@@ -136,7 +137,8 @@ def load_failures(ctx: Context, env: TargetEnv, sonames: list[str],
 
     dirs = [str(d) for d in (nvidia_lib_dirs(env) if lib_dirs is None else lib_dirs)]
     child = dict(ctx.environ)
-    child["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + [p for p in child.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    inherited = [p for p in child.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    child["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + inherited)
     # -I -S: the standard library is all it needs; no site (.pth files) and no PYTHON* variables
     res = ctx.runner.run([str(env.python), "-I", "-S", "-c", _LOAD_SCRIPT, *sonames], desc="load the CUDA libraries",
                          env=child, timeout=120)
@@ -145,7 +147,8 @@ def load_failures(ctx: Context, env: TargetEnv, sonames: list[str],
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
-        return {sonames[0]: f"the load check did not run: {(res.stderr or res.stdout).strip()[-300:] or res.returncode}"}
+        said = (res.stderr or res.stdout).strip()[-300:] or res.returncode
+        return {sonames[0]: f"the load check did not run: {said}"}
     return {str(k): str(v) for k, v in doc.items()}
 
 
@@ -237,7 +240,8 @@ class CheckLibraries(Step):
                 f"{soname} is in place but does not load: {why}" + (
                     f" (and {len(failed) - 1} more: {', '.join(list(failed)[1:])})" if len(failed) > 1 else ""),
                 hint=f"a library it needs is missing or of another major; reinstall the pinned wheels "
-                f"(`tfgpu-install rollback` and run the install again), or run `tfgpu-install doctor --env {self.env.path}`",
+                "(`tfgpu-install rollback` and run the install again), or run `tfgpu-install doctor --env "
+                f"{self.env.path}`",
                 ref="library-missing",
             )
         search = tf_search_dirs(self.env)

@@ -86,7 +86,12 @@ def _read(memo: Path) -> list[str]:
 
 
 def known_to_load(cache_dir: Path, key: Optional[str]) -> bool:
-    return key is not None and key in _read(cache_dir / MEMO_FILE)
+    """A memo is only believed when it and the dirs up to the cache dir pass tfgpu_install/guard/trust.py
+    (a memo only saves time: a doubtful one is ignored, the load is checked again)."""
+    from tfgpu_install.guard.trust import problem
+
+    memo = cache_dir / MEMO_FILE
+    return key is not None and problem(memo, cache_dir) is None and key in _read(memo)
 
 
 def remember_load(cache_dir: Path, key: Optional[str]) -> None:

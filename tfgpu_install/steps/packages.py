@@ -163,7 +163,6 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
-    prefetch = ("packaging.requirements", "packaging.utils")
 
     def __init__(
         self,
@@ -176,9 +175,12 @@ class InstallPackages(Step):
         extra_index_urls: Sequence[str] = (),
         find_links: Sequence[str] = (),
         no_index: bool = False,
+        full_check: bool = False,
     ) -> None:
         """hashes: canonical name -> ["sha256:..."]. require_hashes: pass --require-hashes
-        (default: when every requirement has hashes, i.e. the pins are a complete lock)."""
+        (default: when every requirement has hashes, i.e. the pins are a complete lock).
+        full_check: every installed file hashed against its RECORD (a restore: code swapped at
+        the same version is reinstalled), not only sizes and the shared libraries."""
         self.env = env
         self.requirements = list(requirements)
         # PEP 503 names without `packaging` (its import is ~10 ms of every `plan`, which builds
@@ -189,15 +191,17 @@ class InstallPackages(Step):
         self.extra_index_urls = list(extra_index_urls)
         self.find_links = list(find_links)
         self.no_index = no_index
+        self.full_check = full_check
 
     @classmethod
     def from_choice(cls, env: TargetEnv, choice: Any, options: Any = None) -> "InstallPackages":
         """From a resolver Choice and the InstallOptions (index_url; extra["find_links"],
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
+        added = list(getattr(options, "with_requirements", None) or ())  # the user's own (--with, add)
         return cls(
             env,
-            choice.requirements(),
+            choice.requirements() + added,
             hashes=getattr(choice, "hashes", None),
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
@@ -206,7 +210,8 @@ class InstallPackages(Step):
         )
 
     def describe(self) -> str:
-        head = ", ".join(self.requirements[:3]) + (f" and {len(self.requirements) - 3} more" if len(self.requirements) > 3 else "")
+        more = len(self.requirements) - 3
+        head = ", ".join(self.requirements[:3]) + (f" and {more} more" if more > 0 else "")
         return f"install {head} into {self.env.path}"
 
     def touches(self, ctx: Context) -> list[str]:
@@ -222,7 +227,19 @@ class InstallPackages(Step):
     def check(self, ctx: Context) -> bool:
         if not self.env.path.is_dir() or self._before_file(ctx).exists():
             return False  # no env yet, or an install of ours was interrupted
-        return not unsatisfied(self.env, self.requirements)
+        return not unsatisfied(self.env, self.requirements) and not self._damaged(ctx)
+
+    def _damaged(self, ctx: Context) -> list[str]:
+        """Distributions whose installed files no longer match their RECORD (a file missing,
+        resized, a shared library changed): the versions are right, the bytes are not."""
+        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.snapshot.installed import check_installed
+
+        if not self.env.path.is_dir():
+            return []
+        found = check_installed(self.env.path, full=self.full_check,
+                                cache=env_state_dir(ctx, self.env.path) / "file-hashes.json")
+        return found.names()
 
     # the installer command ----------------------------------------------------------------
 
@@ -309,7 +326,12 @@ class InstallPackages(Step):
                 lines.append(req)
         reqfile = before_file.parent / "requirements.txt"
         atomic_write(reqfile, "\n".join(lines) + "\n")
-        argv = install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else []) + ["-r", str(reqfile)]
+        argv = (install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else [])
+                + ["-r", str(reqfile)])
+        damaged = self._damaged(ctx)
+        if damaged:  # the same versions again, from the (hashed) pins: the recorded bytes back
+            argv += ([a for n in damaged for a in ("--reinstall-package", n)] if tool == "uv"
+                     else ["--force-reinstall"])
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
         donor = None
@@ -329,6 +351,10 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env, have)
+        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.snapshot.installed import remember_installed
+
+        remember_installed(self.env.path, env_state_dir(ctx, self.env.path) / "file-hashes.json")
         if donor is not None:
             from tfgpu_install.steps.bytecode import link_from
 

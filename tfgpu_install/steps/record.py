@@ -8,20 +8,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import TfgpuError
 from tfgpu_install.files import remove_file
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     """What verify.run found: this run's result, else its stored record (verify skipped)."""
     res = ctx.results.get("verify.run")
     out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
-    from tfgpu_install.verify.host import read_record
-
     try:
         doc = read_record(ctx, env)
-    except (OSError, TfgpuError):  # an unreadable record: the snapshot says so (None)
+    except BadRecord:  # an unreadable record: the snapshot says so (None)
         doc = None
     if isinstance(doc, dict):
         report = doc.get("report")
@@ -31,9 +29,26 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     return out or None
 
 
+def _refuse_damaged(ctx: Context, env: Path) -> None:
+    """Never bless a damaged env: its installed files must match their records now."""
+    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.errors import StepFailed
+    from tfgpu_install.snapshot.installed import check_installed
+
+    found = check_installed(env, cache=env_state_dir(ctx, env) / "file-hashes.json")
+    if found.clean:
+        return
+    lines = found.lines()
+    raise StepFailed(
+        f"not recording a known-good snapshot: {len(lines)} installed file(s) differ from their "
+        f"distributions' records ({'; '.join(lines[:3])}{'; ...' if len(lines) > 3 else ''})",
+        hint=f"`tfgpu-install check --env {env}` lists them; run the install again to reinstall them, "
+        "or `tfgpu-install rollback`",
+    )
+
+
 class RecordSnapshot(Step):
     id = "snapshot.record"
-    prefetch = ("yaml", "tfgpu_install.snapshot.model", "tfgpu_install.snapshot.build")
     fingerprinted = True  # re-recorded only when the env changed since the last record
 
     def __init__(
@@ -80,6 +95,7 @@ class RecordSnapshot(Step):
         return bool(verification.get("ok"))
 
     def apply(self, ctx: Context) -> UndoRecord:
+        _refuse_damaged(ctx, self.env)
         verification = _verification(ctx, self.env)
         gpu_verified = self._gpu_verified(verification)
         from dataclasses import replace

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -31,6 +30,7 @@ from tfgpu_install.files import (
     replace_block,
     scan_blocks,
 )
+from tfgpu_install.guard import shellquote
 from tfgpu_install.steps.activation import b64, parsed_blocks, restore_blocks
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -49,16 +49,23 @@ class WriteShellRc(Step):
         return f"activate {self.env} in new shells ({self.rc})"
 
     def body(self) -> str:
-        env = shlex.quote(str(self.env))
+        """The block in the rc's own shell: fish, csh/tcsh (.tcshrc, .cshrc, *.csh) or POSIX sh."""
         head = "# Managed by tfgpu-install: activates the TensorFlow GPU env in new shells.\n"
-        if self.rc.name.endswith(".fish"):
-            act = shlex.quote(str(self.env / "bin" / "activate.fish"))
+        kind = shellquote.kind_of_rc(self.rc.name)
+        if kind == "fish":
+            env, act = shellquote.fish(str(self.env)), shellquote.fish(str(self.env / "bin" / "activate.fish"))
             if self.backend == "conda":
                 return head + f"type -q conda; and conda activate {env}\n"
             return head + f"test -f {act}; and source {act}\n"
+        if kind == "csh":
+            env, act = shellquote.csh(str(self.env)), shellquote.csh(str(self.env / "bin" / "activate.csh"))
+            if self.backend == "conda":
+                return head + f"which conda >& /dev/null && conda activate {env}\n"
+            return head + f"if ( -f {act} ) source {act}\n"
+        env = shellquote.sh(str(self.env))
         if self.backend == "conda":
             return head + f"command -v conda >/dev/null 2>&1 && conda activate {env}\n"
-        act = shlex.quote(str(self.env / "bin" / "activate"))
+        act = shellquote.sh(str(self.env / "bin" / "activate"))
         return head + f"[ -f {act} ] && . {act}\n"
 
     def tag(self) -> str:

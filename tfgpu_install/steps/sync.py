@@ -100,7 +100,7 @@ class SyncPackages(Step):
             stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
             stash = env_state_dir(ctx, self.env.path) / f"sync-stash-{stamp}-{os.getpid()}"
             moves = []
-            for name, dist in sorted(found.items()):
+            for _name, dist in sorted(found.items()):
                 for p in _dist_paths(self.env, dist):
                     moves.append([str(p), str(stash / p.relative_to(self.env.path))])
             plan = {"stash": str(stash), "moves": moves,

@@ -53,7 +53,8 @@ class CheckSystemLibraries(Step):
         self.sonames = list(sonames)
 
     def describe(self) -> str:
-        return f"confirm the system has the CUDA {self.cuda} libraries TF {self.tensorflow} loads (ldconfig -p, /usr/local/cuda*)"
+        return (f"confirm the system has the CUDA {self.cuda} libraries TF {self.tensorflow} loads "
+                "(ldconfig -p, /usr/local/cuda*)")
 
     def found(self, ctx: Context) -> dict[str, Optional[str]]:
         """soname -> where it is (None: missing)."""

@@ -15,14 +15,8 @@ from typing import Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import VerifyFailed
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
-from tfgpu_install.verify.host import (
-    CheckPlan,
-    read_record,
-    record_path,
-    run_verification,
-    verify_fingerprint,
-    write_record,
-)
+from tfgpu_install.verify.host import CheckPlan, run_verification, verify_fingerprint
+from tfgpu_install.verify.record import BadRecord, read_record, record_path, verified_ok, write_record
 
 
 class VerifyEnv(Step):
@@ -58,9 +52,9 @@ class VerifyEnv(Step):
     def check(self, ctx: Context) -> bool:
         try:
             doc = read_record(ctx, self.env)
-        except Exception:  # an unreadable record is simply not a verification
+        except BadRecord:  # an unreadable record is simply not a verification (apply rewrites it)
             return False
-        if not doc or not doc.get("report", {}).get("ok"):
+        if doc is None or not verified_ok(doc):
             return False
         try:
             return bool(doc.get("fingerprint") == verify_fingerprint(ctx, self.env, self.effective_plan()))
@@ -77,7 +71,7 @@ class VerifyEnv(Step):
             bad = report.first_failure
             what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()
             raise VerifyFailed(f"verification failed at {what}",
-                               hint=(bad.hint if bad and bad.hint else "run `tfgpu-install doctor`")
+                               hint=(bad.hint if bad and bad.hint else f"run `tfgpu-install doctor --env {self.env}`")
                                + f" (full report: `tfgpu-install verify --env {self.env}`)")
         return {"record": str(path), "gpu_verified": report.gpu_verified, "mode": report.mode}
 

@@ -14,20 +14,24 @@ import hashlib
 import json
 import os
 import re
+import signal
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
-from tfgpu_install.errors import BadInputError, EnvironmentProblem
+from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.runner import TIMED_OUT, Completed
+from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
-LAYER_NAMES = ("hardware", "driver", "cuda-runtime", "cudnn", "cublas", "tensorflow", "benchmark")
+LAYER_NAMES = check_layers.NAMES  # the one table (gpucheck/tfgpucheck_layers.py), in order
 BASE_TIMEOUT = 300.0  # first TF import on a cold disk, plus PTX JIT on a new GPU, can take minutes
 _PROGRESS = re.compile(r"^tfgpu-check: layer (\d+) (begin|pass|fail|skip)$", re.M)
 
@@ -91,8 +95,9 @@ class VerifyReport:
     def first_failure(self) -> Optional[LayerResult]:
         return next((lay for lay in self.layers if lay.status == "fail"), None)
 
-    def layer(self, num: int) -> Optional[LayerResult]:
-        return next((lay for lay in self.layers if lay.layer == num), None)
+    def layer(self, name: str) -> Optional[LayerResult]:
+        """A layer by its name in the table (gpucheck/tfgpucheck_layers.py)."""
+        return next((lay for lay in self.layers if lay.name == name), None)
 
     def summary(self) -> str:
         bad = self.first_failure
@@ -121,7 +126,8 @@ class VerifyReport:
 
 
 def _layer(d: Mapping[str, Any]) -> LayerResult:
-    return LayerResult(layer=int(d["layer"]), name=str(d.get("name", LAYER_NAMES[int(d["layer"])])),
+    by_num = check_layers.by_number(int(d["layer"]))
+    return LayerResult(layer=int(d["layer"]), name=str(d.get("name") or (by_num.name if by_num else d["layer"])),
                        status=str(d["status"]), summary=str(d.get("summary", "")),
                        measured=dict(d.get("measured") or {}), error=d.get("error"), hint=d.get("hint"),
                        seconds=d.get("seconds"))
@@ -155,29 +161,55 @@ def parse_check_output(done: Completed, timeout: Optional[float] = None, tf_log_
     else:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         how = f"exited {done.returncode} without a report: {tail}"
-    layers = []
-    begun = {int(n) for n, st in progress if st == "begin"}
-    for num, name in enumerate(LAYER_NAMES[:7] if 6 in begun else LAYER_NAMES[:6]):  # 6 only when it ran
-        ran = {int(n): st for n, st in progress if st != "begin"}
-        if num in ran:
-            layers.append(LayerResult(num, name, ran[num], "passed before the check died"
-                                      if ran[num] == "pass" else f"{ran[num]} before the check died"))
-        elif num == current:
-            hint = "a hung or crashing driver: check `nvidia-smi` and `dmesg | grep -i xid`"
-            if num == 5:
-                hint = "TensorFlow died: see the captured log below, or run `tfgpu-install doctor --log FILE`"
-            layers.append(LayerResult(num, name, "fail", f"the check {how} in this layer", hint=hint))
-        else:
-            layers.append(LayerResult(num, name, "skip", "not run"))
-    if current is None and not any(lay.status == "fail" for lay in layers):
-        layers[0] = LayerResult(0, "hardware", "fail", f"the check {how}",
-                                hint="run the check by hand: <env>/bin/python " + str(CHECK_SCRIPT))
+    layers = _layers_of_a_dead_check(progress, current, how)
     log_tail = tf_log_text.splitlines()[-40:]
     return VerifyReport(ok=False, mode="gpu", gpu_verified=False, layers=tuple(layers),
                         tf_log={"tail": log_tail} if log_tail else {}, crashed=how)
 
 
+def _layers_of_a_dead_check(progress: list[tuple[str, str]], current: Optional[int], how: str) -> list[LayerResult]:
+    """Each default layer (and the opt-in ones that began) as the progress lines left it."""
+    begun = {int(n) for n, st in progress if st == "begin"}
+    ran = {int(n): st for n, st in progress if st != "begin"}
+    layers = []
+    for spec in check_layers.LAYERS:
+        num = check_layers.number(spec.name)
+        if not spec.default and num not in begun:
+            continue
+        if num in ran:
+            layers.append(LayerResult(num, spec.name, ran[num], "passed before the check died"
+                                      if ran[num] == "pass" else f"{ran[num]} before the check died"))
+        elif num == current:
+            layers.append(LayerResult(num, spec.name, "fail", f"the check {how} in this layer", hint=spec.hint))
+        else:
+            layers.append(LayerResult(num, spec.name, "skip", "not run"))
+    if current is None and not any(lay.status == "fail" for lay in layers):
+        first = check_layers.LAYERS[0]
+        layers[0] = LayerResult(0, first.name, "fail", f"the check {how}",
+                                hint="run the check by hand: <env>/bin/python " + str(CHECK_SCRIPT))
+    return layers
+
+
 # ---- running it ----------------------------------------------------------------------------------
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the check runs, SIGTERM (a stage timeout, `kill`) ends us the way Ctrl-C does: the
+    runner then ends the check's own process group (it runs in a session of its own, so a signal
+    to us alone would leave it on the GPU)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def env_python(env: Path) -> Path:
     py = Path(env) / "bin" / "python"
     if not py.exists():
@@ -243,7 +275,8 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
         # Importing TF makes Keras write ~/.keras/keras.json: keep that in our cache, not the
         # user's home (an install touches nothing the user did not ask for).
         run_env.setdefault("KERAS_HOME", str(ctx.cache_dir / "keras"))
-        done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
+        with sigterm_as_interrupt():
+            done = ctx.runner.run(argv, desc="GPU check inside the env", env=run_env, timeout=timeout)
         log_text = log.read_text(errors="replace") if log.is_file() else ""
         prog_text = prog.read_text(errors="replace") if prog.is_file() else ""
     report = parse_check_output(done, timeout, log_text, prog_text)
@@ -254,12 +287,6 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
 
 
 # ---- records -------------------------------------------------------------------------------------
-def record_path(ctx: Context, env: Path) -> Path:
-    from tfgpu_install.engine.journal import env_state_dir
-
-    return env_state_dir(ctx, Path(env)) / "verify.json"
-
-
 def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     """The env's fingerprint (packages, activation, library files) plus the driver and the plan:
     a driver upgrade or a new plan means the old verification no longer vouches for the env."""
@@ -274,29 +301,6 @@ def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     for part in (env_fingerprint(Path(env)), driver, json.dumps(plan.to_json(), sort_keys=True)):
         h.update(part.encode() + b"\0")
     return h.hexdigest()
-
-
-def write_record(ctx: Context, env: Path, report: VerifyReport, fingerprint: str, plan: CheckPlan) -> Path:
-    path = record_path(ctx, env)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"format": 1, "env": str(env), "created": report.when, "fingerprint": fingerprint,
-           "plan": plan.to_json(), "report": report.to_json()}
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
-    os.replace(tmp, path)  # never half-written
-    return path
-
-
-def read_record(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
-    path = record_path(ctx, env)
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except ValueError as exc:
-        raise BadInputError(f"{path}: not a verification record ({exc})", hint=f"delete {path} and re-run verify",
-                            ref="bad-verify-record") from exc
-    return doc if isinstance(doc, dict) else None
 
 
 def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
@@ -314,30 +318,22 @@ def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
 
 
 # ---- rendering -----------------------------------------------------------------------------------
-def report_blocks(report: VerifyReport) -> list[Block]:
-    blocks: list[Block] = [table("Verification", ("layer", "check", "result", "measured"),
-                                 [(lay.layer, lay.name, lay.status, lay.summary) for lay in report.layers])]
-    bad = report.first_failure
-    if bad is not None:
-        err = f" [{bad.error['name']} = {bad.error['code']}]" if bad.error else ""
-        blocks.append(Text(f"Layer {bad.layer} ({bad.name}) failed{err}: {bad.summary}", "error"))
-        if bad.hint:
-            blocks.append(Text(f"Fix: {bad.hint}", "warn"))
-    else:
-        blocks.append(Text(report.summary(), "ok"))
-    for lay in report.layers:
-        if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
-            blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
-    six = report.layer(6)
+def _benchmark_blocks(six: Optional[LayerResult]) -> list[Block]:
+    """The benchmark layer's table and burn bullets (none when it did not run)."""
+    blocks: list[Block] = []
     bench = (six.measured.get("benchmark") if six else None) or {}
     if bench:
-        blocks.append(table(f"Matmul benchmark ({bench.get('device')})", ("n", "CPU GFLOP/s", "GPU GFLOP/s", "speed-up"),
-                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], f"{r['speedup']}x") for r in bench["sizes"]]))
+        blocks.append(table(f"Matmul benchmark ({bench.get('device')})",
+                            ("n", "CPU GFLOP/s", "GPU FP32", "GPU TF32", "GPU bf16", "speed-up (FP32)"),
+                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], r.get("tf32_gflops"), r.get("bf16_gflops"),
+                              f"{r['speedup']}x") for r in bench["sizes"]]))
     burn = (six.measured.get("burn") if six else None) or {}
     if burn:
         tele = burn.get("telemetry", {})
         items = [f"{burn['iterations']} matmuls of {burn['n']} in {burn['seconds']}s, {burn['gflops']} GFLOP/s, "
                  f"{burn['mismatches']} wrong results"]
+        if burn.get("duty_cycle") is not None:
+            items.append(f"GPU busy {burn['duty_cycle']:.0%} of the burn ({burn.get('gpu_gflops')} GFLOP/s while busy)")
         for key, unit in (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%")):
             if key in tele:
                 items.append(f"{key}: {tele[key]['min']}-{tele[key]['max']} {unit}")
@@ -345,6 +341,10 @@ def report_blocks(report: VerifyReport) -> list[Block]:
         if tele.get("error"):
             items.append(str(tele["error"]))
         blocks.append(Bullets("Burn test", tuple(items), "error" if burn["throttled"] or burn["mismatches"] else ""))
+    return blocks
+
+
+def _notes(report: VerifyReport) -> list[str]:
     notes = []
     mp = report.extras.get("mixed_precision")
     if mp:
@@ -366,6 +366,25 @@ def report_blocks(report: VerifyReport) -> list[Block]:
         if fail.get("harmless") or report.mode == "cpu":  # a CPU env lacks libcuda by design
             continue
         notes.append(f"TensorFlow could not load {fail['library']}: {fail.get('dlerror') or ''}".rstrip(": "))
+    return notes
+
+
+def report_blocks(report: VerifyReport) -> list[Block]:
+    blocks: list[Block] = [table("Verification", ("layer", "check", "result", "measured"),
+                                 [(lay.layer, lay.name, lay.status, lay.summary) for lay in report.layers])]
+    bad = report.first_failure
+    if bad is not None:
+        err = f" [{bad.error['name']} = {bad.error['code']}]" if bad.error else ""
+        blocks.append(Text(f"Layer {bad.layer} ({bad.name}) failed{err}: {bad.summary}", "error"))
+        if bad.hint:
+            blocks.append(Text(f"Fix: {bad.hint}", "warn"))
+    else:
+        blocks.append(Text(report.summary(), "ok"))
+    for lay in report.layers:
+        if lay.status == "pass" and lay.hint:  # passed, with a warning (nouveau bound, throttling)
+            blocks.append(Text(f"Note on layer {lay.layer} ({lay.name}): {lay.hint}", "warn"))
+    blocks += _benchmark_blocks(report.layer("benchmark"))
+    notes = _notes(report)
     if notes:
         blocks.append(Bullets("Also", tuple(notes)))
     if report.crashed and report.tf_log.get("tail"):

@@ -17,9 +17,16 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.verify.host import BASE_TIMEOUT, CHECK_SCRIPT, VerifyReport, parse_check_output
+from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
+from tfgpu_install.verify.host import (
+    BASE_TIMEOUT,
+    CHECK_SCRIPT,
+    VerifyReport,
+    parse_check_output,
+    sigterm_as_interrupt,
+)
 
-HOST_LAYERS = "0,1,2,3,4"
+HOST_LAYERS = ",".join(check_layers.host_layers())
 # What layer 0 looks at, in probe's wording ("no NVIDIA GPU found; tried: ...").
 TRIED = "the PCI bus (vendor 0x10de display controllers), /proc/driver/nvidia/gpus, /dev/nvidia*, WSL2's /dev/dxg"
 NO_GPU = f"no NVIDIA GPU found; tried: {TRIED}"
@@ -49,7 +56,8 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
                 "--root", str(ctx.root), "--layers", HOST_LAYERS, "--progress-file", str(progress)]
         if burn:
             argv += ["--sgemm-burn", f"{burn:g}"]
-        done = ctx.runner.run(argv, desc="GPU check on the host", env=dict(ctx.environ), timeout=timeout)
+        with sigterm_as_interrupt():
+            done = ctx.runner.run(argv, desc="GPU check on the host", env=dict(ctx.environ), timeout=timeout)
         progress_text = progress.read_text(errors="replace") if progress.is_file() else ""
     report = parse_check_output(done, timeout, "", progress_text)
     return replace(report, mode="host", when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -58,5 +66,5 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
 
 def found_no_gpu(report: VerifyReport) -> bool:
     """Layer 0 ran and found no NVIDIA GPU (not: the check crashed before saying)."""
-    lay0 = report.layer(0)
+    lay0 = report.layer("hardware")
     return lay0 is not None and lay0.status == "fail" and report.crashed is None

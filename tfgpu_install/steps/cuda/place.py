@@ -42,7 +42,8 @@ def cuda_redist_steps(choice: Any, options: Any, env: Path, profiles: Optional[P
     recipe = redist_recipe_for(recipes, choice.cuda)
     if recipe is None:
         raise UnsatisfiableError(
-            f"NVIDIA publishes no CUDA redist archives that serve TensorFlow {choice.tensorflow}'s CUDA {choice.cuda} build",
+            f"NVIDIA publishes no CUDA redist archives that serve TensorFlow {choice.tensorflow}'s CUDA {choice.cuda} "
+            "build",
             "redist covers CUDA " + ", ".join(sorted(r.cuda for r in recipes))
             + "; use --backend conda (conda packages) or the system's CUDA toolkit",
             ref="cuda-redist-none",

@@ -55,7 +55,8 @@ def cudnn_steps(resolution: "Resolution", options: "InstallOptions", env: Any = 
             f"unknown --cudnn-source {options.cudnn_source!r}", "use one of: wheel, redist, archive"
         )
     if options.cudnn_source == "archive" and not options.cudnn_archive:
-        raise UsageError("--cudnn-source archive needs --cudnn-archive FILE", "give the path of the .tar.xz/.tar.gz/.zip")
+        raise UsageError("--cudnn-source archive needs --cudnn-archive FILE",
+                         "give the path of the .tar.xz/.tar.gz/.zip")
     if options.cudnn_archive and options.cudnn_source != "archive":
         raise UsageError("--cudnn-archive is only used with --cudnn-source archive", "add --cudnn-source archive")
     if options.cudnn_mirror and options.cudnn_source != "redist":
@@ -122,7 +123,8 @@ class FetchCudnn(Step):
 
         arc = self.want.archive
         assert arc is not None
-        check_cudnn_inputs(self.want.source, arc)  # again: a resumed run may find it gone
+        # again (a resumed run may find it gone); the members are vetted again by the extraction
+        check_cudnn_inputs(self.want.source, arc, members=False)
         named = version_from_name(arc.name)
         if named and len(named.split(".")) >= 2:
             # Early, cheap refusal; place checks again with the header inside.
@@ -251,14 +253,17 @@ class PlaceCudnn(Step):
             root = archive_mod.content_root(staging, arc)
             _normalize_layout(root)
             version, where = tree_version(root)
-            check_serves(version, self.want.built_with, self.want.tensorflow, f"{rec.get('name') or arc.name} ({where})")
+            check_serves(version, self.want.built_with, self.want.tensorflow,
+                         f"{rec.get('name') or arc.name} ({where})")
             assert version is not None
             lib = root / "lib"
             if not lib.is_dir():
-                raise BadInputError(f"{arc.name} holds no lib/ directory", "is this a cuDNN archive for Linux?", ref="cudnn-no-lib")
+                raise BadInputError(f"{arc.name} holds no lib/ directory", "is this a cuDNN archive for Linux?",
+                                    ref="cudnn-no-lib")
             links, problems = wanted_links(lib)
             if problems:
-                raise BadInputError("; ".join(problems), "the archive is not a usable cuDNN; download it again", ref="cudnn-bad-libs")
+                raise BadInputError("; ".join(problems), "the archive is not a usable cuDNN; download it again",
+                                    ref="cudnn-bad-libs")
             for want_link in links:  # archives whose links were lost (zips, hand copies) get them back
                 p = lib / want_link.name
                 if p.is_symlink() or p.exists():
@@ -269,7 +274,8 @@ class PlaceCudnn(Step):
             left = link_problems(lib)
             if left:
                 raise BadInputError("; ".join(left), "the archive's libraries are inconsistent", ref="cudnn-bad-links")
-            marker = {"sha256": rec["sha256"], "version": version, "source": rec.get("source"), "from": rec.get("url") or rec["archive"]}
+            marker = {"sha256": rec["sha256"], "version": version, "source": rec.get("source"),
+                      "from": rec.get("url") or rec["archive"]}
             atomic_write(root / MARKER, json.dumps(marker, indent=2, sort_keys=True) + "\n")
             dest = self.want.dest(version)
             # The intent outlives a kill: a re-run or a rollback knows whether dest was ours.

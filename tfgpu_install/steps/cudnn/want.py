@@ -26,7 +26,8 @@ class Want:
         self.tensorflow = choice.tensorflow if choice else "?"
         self.built_with = choice.cudnn if choice else None  # TF's build cuDNN ("8.9")
         self.cuda_major = choice.cuda.split(".")[0] if choice and choice.cuda else None
-        pin = next((v for k, v in sorted((choice.pins if choice else {}).items()) if k.startswith("nvidia-cudnn")), None)
+        pins = sorted((choice.pins if choice else {}).items())
+        pin = next((v for k, v in pins if k.startswith("nvidia-cudnn")), None)
         # The exact version to fetch: an explicit one, else the wheel pin TF was tested with.
         self.version = options.extra.get("cudnn_version") or pin or self.built_with
         self.mirror = options.cudnn_mirror
@@ -64,14 +65,17 @@ class Want:
         return self.prefix if self.prefix else self.env / "lib" / f"cudnn-{version}"
 
 
-def check_cudnn_inputs(source: Optional[str], archive: Optional[Path]) -> None:
+def check_cudnn_inputs(source: Optional[str], archive: Optional[Path], members: bool = True) -> None:
     """The cuDNN inputs checked before any step changes anything (issue 17): a missing,
     unreadable or foreign --cudnn-archive fails here (exit 5), not after the env and
-    TensorFlow were installed. Reads the file's first bytes only."""
+    TensorFlow were installed; so do hostile members (a '..' name, an absolute path, a link
+    out of the tree, a device file), by listing the archive without writing anything."""
     if source == "archive" and archive is not None:
-        from tfgpu_install.fetch.archive import check_archive_input
+        from tfgpu_install.fetch.archive import check_archive_input, vet
 
         check_archive_input(Path(archive))
+        if members:
+            vet(Path(archive).expanduser())
 
 
 def _redist_url() -> str:

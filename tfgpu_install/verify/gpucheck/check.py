@@ -1,16 +1,15 @@
 """The layered GPU check, run INSIDE the target environment as a script:
 
     <env>/bin/python check.py --plan-json '{"cuda": "12.3", "cudnn": "8.9.7.29"}' [--cpu-ok]
-        [--benchmark] [--burn SECONDS] [--root /] [--layers 0,1,2] [--keep-going] [--tf-log FILE]
+        [--benchmark] [--burn SECONDS] [--root /] [--layers hardware,driver] [--keep-going] [--tf-log FILE]
 
 Prints ONE JSON document on stdout (anything else that writes to stdout is sent to stderr);
 progress lines ("tfgpu-check: layer N begin") go to stderr so a host that sees a crash knows
 the layer in progress. stdlib + ctypes only: the env does not have the `tfgpu_install` package,
 so the sibling modules are imported from this file's directory.
 
-Layers: 0 hardware, 1 driver, 2 CUDA runtime, 3 cuDNN, 4 cuBLAS, 5 TensorFlow, 6 benchmark/burn.
-The first failure stops the run; later layers are reported as skipped.
-TFGPU_CHECK_TEST_DEVICE (tests only) pins layers 5-6 to another device, e.g. /CPU:0.
+The layers, their order and what each needs are tfgpucheck_layers.LAYERS (one table, read by the
+host side too). The first failure stops the run; later layers are reported as skipped.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,19 +29,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if TYPE_CHECKING:
     from tfgpu_install.verify.gpucheck import tfgpucheck_arch as arch
     from tfgpu_install.verify.gpucheck import tfgpucheck_cuda as cuda
+    from tfgpu_install.verify.gpucheck import tfgpucheck_layers as layers
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
     from tfgpu_install.verify.gpucheck import tfgpucheck_sgemm as sgemm
     from tfgpu_install.verify.gpucheck import tfgpucheck_tf as tfl
 else:
     import tfgpucheck_arch as arch
     import tfgpucheck_cuda as cuda
+    import tfgpucheck_layers as layers
     import tfgpucheck_nvml as nvml
     import tfgpucheck_sgemm as sgemm
     import tfgpucheck_tf as tfl  # cheap: numpy and TensorFlow are imported inside its functions
 
 FORMAT = 1
-NAMES = {0: "hardware", 1: "driver", 2: "cuda-runtime", 3: "cudnn", 4: "cublas", 5: "tensorflow",
-         6: "benchmark"}
 
 
 class Fd2Capture:
@@ -106,7 +105,11 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     vis: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
                            "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
     if nv.get("error"):
-        vis["nvml_error"] = nv["error"]
+        vis["nvml_error"] = nv["error"] + (" (expected: a Jetson has no NVML)" if hw.get("measured", {}).get("tegra")
+                                           else "")
+    gpu_errors = [d["error"] for d in nv.get("devices", []) if d.get("error")]
+    if gpu_errors:  # one GPU NVML cannot open does not lose the others
+        vis["nvml_gpu_errors"] = gpu_errors
     note = nvml.order_note(mapping, environ)
     if note:
         vis["note"] = note
@@ -134,104 +137,133 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     return out
 
 
-def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, Any]:
+class Seam(NamedTuple):
+    """What only a Python caller can change (tests/support/check_on_cpu.py runs the GPU path's
+    machinery on the CPU this way): never read from the environment or the command line."""
+
+    device: str = ""  # pin the TensorFlow layers to this device (e.g. /CPU:0)
+    require_gpu_list: bool = True  # the TensorFlow layer fails when TF lists no GPU
+
+
+def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, gpu_mode: bool) -> dict[str, Any]:
+    target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
+    if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
+        return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size, nvml.Telemetry(target))
+    tf = state.get("tf")
+    if tf is None:
+        return cuda.outcome("skip", "needs TensorFlow (the tensorflow layer)")
+    if not gpu_mode:
+        return cuda.outcome("skip", "CPU-only env: no GPU to benchmark or burn")
+    measured: dict[str, Any] = {}
+    parts = []
+    if args.benchmark:
+        sizes = [int(s) for s in args.bench_sizes.split(",")]
+        measured["benchmark"] = tfl.benchmark(tf, device, sizes)
+        top = measured["benchmark"]["sizes"][-1]
+        parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device}, {top['speedup']}x the CPU")
+    if args.burn:
+        b = tfl.burn(tf, device, float(args.burn), n=args.burn_size, telemetry=nvml.Telemetry(target))
+        measured["burn"] = b
+        parts.append(f"burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
+                     + (f", throttled ({', '.join(b['throttled'])})" if b["throttled"] else ""))
+        if b["mismatches"]:
+            return cuda.outcome("fail", "; ".join(parts), measured,
+                                hint="the GPU computed wrong results under load: check `nvidia-smi -q` for "
+                                "ECC/Xid errors, cooling and power; do not trust this card for training")
+        if b["throttled"]:
+            # Still a working GPU (laptops throttle by design): flagged, not failed.
+            return cuda.outcome("pass", "; ".join(parts), measured,
+                                hint="the GPU slowed itself down under load: check cooling and power "
+                                "(`nvidia-smi -q -d PERFORMANCE`)")
+    return cuda.outcome("pass", "; ".join(parts), measured)
+
+
+def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[str, Any], device: str,
+                    gpu_mode: bool, seam: Seam, capture: Fd2Capture,
+                    hw_probe: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Each layer of the table (tfgpucheck_layers.LAYERS), by name."""
+
+    def tf_layer() -> dict[str, Any]:
+        res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
+                                   require_gpu_list=seam.require_gpu_list)
+        state["tf_measured"] = res["measured"]
+        return res
+
+    return {
+        "hardware": lambda: hw_probe,
+        "driver": lambda: cuda.layer_driver(plan, state),
+        "cuda-runtime": lambda: cuda.layer_runtime(plan, state),
+        "cudnn": lambda: cuda.layer_cudnn(plan, state),
+        "cublas": lambda: sgemm.layer_cublas(plan, state, args.sgemm_size),
+        "tensorflow": tf_layer,
+        "benchmark": lambda: _bench_layer(args, state, device, gpu_mode),
+    }
+
+
+def _wanted(args: argparse.Namespace) -> set[str]:
+    wanted = layers.parse_selection(args.layers) if args.layers else set(layers.default_layers())
+    if args.benchmark or args.burn or args.sgemm_burn:
+        wanted.add("benchmark")
+    return wanted
+
+
+def _run_one(lay: layers.Layer, fn: Callable[[], dict[str, Any]], capture: Fd2Capture) -> dict[str, Any]:
+    try:
+        if lay.needs == "tensorflow" or lay.needs == "opt-in":
+            with capture:
+                return fn()
+        return fn()
+    except Exception as exc:  # noqa: BLE001  (recorded: a misbehaving library must still give a report)
+        if lay.needs != "tensorflow":
+            return cuda.outcome("fail", f"check error in the {lay.name} layer: {type(exc).__name__}: {exc}")
+        return cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
+                            hint="read TensorFlow's captured log in this report, or run `tfgpu-install doctor`")
+
+
+def run_layers(args: argparse.Namespace, impl: dict[str, Callable[[], dict[str, Any]]], gpu_mode: bool,
+               hw_probe: dict[str, Any], capture: Fd2Capture, progress_fd: int) -> list[dict[str, Any]]:
+    wanted = _wanted(args)
+    results = []
+    stopped: Optional[str] = None
+    for lay in layers.LAYERS:
+        if lay.name not in wanted:
+            continue
+        num = layers.number(lay.name)
+        entry: dict[str, Any] = {"layer": num, "name": lay.name}
+        if stopped is not None:
+            entry.update(cuda.outcome("skip", f"not run: layer {layers.number(stopped)} ({stopped}) failed"))
+        elif not gpu_mode and lay.needs == "gpu":
+            first = lay.name == layers.NAMES[0]
+            gpu_note = "; " + hw_probe["summary"] if first else ""
+            entry.update(cuda.outcome("skip", f"CPU-only env (--allow-cpu): GPU layer not checked{gpu_note}",
+                                      hw_probe["measured"] if first else None))
+        else:
+            _progress(progress_fd, f"layer {num} begin")
+            t0 = time.monotonic()
+            entry.update(_run_one(lay, impl[lay.name], capture))
+            entry["seconds"] = round(time.monotonic() - t0, 3)
+            _progress(progress_fd, f"layer {num} {entry['status']}")
+            if entry["status"] == "fail" and not args.keep_going:
+                stopped = lay.name
+        results.append(entry)
+    return results
+
+
+NO_SEAM = Seam()
+
+
+def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO_SEAM) -> dict[str, Any]:
     started = time.monotonic()
     plan: dict[str, Any] = json.loads(args.plan_json or "{}")
-    wanted = {int(x) for x in args.layers.split(",")} if args.layers else set(range(6))
-    if args.benchmark or args.burn or args.sgemm_burn:
-        wanted.add(6)
     gpu_mode = not args.cpu_ok
-    device = os.environ.get("TFGPU_CHECK_TEST_DEVICE") or ("/GPU:0" if gpu_mode else "/CPU:0")
+    device = seam.device or ("/GPU:0" if gpu_mode else "/CPU:0")
     state: dict[str, Any] = {}
     own_dir = "" if args.tf_log else tempfile.mkdtemp(prefix="tfgpu-check-")
     tf_log_path = args.tf_log or os.path.join(own_dir, "tf.log")
     capture = Fd2Capture(tf_log_path)
-
-    def tf_layer() -> dict[str, Any]:
-
-        # The test-only device override runs the GPU path's machinery on a machine without a GPU.
-        res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
-                                   require_gpu_list="TFGPU_CHECK_TEST_DEVICE" not in os.environ)
-        state["tf_measured"] = res["measured"]
-        return res
-
-    def bench_layer() -> dict[str, Any]:
-
-        target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
-        if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
-            return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size, nvml.Telemetry(target))
-        tf = state.get("tf")
-        if tf is None:
-            return cuda.outcome("skip", "needs TensorFlow (layer 5)")
-        if not gpu_mode and "TFGPU_CHECK_TEST_DEVICE" not in os.environ:
-            return cuda.outcome("skip", "CPU-only env: no GPU to benchmark or burn")
-        measured: dict[str, Any] = {}
-        parts = []
-        if args.benchmark:
-            sizes = [int(s) for s in args.bench_sizes.split(",")]
-            measured["benchmark"] = tfl.benchmark(tf, device, sizes)
-            top = measured["benchmark"]["sizes"][-1]
-            parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device}, {top['speedup']}x the CPU")
-        if args.burn:
-            b = tfl.burn(tf, device, float(args.burn), n=args.burn_size, telemetry=nvml.Telemetry(target))
-            measured["burn"] = b
-            parts.append(f"burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
-                         + (f", throttled ({', '.join(b['throttled'])})" if b["throttled"] else ""))
-            if b["mismatches"]:
-                return cuda.outcome("fail", "; ".join(parts), measured,
-                                    hint="the GPU computed wrong results under load: check `nvidia-smi -q` for "
-                                    "ECC/Xid errors, cooling and power; do not trust this card for training")
-            if b["throttled"]:
-                # Still a working GPU (laptops throttle by design): flagged, not failed.
-                return cuda.outcome("pass", "; ".join(parts), measured,
-                                    hint="the GPU slowed itself down under load: check cooling and power "
-                                    "(`nvidia-smi -q -d PERFORMANCE`)")
-        return cuda.outcome("pass", "; ".join(parts), measured)
-
     hw_probe = cuda.layer_hardware(args.root)
-    layers: list[tuple[int, Callable[[], dict[str, Any]]]] = [
-        (0, lambda: hw_probe),
-        (1, lambda: cuda.layer_driver(plan, state)),
-        (2, lambda: cuda.layer_runtime(plan, state)),
-        (3, lambda: cuda.layer_cudnn(plan, state)),
-        (4, lambda: sgemm.layer_cublas(plan, state, args.sgemm_size)),
-        (5, tf_layer),
-        (6, bench_layer),
-    ]
-    results = []
-    stopped = None
-    for num, fn in layers:
-        if num not in wanted:
-            continue
-        entry: dict[str, Any] = {"layer": num, "name": NAMES[num]}
-        if stopped is not None:
-            entry.update(cuda.outcome("skip", f"not run: layer {stopped[0]} ({stopped[1]}) failed"))
-        elif not gpu_mode and num <= 4:
-            gpu_note = "; " + hw_probe["summary"] if num == 0 else ""
-            entry.update(cuda.outcome("skip", f"CPU-only env (--allow-cpu): GPU layer not checked{gpu_note}",
-                                      hw_probe["measured"] if num == 0 else None))
-        else:
-            _progress(progress_fd, f"layer {num} begin")
-            t0 = time.monotonic()
-            try:
-                if num >= 5:
-                    with capture:
-                        res = fn()
-                else:
-                    res = fn()
-            except Exception as exc:  # a misbehaving library must still give a report
-                if num >= 5:
-                    res = cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
-                                       hint="read TensorFlow's captured log in this report, or run "
-                                       "`tfgpu-install doctor`")
-                else:
-                    res = cuda.outcome("fail", f"check error in layer {num}: {type(exc).__name__}: {exc}")
-            entry.update(res)
-            entry["seconds"] = round(time.monotonic() - t0, 3)
-            _progress(progress_fd, f"layer {num} {entry['status']}")
-            if entry["status"] == "fail" and not args.keep_going:
-                stopped = (num, NAMES[num])
-        results.append(entry)
+    impl = implementations(args, plan, state, device, gpu_mode, seam, capture, hw_probe)
+    results = run_layers(args, impl, gpu_mode, hw_probe, capture, progress_fd)
     if state.get("devices"):
         state["nvml"] = nvml.inventory()
     failed = [r for r in results if r["status"] == "fail"]
@@ -245,11 +277,12 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
 
         shutil.rmtree(own_dir, ignore_errors=True)
         tf_log["path"] = None
+    tf_passed = any(r["name"] == "tensorflow" and r["status"] == "pass" for r in results)
     return {
         "format": FORMAT,
         "ok": not failed,
         "mode": "gpu" if gpu_mode else "cpu",
-        "gpu_verified": gpu_mode and not failed and any(r["layer"] == 5 and r["status"] == "pass" for r in results),
+        "gpu_verified": gpu_mode and not failed and tf_passed and not seam.device,
         "device": device,
         "python": sys.version.split()[0],
         "executable": sys.executable,
@@ -263,12 +296,13 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int) -> dict[str, An
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, seam: Seam = NO_SEAM) -> int:
     p = argparse.ArgumentParser(description="tfgpu-install's layered GPU check (runs inside the env)")
     p.add_argument("--plan-json", default="{}", help="what the plan placed: cuda, cudnn, tensorflow, lib_dirs")
     p.add_argument("--root", default="/", help="system root prefix (tests plant a /sys tree)")
-    p.add_argument("--cpu-ok", action="store_true", help="CPU-only env: skip layers 0-4, TF on /CPU:0")
-    p.add_argument("--layers", default="", help="comma-separated layers to run (default 0-5)")
+    p.add_argument("--cpu-ok", action="store_true", help="CPU-only env: skip the GPU layers, TF on /CPU:0")
+    p.add_argument("--layers", default="", help="comma-separated layer names to run (default: "
+                   + ",".join(layers.default_layers()) + ")")
     p.add_argument("--keep-going", action="store_true", help="run every layer even after a failure")
     p.add_argument("--benchmark", action="store_true")
     p.add_argument("--bench-sizes", default="512,1024,2048,4096")
@@ -276,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burn-size", type=int, default=4096)
     p.add_argument("--sgemm-size", type=int, default=64)
     p.add_argument("--sgemm-burn", type=float, default=0.0, metavar="SECONDS",
-                   help="layer 6 without TensorFlow: cuBLAS SGEMMs for SECONDS while NVML samples the GPU")
+                   help="the benchmark layer without TensorFlow: cuBLAS SGEMMs for SECONDS while NVML samples the GPU")
     p.add_argument("--sgemm-burn-size", type=int, default=2048)
     p.add_argument("--tf-log", default="", help="file that receives TF's stderr log")
     p.add_argument("--progress-file", default="", help="also append progress lines to this file")
@@ -288,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     progress_fd = os.dup(2)
     sys.stdout.flush()
     os.dup2(2, 1)
-    report = run(args, out_fd, progress_fd)
+    report = run(args, out_fd, progress_fd, seam)
     os.write(out_fd, (json.dumps(report, default=str) + "\n").encode())
     return 0 if report["ok"] else 1
 

@@ -36,7 +36,26 @@ CUBLAS_STATUS = {
     13: "CUBLAS_STATUS_EXECUTION_FAILED", 14: "CUBLAS_STATUS_INTERNAL_ERROR",
     15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
 }
+# cudnnStatus_t: cuDNN 9 numbers statuses in families (cudnn_graph.h: 1000 not initialised, 2000 bad
+# parameter, 3000 not supported, 4000 internal error, 5000 execution failed); cuDNN 8 counts 1, 2, 3...
+CUDNN_STATUS = {
+    0: "CUDNN_STATUS_SUCCESS", 1001: "CUDNN_STATUS_NOT_INITIALIZED", 1002: "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH",
+    1008: "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED", 2000: "CUDNN_STATUS_BAD_PARAM", 3000: "CUDNN_STATUS_NOT_SUPPORTED",
+    4000: "CUDNN_STATUS_INTERNAL_ERROR", 5000: "CUDNN_STATUS_EXECUTION_FAILED",
+    5003: "CUDNN_STATUS_EXECUTION_FAILED_CUDART",
+}
+CUDNN8_STATUS = {0: "CUDNN_STATUS_SUCCESS", 1: "CUDNN_STATUS_NOT_INITIALIZED", 2: "CUDNN_STATUS_ALLOC_FAILED",
+                 3: "CUDNN_STATUS_BAD_PARAM", 4: "CUDNN_STATUS_INTERNAL_ERROR", 8: "CUDNN_STATUS_EXECUTION_FAILED"}
+# CU_DEVICE_ATTRIBUTE_COMPUTE_MODE values (cuda.h CUcomputemode)
+COMPUTE_MODES = {0: "default", 2: "prohibited", 3: "exclusive-process"}
+_BUSY = ("the GPU is in exclusive-process compute mode and another process holds it (or the mode is "
+         "prohibited): see `nvidia-smi -q -d COMPUTE` and `nvidia-smi --query-compute-apps=pid,name --format=csv`; "
+         "stop that process or set the default mode with `nvidia-smi -c DEFAULT`")
 HINTS = {
+    "CUDA_ERROR_DEVICE_UNAVAILABLE": _BUSY,
+    "cudaErrorDevicesUnavailable": _BUSY,
+    "cudaErrorCallRequiresNewerDriver": "this CUDA runtime needs a newer driver for this call: upgrade the NVIDIA "
+    "driver, or re-run `tfgpu-install` so it picks a CUDA this driver supports",
     "CUDA_ERROR_NO_DEVICE": "the driver sees no usable GPU: check CUDA_VISIBLE_DEVICES, `nvidia-smi`, and in a "
     "container run with `--gpus all`",
     "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "the kernel module and libcuda differ (driver upgraded without a "
@@ -62,7 +81,8 @@ HINTS = {
 
 
 # Namers that return the name as `const char *` (an unknown code gives a placeholder string).
-_UNRECOGNISED = ("unrecognized error code", "CUBLAS_STATUS_UNKNOWN", "CUDNN_STATUS_UNKNOWN")
+# cudnnGetErrorString's is "CUDNN_UNKNOWN_STATUS" (cuDNN 8 and 9).
+_UNRECOGNISED = ("unrecognized error code", "CUBLAS_STATUS_UNKNOWN", "CUDNN_UNKNOWN_STATUS")
 
 
 def code_name(table: dict[int, str], code: int, lib: Any = None, namer: str = "") -> str:
@@ -89,7 +109,7 @@ def code_name(table: dict[int, str], code: int, lib: Any = None, namer: str = ""
                 text = name.decode(errors="replace") if isinstance(name, bytes) else ""
                 if text and text not in _UNRECOGNISED:
                     return text
-        except Exception:  # a namer that misbehaves must not hide the real code
+        except (ctypes.ArgumentError, OSError, UnicodeError, ValueError):  # a misbehaving namer: the table answers
             pass
     return table.get(code, f"unknown error {code}")
 

@@ -11,12 +11,33 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
-    from tfgpu_install.verify.gpucheck.tfgpucheck_codes import CU_RESULT, CUDA_ERROR, HINTS, code_name, err, outcome
+    from tfgpu_install.verify.gpucheck.tfgpucheck_codes import (
+        COMPUTE_MODES,
+        CU_RESULT,
+        CUDA_ERROR,
+        CUDNN8_STATUS,
+        CUDNN_STATUS,
+        HINTS,
+        code_name,
+        err,
+        outcome,
+    )
 else:
-    from tfgpucheck_codes import CU_RESULT, CUDA_ERROR, HINTS, code_name, err, outcome
+    from tfgpucheck_codes import (
+        COMPUTE_MODES,
+        CU_RESULT,
+        CUDA_ERROR,
+        CUDNN8_STATUS,
+        CUDNN_STATUS,
+        HINTS,
+        code_name,
+        err,
+        outcome,
+    )
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import (
         CUDART,
@@ -25,6 +46,7 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
         CUDNN9_SUBLIBS,
         cuda_int,
         cudnn_int,
+        find_file,
         load_library,
         loaded_path,
         major,
@@ -40,6 +62,7 @@ else:
         CUDNN9_SUBLIBS,
         cuda_int,
         cudnn_int,
+        find_file,
         load_library,
         loaded_path,
         major,
@@ -60,6 +83,17 @@ def _read(path: str) -> str:
 
 
 # ---- layer 0 -------------------------------------------------------------------------------------
+def tegra_soc(root: str) -> str:
+    """A Jetson's Tegra SoC, from /etc/nv_tegra_release or the device tree's `nvidia,tegra*`
+    compatible string ('' when neither says so). Mirrors facts/identity.py (this file runs inside
+    the env, without the package)."""
+    m = re.search(r"R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", _read(os.path.join(root, "etc/nv_tegra_release")))
+    first = f"R{m.group(1)}.{m.group(2)}" if m else ""
+    compat = [c for c in _read(os.path.join(root, "proc/device-tree/compatible")).split("\x00")
+              if c.startswith("nvidia,tegra")]
+    return "; ".join(x for x in (f"L4T {first}" if first else "", compat[0] if compat else "") if x)
+
+
 def layer_hardware(root: str) -> dict[str, Any]:
     """An NVIDIA display/3D controller (vendor 0x10de, class 0x03xxxx) on the PCI bus."""
     base = os.path.join(root, "sys/bus/pci/devices")
@@ -93,6 +127,10 @@ def layer_hardware(root: str) -> dict[str, Any]:
     if os.path.exists(os.path.join(root, "dev/dxg")) and os.path.exists(
             os.path.join(root, "usr/lib/wsl/lib/libcuda.so.1")):
         return outcome("pass", "WSL2 GPU paravirtualisation (/dev/dxg, /usr/lib/wsl/lib)", {"wsl2": True})
+    tegra = tegra_soc(root)
+    if tegra:
+        return outcome("pass", f"NVIDIA Jetson (Tegra SoC: {tegra}): an integrated GPU (nvgpu) on no PCI bus, "
+                       "no /dev/nvidia0 and no NVML, as on every Jetson", {"tegra": tegra, "gpus": []})
     return outcome("fail", f"no NVIDIA GPU on the PCI bus ({base}: no vendor 0x10de display controller)",
                    {"gpus": []},
                    hint="this machine has no NVIDIA GPU visible: in a VM or container pass the GPU through "
@@ -125,7 +163,8 @@ def _device_uuid(lib: Any, dev: ctypes.c_int) -> Optional[str]:
     return None
 
 
-def _device_info(lib: Any, i: int, measured: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+def _device_info(lib: Any, i: int,
+                 measured: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
     """(info, None) for CUDA device ordinal i, or (None, failure outcome)."""
     dev = ctypes.c_int(0)
     rc = lib.cuDeviceGet(ctypes.byref(dev), i)
@@ -141,6 +180,9 @@ def _device_info(lib: Any, i: int, measured: dict[str, Any]) -> tuple[Optional[d
     if lib.cuDeviceGetAttribute(ctypes.byref(cc_major), 75, dev) == 0 and \
             lib.cuDeviceGetAttribute(ctypes.byref(cc_minor), 76, dev) == 0:
         info["compute_capability"] = f"{cc_major.value}.{cc_minor.value}"
+    mode = ctypes.c_int(0)
+    if lib.cuDeviceGetAttribute(ctypes.byref(mode), 20, dev) == 0:  # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE
+        info["compute_mode"] = COMPUTE_MODES.get(mode.value, f"mode {mode.value}")
     mem = ctypes.c_size_t(0)
     if hasattr(lib, "cuDeviceTotalMem_v2") and lib.cuDeviceTotalMem_v2(ctypes.byref(mem), dev) == 0:
         info["memory_mib"] = mem.value // (1024 * 1024)
@@ -195,11 +237,60 @@ def _so_major(soname: str) -> int:
     return int(parts[1].split(".")[0]) if len(parts) == 2 and parts[1].split(".")[0].isdigit() else 999
 
 
-def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def cudnn_built_for(plan: dict[str, Any]) -> Optional[int]:
+    """The CUDA major the env's own cuDNN was built for (cudnnGetCudartVersion), found in the env's
+    dirs only (never through the loader); None when the env has none, or cuDNN 9 lacks its graph
+    library (its first call would abort the check: the cudnn layer says so)."""
+    names = [n for n in sonames("libcudnn.so", major(plan.get("cudnn")), CUDNN) if n != "libcudnn.so"]
+    path = find_file(names, search_dirs(plan, "cudnn"))
+    if not path:
+        return None
+    try:
+        if path.endswith(".so.9"):  # the shim's first call aborts unless its graph library loads
+            ctypes.CDLL(os.path.join(os.path.dirname(path), CUDNN9_SUBLIBS[0]), mode=ctypes.RTLD_GLOBAL)
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    if not hasattr(lib, "cudnnGetCudartVersion"):
+        return None
+    lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
+    return major(cuda_int(int(lib.cudnnGetCudartVersion())))
+
+
+def runtime_names(plan: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    """libcudart sonames in the order to try: the plan's major; without a plan the major the env's
+    cuDNN was built for, then the newest the driver can run, then the rest."""
     names = sonames("libcudart.so", major(plan.get("cuda")), CUDART)
+    if plan.get("cuda"):
+        return names
     driver = major(state.get("driver_cuda"))
-    if not plan.get("cuda") and driver:  # no plan: the newest runtime this driver can run comes first
+    if driver:
         names = [n for n in names if _so_major(n) <= driver] + [n for n in names if _so_major(n) > driver]
+    wanted = cudnn_built_for(plan)
+    if wanted and (not driver or wanted <= driver):
+        state["cudnn_built_for"] = wanted
+        names = [n for n in names if _so_major(n) == wanted] + [n for n in names if _so_major(n) != wanted]
+    return names
+
+
+def _make_context(lib: Any, measured: dict[str, Any], state: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The primary context on device 0 (cudaSetDevice + cudaFree(0)), made here so that a GPU that
+    refuses contexts (exclusive-process mode held by another process, prohibited mode) is named in
+    this layer instead of showing up as a cuDNN error."""
+    for what in ("cudaSetDevice(0)", "cudaFree(0) (context creation)"):
+        rc = int(lib.cudaSetDevice(0)) if what.startswith("cudaSetDevice") else int(lib.cudaFree(ctypes.c_void_p(0)))
+        if rc != 0:
+            name = code_name(CUDA_ERROR, rc, lib, "cudaGetErrorName")
+            modes = sorted({d["compute_mode"] for d in state.get("devices", []) if d.get("compute_mode")})
+            mode = f"; compute mode: {', '.join(modes)}" if modes else ""
+            return outcome("fail", f"{what} failed: {name} ({rc}){mode}", measured, error=err(rc, name),
+                           hint=HINTS.get(name))
+    measured["context"] = "created on device 0"
+    return None
+
+
+def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    names = runtime_names(plan, state)
     lib, path, errors = load_library(names, search_dirs(plan, "cuda_runtime"))
     if lib is None:
         return outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",
@@ -225,6 +316,9 @@ def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]
         return outcome("fail", f"cudaGetDeviceCount failed: {name} ({rc}) with CUDA runtime "
                        f"{measured['runtime_cuda']}", measured, error=err(rc, name), hint=HINTS.get(name))
     measured["device_count"] = count.value
+    failure = _make_context(lib, measured, state)
+    if failure is not None:
+        return failure
     return outcome("pass", f"CUDA runtime {measured['runtime_cuda']} ({path}) sees {count.value} device(s)",
                    measured)
 
@@ -249,17 +343,75 @@ def _cudnn_sublibraries(libdir: str) -> tuple[dict[str, str], list[str]]:
     return loaded, bad
 
 
-def _cudnn_handle(lib: Any) -> Optional[str]:
+def _cudnn_handle(lib: Any, table: dict[int, str]) -> Optional[str]:
     """Create and destroy a cuDNN handle (it initialises cuDNN on the GPU); None, or what failed."""
     handle = ctypes.c_void_p()
     rc = lib.cudnnCreate(ctypes.byref(handle))
     namer = "cudnnGetErrorString"
     if rc != 0:
-        return f"cudnnCreate failed: {code_name({}, rc, lib, namer)} ({rc})"
+        return f"cudnnCreate failed: {code_name(table, rc, lib, namer)} ({rc})"
     rc = lib.cudnnDestroy(handle)
     if rc != 0:
-        return f"cudnnDestroy failed: {code_name({}, rc, lib, namer)} ({rc})"
+        return f"cudnnDestroy failed: {code_name(table, rc, lib, namer)} ({rc})"
     return None
+
+
+_REINSTALL = "re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel (or pass --cudnn-source)"
+
+
+def _cudnn9_parts_first(path: str, names: list[str], measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """cuDNN 9's libcudnn.so.9 is a shim whose first call loads libcudnn_graph.so.9 (and aborts the
+    process when it cannot): every required sub-library must exist and load before that call."""
+    real = path if os.path.isabs(path) else (loaded_path(names[0]) or path)
+    if not os.path.basename(real).startswith("libcudnn.so.9"):
+        return None
+    libdir = os.path.dirname(real)
+    loaded, bad = _cudnn_sublibraries(libdir)
+    measured["sublibraries"] = sorted(loaded)
+    if not bad:
+        return None
+    return outcome("fail", f"cuDNN 9: sub-libraries next to {path} do not load ({'; '.join(bad)})", measured,
+                   hint="cuDNN 9 loads these at run time (a missing libcudnn_graph.so.9 aborts the process in its "
+                   f"first call, and TensorFlow would fail on its first convolution): {_REINSTALL}")
+
+
+def _cudnn_cuda_mismatch(lib: Any, version: str, state: dict[str, Any],
+                         measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+    if not hasattr(lib, "cudnnGetCudartVersion") or not state.get("runtime_version"):
+        return None
+    lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
+    built_for = cuda_int(int(lib.cudnnGetCudartVersion()))
+    measured["cudnn_cuda"] = built_for
+    runtime = cuda_int(int(state["runtime_version"]))
+    if major(built_for) == major(runtime):
+        return None
+    return outcome("fail", f"cuDNN {version} was built for CUDA {built_for}, the CUDA runtime is {runtime}",
+                   measured, hint=f"install the cuDNN build for this CUDA major (nvidia-cudnn-cu{major(runtime)}): "
+                   f"{_REINSTALL}")
+
+
+def _sm(cc: str) -> int:
+    """'9.0' -> 900, '12.0' -> 1200: cuDNN's SM numbering (major*100 + minor*10)."""
+    maj, _, minor = cc.partition(".")
+    return int(maj) * 100 + int(minor or 0) * 10 if maj.isdigit() and (minor or "0").isdigit() else 0
+
+
+def forward_compat_note(lib: Any, state: dict[str, Any], measured: dict[str, Any]) -> Optional[str]:
+    """cuDNN 9 runs a GPU newer than its newest native SM in forward-compatibility mode (PTX JIT,
+    some operations unsupported): read cudnnGetMaxDeviceVersion and say so."""
+    if not hasattr(lib, "cudnnGetMaxDeviceVersion"):
+        return None
+    lib.cudnnGetMaxDeviceVersion.restype = ctypes.c_size_t
+    max_sm = int(lib.cudnnGetMaxDeviceVersion())
+    measured["cudnn_max_device_sm"] = max_sm
+    newer = sorted({d["compute_capability"] for d in state.get("devices", [])
+                    if d.get("compute_capability") and _sm(d["compute_capability"]) > max_sm})
+    if not newer:
+        return None
+    measured["forward_compatibility"] = newer
+    return (f"cuDNN's newest native GPU is sm_{max_sm // 10}; compute capability {', '.join(newer)} runs in "
+            "forward-compatibility mode (kernels JIT-compiled from PTX, slower, some operations unsupported): "
+            "install a newer cuDNN 9 that supports this GPU natively")
 
 
 def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -268,38 +420,28 @@ def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     if lib is None:
         return outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",
                        hint="cuDNN is missing from the env: re-run `tfgpu-install` (or pass --cudnn-source)")
+    measured: dict[str, Any] = {"libcudnn": path}
+    failure = _cudnn9_parts_first(path, names, measured)
+    if failure is not None:
+        return failure
     lib.cudnnGetVersion.restype = ctypes.c_size_t
     version = cudnn_int(int(lib.cudnnGetVersion()))
-    measured: dict[str, Any] = {"libcudnn": path, "cudnn": version}
-    reinstall = "re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel (or pass --cudnn-source)"
+    measured["cudnn"] = version
     expected = plan.get("cudnn")
     if expected and not version_matches(version, str(expected)):
         return outcome("fail", f"cuDNN {version} loaded from {path}, but the plan placed {expected}", measured,
                        hint="another cuDNN comes first on the library path: `tfgpu-install doctor` lists stale "
                        "copies; re-run the install with --quarantine-stale")
-    if hasattr(lib, "cudnnGetCudartVersion") and state.get("runtime_version"):
-        lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
-        built_for = cuda_int(int(lib.cudnnGetCudartVersion()))
-        measured["cudnn_cuda"] = built_for
-        runtime = cuda_int(int(state["runtime_version"]))
-        if major(built_for) != major(runtime):
-            return outcome("fail", f"cuDNN {version} was built for CUDA {built_for}, the CUDA runtime is {runtime}",
-                           measured, hint="install the cuDNN build for this CUDA major (nvidia-cudnn-cu"
-                           f"{major(runtime)}): {reinstall}")
-    if major(version) == 9:
-        real = os.path.realpath(path) if os.path.isabs(path) else (loaded_path(names[0]) or path)
-        loaded, bad = _cudnn_sublibraries(os.path.dirname(path) if os.path.isabs(path) else os.path.dirname(real))
-        measured["sublibraries"] = sorted(loaded)
-        if bad:
-            return outcome("fail", f"cuDNN {version}: sub-libraries next to {path} do not load ({'; '.join(bad)})",
-                           measured, hint=f"cuDNN 9 loads these at run time, so TensorFlow would fail on its first "
-                           f"convolution: {reinstall}")
-    failed = _cudnn_handle(lib)
+    failure = _cudnn_cuda_mismatch(lib, version, state, measured)
+    if failure is not None:
+        return failure
+    note = forward_compat_note(lib, state, measured) if major(version) == 9 else None
+    failed = _cudnn_handle(lib, CUDNN_STATUS if major(version) == 9 else CUDNN8_STATUS)
     if failed:
         return outcome("fail", f"cuDNN {version} ({path}): {failed}", measured,
                        hint="cuDNN could not initialise on the GPU: check `nvidia-smi` (memory, other processes) "
                        "and that cuDNN matches the CUDA runtime")
     measured["handle"] = "created and destroyed"
-    return outcome("pass", f"cuDNN {version} ({path}), handle created" +
-                   (f", {len(measured.get('sublibraries', []))} sub-libraries loaded" if "sublibraries" in measured else "")
-                   + (f"; as planned ({expected})" if expected else ""), measured)
+    subs = f", {len(measured['sublibraries'])} sub-libraries loaded" if "sublibraries" in measured else ""
+    return outcome("pass", f"cuDNN {version} ({path}), handle created{subs}"
+                   + (f"; as planned ({expected})" if expected else ""), measured, hint=note)

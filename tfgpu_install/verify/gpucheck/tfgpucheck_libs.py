@@ -21,7 +21,7 @@ CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
                   "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
                   "libcudnn_adv.so.9")
 # Newer cuDNN 9 releases add these; loaded when present, never required.
-CUDNN9_OPTIONAL = ("libcudnn_heuristic.so.9", "libcudnn_engines_tensor_ir.so.9")
+CUDNN9_OPTIONAL = ("libcudnn_heuristic.so.9", "libcudnn_engines_tensor_ir.so.9", "libcudnn_ext.so.9")
 
 
 def sonames(base: str, major: Optional[int], table: dict[int, list[str]]) -> list[str]:
@@ -69,8 +69,9 @@ def loaded_path(soname: str) -> Optional[str]:
 
 
 def load_library(names: list[str], dirs: list[str]) -> tuple[Optional[Any], str, list[str]]:
-    """(lib, path, errors): the first name (in priority order) found in dirs (by absolute path), else
-    through the loader (the system's copy)."""
+    """(lib, path, errors): the first name (in priority order) found in dirs (by absolute path); only
+    when no dir holds any of the names, through the loader (the system's copy). An env's own CUDA 12
+    runtime beats a machine-wide CUDA 13 one that the loader would find first."""
     errors: list[str] = []
     for so in names:
         for d in dirs:
@@ -80,12 +81,23 @@ def load_library(names: list[str], dirs: list[str]) -> tuple[Optional[Any], str,
                     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path, errors
                 except OSError as exc:
                     errors.append(str(exc))
+    for so in names:
         try:
             lib = ctypes.CDLL(so, mode=ctypes.RTLD_GLOBAL)
             return lib, loaded_path(so) or so, errors
         except OSError as exc:
             errors.append(str(exc))
     return None, "", errors
+
+
+def find_file(names: list[str], dirs: list[str]) -> str:
+    """The first of names that exists in dirs (no loading): '' when none."""
+    for so in names:
+        for d in dirs:
+            path = os.path.join(d, so)
+            if os.path.exists(path):
+                return path
+    return ""
 
 
 def major(version: Optional[str]) -> Optional[int]:

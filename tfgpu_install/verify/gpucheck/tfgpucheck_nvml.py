@@ -91,23 +91,31 @@ class Nvml:
                     out.append(uuid)
         return out
 
+    def _device(self, i: int) -> tuple[dict[str, Any], Optional[Any]]:
+        """One GPU's entry and handle; a GPU NVML cannot open (no permission in a cgroup, lost after
+        an Xid) gets an entry with its error and no handle, and the others are still read."""
+        h = ctypes.c_void_p()
+        rc = self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+        if rc != NVML_SUCCESS:
+            return {"nvidia_smi": i, "uuid": None, "pci": None, "mig": False, "mig_uuids": [],
+                    "error": f"nvmlDeviceGetHandleByIndex({i}) failed: {self.error_string(self.lib, rc)} ({rc})"}, None
+        pci = PciInfo()
+        bus = normal_pci(pci.busId.decode()) if self.lib.nvmlDeviceGetPciInfo_v3(
+            h, ctypes.byref(pci)) == NVML_SUCCESS else None
+        migs = self._migs(h)
+        return {"nvidia_smi": i, "uuid": self._uuid(h), "pci": bus, "mig": bool(migs), "mig_uuids": migs}, h
+
     def devices(self) -> tuple[list[dict[str, Any]], list[Any]]:
-        """([{nvidia_smi, uuid, pci, mig, mig_uuids}], handles) in NVML's (= nvidia-smi's) order."""
+        """([{nvidia_smi, uuid, pci, mig, mig_uuids[, error]}], handles) in NVML's (= nvidia-smi's)
+        order; a GPU that could not be opened has its error and a None handle."""
         count = ctypes.c_uint()
         rc = self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
         if rc != NVML_SUCCESS:
             raise OSError(f"nvmlDeviceGetCount failed: {self.error_string(self.lib, rc)} ({rc})")
         out, handles = [], []
         for i in range(count.value):
-            h = ctypes.c_void_p()
-            rc = self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
-            if rc != NVML_SUCCESS:
-                raise OSError(f"nvmlDeviceGetHandleByIndex({i}) failed: {self.error_string(self.lib, rc)} ({rc})")
-            pci = PciInfo()
-            bus = normal_pci(pci.busId.decode()) if self.lib.nvmlDeviceGetPciInfo_v3(
-                h, ctypes.byref(pci)) == NVML_SUCCESS else None
-            migs = self._migs(h)
-            out.append({"nvidia_smi": i, "uuid": self._uuid(h), "pci": bus, "mig": bool(migs), "mig_uuids": migs})
+            entry, h = self._device(i)
+            out.append(entry)
             handles.append(h)
         return out, handles
 
@@ -191,7 +199,12 @@ class Telemetry:
             return
         gpu, how = match(target or {}, devices) if target else (devices[0] if devices else None, "first")
         if gpu is None:
-            self.error = "NVML does not list the CUDA device under load (no UUID or bus id matched)"
+            failed = [d["error"] for d in devices if d.get("error")]
+            self.error = "NVML does not list the CUDA device under load (no UUID or bus id matched)" + (
+                f"; GPUs NVML could not open: {'; '.join(failed)}" if failed else "")
+            return
+        if handles[gpu["nvidia_smi"]] is None:
+            self.error = gpu.get("error") or "NVML has no handle for the GPU under load"
             return
         self.gpu = dict(gpu, matched_by=how)
         self.source = "libnvidia-ml"
@@ -205,12 +218,13 @@ class Telemetry:
 
         def read() -> dict[str, Any]:
             t, clk, mw, thr, u = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong(), Utilization()
-            reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {"temp_c": (lambda: lib.nvmlDeviceGetTemperature(h, _TEMP_GPU, ctypes.byref(t)), lambda: t.value),
-                     "sm_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_SM, ctypes.byref(clk)), lambda: clk.value),
-                     "power_w": (lambda: lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)), lambda: mw.value / 1000.0),
-                     "util_pct": (lambda: lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)), lambda: u.gpu),
-                     "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
-                                  lambda: thr.value)}
+            reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {
+                "temp_c": (lambda: lib.nvmlDeviceGetTemperature(h, _TEMP_GPU, ctypes.byref(t)), lambda: t.value),
+                "sm_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_SM, ctypes.byref(clk)), lambda: clk.value),
+                "power_w": (lambda: lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)), lambda: mw.value / 1000.0),
+                "util_pct": (lambda: lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)), lambda: u.gpu),
+                "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
+                             lambda: thr.value)}
             sample: dict[str, Any] = {"gpu": self.gpu["nvidia_smi"] if self.gpu else None}
             for key, (call, value) in reads.items():
                 if key in self.unsupported:

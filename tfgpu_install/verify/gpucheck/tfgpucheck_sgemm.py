@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
 else:
     from tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
 
-_H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+_H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
 
 
 def _matrices(m: int, k: int, n: int) -> tuple[list[float], list[float]]:
@@ -113,7 +113,7 @@ class Sgemm:
 
 
 def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[Any], str, Optional[dict[str, Any]]]:
-    """cuBLAS of the planned CUDA, else of the CUDA runtime layer 2 loaded (same major)."""
+    """cuBLAS of the planned CUDA, else of the CUDA runtime the cuda-runtime layer loaded (same major)."""
     runtime = state.get("runtime_version")
     want = major(plan.get("cuda")) or (int(runtime) // 1000 if runtime else None)
     names = sonames("libcublas.so", want, CUBLAS)
@@ -127,7 +127,7 @@ def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[A
 def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) -> dict[str, Any]:
     cudart = state.get("cudart")
     if cudart is None:
-        return outcome("skip", "needs the CUDA runtime (layer 2)")
+        return outcome("skip", "needs the CUDA runtime (the cuda-runtime layer)")
     lib, path, failure = load_cublas(plan, state)
     if failure is not None:
         return failure
@@ -152,45 +152,175 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
         run.close()
 
 
-def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any) -> dict[str, Any]:
-    """SGEMMs for `seconds` on CUDA device 0, every result compared with the first (a card that
-    overheats or has bad memory starts computing wrong numbers), while `telemetry` samples it."""
-    cudart, cublas = state.get("cudart"), state.get("cublas")
-    if cudart is None or cublas is None:
-        return outcome("skip", "needs layers 2 and 4 (CUDA runtime, cuBLAS)")
-    run = Sgemm(cudart, cublas, size)
-    iters = mismatches = 0
-    try:
-        failure = run.setup() or run.multiply()
+class DeviceCompare:
+    """Compare the product in C with a reference copy on the GPU itself (cuBLAS only, no kernels of
+    our own): D = C; D -= C0 (cublasSaxpy); i = argmax |D| (cublasIsamax); copy back ONE float. The
+    host never reads the n*n result, so the GPU is not left idle while Python compares."""
+
+    def __init__(self, run: Sgemm) -> None:
+        self.run = run
+        self.bytes = ctypes.sizeof(run.host_c)
+        self.ref = ctypes.c_void_p()
+        self.diff = ctypes.c_void_p()
+
+    def setup(self) -> Optional[dict[str, Any]]:
+        for p in (self.ref, self.diff):
+            rc = self.run.cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(self.bytes))
+            if rc != 0:
+                return self.run._rt_fail(rc, "cudaMalloc")
+            self.run.ptrs.append(p)
+        rc = self.run.cudart.cudaMemcpy(self.ref, self.run.ptrs[2], ctypes.c_size_t(self.bytes), _D2D)
+        return self.run._rt_fail(rc, "cudaMemcpy on the GPU") if rc != 0 else None
+
+    def max_error(self) -> tuple[Optional[float], Optional[dict[str, Any]]]:
+        """(max |C - C0|, None) or (None, the failure)."""
+        rt, blas, n2 = self.run.cudart, self.run.cublas, self.run.n * self.run.n
+        rc = rt.cudaMemcpy(self.diff, self.run.ptrs[2], ctypes.c_size_t(self.bytes), _D2D)
+        if rc != 0:
+            return None, self.run._rt_fail(rc, "cudaMemcpy on the GPU")
+        minus = ctypes.c_float(-1.0)
+        rc = blas.cublasSaxpy_v2(self.run.handle, n2, ctypes.byref(minus), self.ref, 1, self.diff, 1)
+        if rc != 0:
+            return None, self.run._blas_fail(rc, "cublasSaxpy")
+        where = ctypes.c_int(0)
+        rc = blas.cublasIsamax_v2(self.run.handle, n2, self.diff, 1, ctypes.byref(where))
+        if rc != 0:
+            return None, self.run._blas_fail(rc, "cublasIsamax")
+        one = ctypes.c_float(0.0)
+        offset = ctypes.c_void_p((self.diff.value or 0) + 4 * max(where.value - 1, 0))
+        rc = rt.cudaMemcpy(ctypes.byref(one), offset, ctypes.c_size_t(4), _D2H)
+        if rc != 0:
+            return None, self.run._rt_fail(rc, "cudaMemcpy from the GPU")
+        return abs(one.value), None
+
+
+class GpuClock:
+    """GPU time between two events (cudaEventElapsedTime): how long the queued SGEMMs ran."""
+
+    def __init__(self, cudart: Any) -> None:
+        self.rt = cudart
+        self.start, self.stop = ctypes.c_void_p(), ctypes.c_void_p()
+        self.ok = all(hasattr(cudart, f) for f in ("cudaEventCreate", "cudaEventRecord", "cudaEventSynchronize",
+                                                   "cudaEventElapsedTime")) and \
+            cudart.cudaEventCreate(ctypes.byref(self.start)) == 0 and \
+            cudart.cudaEventCreate(ctypes.byref(self.stop)) == 0
+
+    def mark(self, which: str) -> None:
+        if self.ok:
+            self.rt.cudaEventRecord(self.start if which == "start" else self.stop, None)
+
+    def seconds(self) -> Optional[float]:
+        if not self.ok or self.rt.cudaEventSynchronize(self.stop) != 0:
+            return None
+        ms = ctypes.c_float(0.0)
+        return ms.value / 1000.0 if self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.start, self.stop) == 0 else None
+
+    def close(self) -> None:
+        if self.ok and hasattr(self.rt, "cudaEventDestroy"):
+            self.rt.cudaEventDestroy(self.start)
+            self.rt.cudaEventDestroy(self.stop)
+
+
+class BurnTally:
+    iters = 0
+    checks = 0
+    mismatches = 0
+    worst = 0.0
+    gpu_seconds = 0.0
+    timed = True
+
+
+def _burn_batch(run: Sgemm, cmp: DeviceCompare, clock: GpuClock, batch: int,
+                tally: BurnTally) -> Optional[dict[str, Any]]:
+    """`batch` SGEMMs queued back to back between two events, then one on-device comparison."""
+    clock.mark("start")
+    for _ in range(batch):
+        failure = run.multiply(fetch=False)
         if failure is not None:
             return failure
-        first = list(run.host_c)
+    clock.mark("stop")
+    err_value, failure = cmp.max_error()  # waits for the batch
+    if failure is not None or err_value is None:
+        return failure or outcome("fail", "the on-device comparison gave no answer")
+    spent = clock.seconds()
+    if spent is None:
+        tally.timed = False
+    else:
+        tally.gpu_seconds += spent
+    tally.iters += batch
+    tally.checks += 1
+    tally.mismatches += int(err_value != 0.0)
+    tally.worst = max(tally.worst, err_value)
+    return None
+
+
+def _burn_loop(run: Sgemm, seconds: float, tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
+    """(wall seconds, failure): batches grow until each holds the GPU ~0.25 s, so the host's share
+    (launch, one comparison, one float copied back) stays a sliver of the burn."""
+    cmp = DeviceCompare(run)
+    failure = cmp.setup()
+    if failure is not None:
+        return 0.0, failure
+    clock = GpuClock(run.cudart)
+    batch = 4
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds:
+            before = tally.gpu_seconds
+            t0 = time.monotonic()
+            failure = _burn_batch(run, cmp, clock, batch, tally)
+            if failure is not None:
+                return time.monotonic() - start, failure
+            took = (tally.gpu_seconds - before) if tally.timed else time.monotonic() - t0
+            if took < 0.25 and batch < 4096:
+                batch *= 2
+    finally:
+        clock.close()
+    return time.monotonic() - start, None
+
+
+def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any) -> dict[str, Any]:
+    """SGEMMs for `seconds` on CUDA device 0, queued in batches that keep the GPU busy, the last
+    product of each batch compared on the GPU with the first (a card that overheats or has bad memory
+    starts computing wrong numbers), while `telemetry` samples it. Reports the duty cycle: the share
+    of the burn the GPU spent inside SGEMM (gpu-burn holds it near 100%)."""
+    cudart, cublas = state.get("cudart"), state.get("cublas")
+    if cudart is None or cublas is None:
+        return outcome("skip", "needs the cuda-runtime and cublas layers")
+    run = Sgemm(cudart, cublas, size)
+    tally = BurnTally()
+    try:
+        failure = run.setup() or run.multiply(fetch=False)
+        if failure is not None:
+            return failure
         with telemetry:
-            start = time.monotonic()
-            while time.monotonic() - start < seconds:
-                for _ in range(7):  # queue work between the checks: the GPU stays busy
-                    failure = run.multiply(fetch=False)
-                    if failure is not None:
-                        return failure
-                failure = run.multiply()
-                if failure is not None:
-                    return failure
-                iters += 8
-                mismatches += int(run.max_error(first) != 0.0)
-            elapsed = time.monotonic() - start
+            elapsed, failure = _burn_loop(run, seconds, tally)
+        if failure is not None:
+            return failure
     finally:
         run.close()
-    tele = telemetry.summary()
-    burn = {"kind": "cublas-sgemm", "seconds": round(elapsed, 1), "n": size, "iterations": iters,
-            "mismatches": mismatches, "gflops": round(iters * 2.0 * size ** 3 / max(elapsed, 1e-9) / 1e9, 1),
+    return _burn_outcome(tally, elapsed, size, telemetry.summary())
+
+
+def _burn_outcome(tally: BurnTally, elapsed: float, size: int, tele: dict[str, Any]) -> dict[str, Any]:
+    flop = tally.iters * 2.0 * size ** 3
+    gpu_s = tally.gpu_seconds if tally.timed and tally.gpu_seconds > 0 else None
+    burn = {"kind": "cublas-sgemm", "seconds": round(elapsed, 1), "n": size, "iterations": tally.iters,
+            "checks": tally.checks, "mismatches": tally.mismatches, "max_abs_error": tally.worst,
+            "compared": "on the GPU (cublasSaxpy + cublasIsamax against the first product)",
+            "gflops": round(flop / max(elapsed, 1e-9) / 1e9, 1),
+            "gpu_seconds": round(gpu_s, 3) if gpu_s else None,
+            "gpu_gflops": round(flop / gpu_s / 1e9, 1) if gpu_s else None,
+            "duty_cycle": round(gpu_s / elapsed, 4) if gpu_s and elapsed > 0 else None,
             "telemetry": tele, "throttled": [r for r in tele.get("throttle_reasons", []) if r != "sw_power_cap"]}
     measured = {"burn": burn}  # the key TensorFlow's burn uses: one report shape for both
-    summary = (f"SGEMM burn {burn['seconds']}s: {iters} products of {size}, {mismatches} wrong, "
-               f"{burn['gflops']} GFLOP/s")
+    duty = f", GPU busy {burn['duty_cycle']:.0%}" if burn["duty_cycle"] is not None else ", GPU busy: unknown"
+    summary = (f"SGEMM burn {burn['seconds']}s: {tally.iters} products of {size}, {tally.mismatches} wrong in "
+               f"{tally.checks} checks, {burn['gpu_gflops'] or burn['gflops']} GFLOP/s{duty}")
     temp = tele.get("temp_c")
     if temp:
         summary += f", {temp['min']}-{temp['max']} C"
-    if mismatches:
+    if tally.mismatches:
         return outcome("fail", summary, measured, hint="the GPU computed wrong results under load: check "
                        "`nvidia-smi -q` for ECC/Xid errors, cooling and power")
     return outcome("pass", summary, measured)

@@ -1,7 +1,7 @@
-"""Layer 5 (TensorFlow in the env) and layer 6 (benchmark, burn) of the GPU check.
+"""The tensorflow layer (TensorFlow in the env) and the benchmark layer (benchmark, burn) of the GPU check.
 
 Imported by check.py inside the target env. TensorFlow and numpy are imported here only,
-lazily: the env has them when TensorFlow installed, and layers 0-4 must run without them.
+lazily: the env has them when TensorFlow installed, and the GPU layers must run without them.
 TF's C++ log goes to fd 2; check.py captures it and `parse_tf_log` reads it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
@@ -18,6 +18,15 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
 else:
     import tfgpucheck_nvml as nvml
     from tfgpucheck_cuda import outcome
+
+
+def _env_prefix() -> str:
+    """The env this check runs in (shell-quoted when it needs it), for the doctor command to name."""
+    import shlex
+    import sys
+
+    return shlex.quote(sys.prefix)
+
 
 _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'(?:; dlerror: (.*))?")
 _CUDNN_LOADED = re.compile(r"Loaded cuDNN version (\d+)")
@@ -65,6 +74,57 @@ def conv2d_reference(x: Any, w: Any) -> Any:
     return out
 
 
+class Tf32Off:
+    """TF32 off for the exactness checks, and the setting it had put back afterwards (a TF32-capable
+    GPU would otherwise round float32 matmuls to 10-bit mantissas, and the user's choice must stay)."""
+
+    def __init__(self, tf: Any) -> None:
+        self.tf = tf
+        self.before: Optional[bool] = None
+
+    def __enter__(self) -> "Tf32Off":
+        try:
+            self.before = bool(self.tf.config.experimental.tensor_float_32_execution_enabled())
+            self.tf.config.experimental.enable_tensor_float_32_execution(False)
+        except (AttributeError, RuntimeError, TypeError):  # an old TF without the switch: nothing to restore
+            self.before = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before is not None:
+            self.tf.config.experimental.enable_tensor_float_32_execution(self.before)
+
+
+def _exact_ops(tf: Any, np: Any, device: str, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """matmul and conv2d pinned to `device`, compared with numpy; None, or the failure."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((512, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 512)).astype(np.float32)
+    with tf.device(device):
+        c = tf.matmul(a, b)
+    want_kind = _device_kind(device)
+    measured["matmul_device"] = c.device
+    if _device_kind(c.device) != want_kind:
+        return outcome("fail", f"the matmul pinned to {device} ran on {c.device}", measured,
+                       hint="TensorFlow fell back to another device: check its log for the GPU kernel failure")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = float(np.max(np.abs(c.numpy() - ref)))
+    measured["matmul_max_abs_error"] = err
+    if err > 1e-2:
+        return outcome("fail", f"matmul 512x512 on {want_kind} differs from numpy (max error {err:g})", measured)
+    x = rng.standard_normal((2, 12, 12, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 8)).astype(np.float32)
+    with tf.device(device):
+        y = tf.nn.conv2d(x, w, strides=1, padding="VALID")
+    cerr = float(np.max(np.abs(y.numpy() - conv2d_reference(x, w))))
+    measured["conv2d_device"] = y.device
+    measured["conv2d_max_abs_error"] = cerr
+    if _device_kind(y.device) != want_kind or cerr > 1e-3:
+        return outcome("fail", f"conv2d on {want_kind} is wrong or ran elsewhere ({y.device}, max error {cerr:g})",
+                       measured, hint="cuDNN failed for TF: check the captured log and `tfgpu-install doctor`")
+    return None
+
+
 def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: Callable[[], str],
                      state: dict[str, Any], require_gpu_list: bool = True) -> dict[str, Any]:
     # Our own subprocess, log captured: keep "Created device" lines, and have the loader name every
@@ -75,9 +135,10 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
     try:
         import numpy as np
         import tensorflow as tf
-    except Exception as exc:  # ImportError, numpy ABI errors, protobuf conflicts...
+    except Exception as exc:  # noqa: BLE001  (recorded: ImportError, numpy ABI errors, protobuf conflicts...)
         return outcome("fail", f"import tensorflow failed: {type(exc).__name__}: {str(exc)[:300]}",
-                       hint="run `tfgpu-install doctor` for the cause (numpy/protobuf pins, missing libraries)")
+                       hint=f"run `tfgpu-install doctor --env {_env_prefix()}` for the cause "
+                       "(numpy/protobuf pins, missing libraries)")
     measured: dict[str, Any] = {"tensorflow": tf.__version__, "import_seconds": round(time.monotonic() - t0, 2)}
     state["tf"] = tf
     info = dict(tf.sysconfig.get_build_info())
@@ -105,8 +166,9 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         try:
             cc = tf.config.experimental.get_device_details(g).get("compute_capability")
             details.append({"name": g.name, "compute_capability": ".".join(map(str, cc)) if cc else None})
-        except Exception:
-            details.append({"name": g.name, "compute_capability": None})
+        except Exception as exc:  # noqa: BLE001  (recorded beside the device: its cc stays unknown)
+            details.append({"name": g.name, "compute_capability": None,
+                            "details_error": f"{type(exc).__name__}: {exc}"})
     state["tf_gpus"] = details
     if gpu_mode and not gpus and require_gpu_list:
         log = parse_tf_log(tf_log())
@@ -115,74 +177,76 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         return outcome("fail", f"TensorFlow sees no GPU{why}", dict(measured, log=log),
                        hint="the library TF names is missing from its search path: check the env's activation "
                        "(LD_LIBRARY_PATH) or run `tfgpu-install doctor`")
-    try:
-        tf.config.experimental.enable_tensor_float_32_execution(False)  # exact float32 for the comparison
-    except Exception:
-        pass
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((512, 512)).astype(np.float32)
-    b = rng.standard_normal((512, 512)).astype(np.float32)
-    with tf.device(device):
-        c = tf.matmul(a, b)
+    with Tf32Off(tf) as tf32:  # exact float32 for the comparisons; the user's setting is put back after
+        failure = _exact_ops(tf, np, device, measured)
+    measured["tf32_restored_to"] = tf32.before
+    if failure is not None:
+        return failure
+    err, cerr = measured["matmul_max_abs_error"], measured["conv2d_max_abs_error"]
     want_kind = _device_kind(device)
-    measured["matmul_device"] = c.device
-    if _device_kind(c.device) != want_kind:
-        return outcome("fail", f"the matmul pinned to {device} ran on {c.device}", measured,
-                       hint="TensorFlow fell back to another device: check its log for the GPU kernel failure")
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    err = float(np.max(np.abs(c.numpy() - ref)))
-    measured["matmul_max_abs_error"] = err
-    if err > 1e-2:
-        return outcome("fail", f"matmul 512x512 on {want_kind} differs from numpy (max error {err:g})", measured)
-    x = rng.standard_normal((2, 12, 12, 3)).astype(np.float32)
-    w = rng.standard_normal((3, 3, 3, 8)).astype(np.float32)
-    with tf.device(device):
-        y = tf.nn.conv2d(x, w, strides=1, padding="VALID")
-    cerr = float(np.max(np.abs(y.numpy() - conv2d_reference(x, w))))
-    measured["conv2d_device"] = y.device
-    measured["conv2d_max_abs_error"] = cerr
-    if _device_kind(y.device) != want_kind or cerr > 1e-3:
-        return outcome("fail", f"conv2d on {want_kind} is wrong or ran elsewhere ({y.device}, max error {cerr:g})",
-                       measured, hint="cuDNN failed for TF: check the captured log and `tfgpu-install doctor`")
     if gpus:
         measured["created_devices"] = parse_tf_log(tf_log())["created_devices"]
     try:
         strategy = tf.distribute.MirroredStrategy()
         measured["mirrored_replicas"] = int(strategy.num_replicas_in_sync)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (recorded in the report)
         measured["mirrored_error"] = f"{type(exc).__name__}: {exc}"
     return outcome("pass", f"TensorFlow {tf.__version__}: matmul and conv2d on {want_kind} match numpy "
                    f"(max errors {err:.1e}, {cerr:.1e}); {len(gpus)} GPU(s) listed", measured)
 
 
 # ---- layer 6 -------------------------------------------------------------------------------------
-def _time_matmul(tf: Any, device: str, n: int, reps: int) -> float:
+def _time_matmul(tf: Any, device: str, n: int, reps: int, dtype: Any = None, per_sync: int = 8) -> float:
+    """Seconds per matmul: `per_sync` matmuls queued, then one sync, best of `reps` (sizes that time
+    Python round trips otherwise measure the host, not the device)."""
+    dtype = dtype or tf.float32
     with tf.device(device):
-        a = tf.random.uniform((n, n), dtype=tf.float32)
-        b = tf.random.uniform((n, n), dtype=tf.float32)
-        float(tf.reduce_sum(tf.matmul(a, b)).numpy())  # warm-up: kernels loaded, memory allocated
+        a = tf.cast(tf.random.uniform((n, n)), dtype)
+        b = tf.cast(tf.random.uniform((n, n)), dtype)
+        float(tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)).numpy())  # warm-up: kernels, memory
         best = float("inf")
         for _ in range(reps):
             t = time.perf_counter()
-            float(tf.reduce_sum(tf.matmul(a, b)).numpy())  # .numpy() waits for the device
-            best = min(best, time.perf_counter() - t)
+            c = a
+            for _ in range(per_sync):
+                c = tf.matmul(a, b)
+            float(tf.reduce_sum(tf.cast(c, tf.float32)).numpy())  # .numpy() waits for the device
+            best = min(best, (time.perf_counter() - t) / per_sync)
     return best
 
 
-def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str, Any]:
-    rows = []
-    for n in sizes:
-        flop = 2.0 * n ** 3
-        cpu = _time_matmul(tf, "/CPU:0", n, reps)
-        dev = _time_matmul(tf, device, n, reps)
-        rows.append({"n": n, "cpu_gflops": round(flop / cpu / 1e9, 1), "gpu_gflops": round(flop / dev / 1e9, 1),
-                     "speedup": round(cpu / dev, 2)})
-    tf32 = False
+def _precisions(tf: Any, device: str) -> list[tuple[str, Any, Optional[bool]]]:
+    """(name, dtype, TF32 switch) to time: FP32 exact, TF32, and bf16 where the GPU has it (cc >= 8.0)."""
+    out: list[tuple[str, Any, Optional[bool]]] = [("fp32", tf.float32, False), ("tf32", tf.float32, True)]
     try:
-        tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    except Exception:
+        gpus = tf.config.list_physical_devices("GPU")
+        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") if gpus else None
+        if cc and tuple(cc) >= (8, 0) and "GPU" in device.upper():
+            out.append(("bf16", tf.bfloat16, None))
+    except (AttributeError, IndexError, RuntimeError, TypeError, ValueError):  # bf16 not timed, never guessed
         pass
-    return {"device": device, "precision": "float32" + (" (TF32 on)" if tf32 else " (TF32 off)"), "sizes": rows}
+    return out
+
+
+def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str, Any]:
+    """GFLOP/s per size for FP32 (TF32 off), TF32 and bf16 (where the GPU has it), the CPU's FP32
+    beside them; the user's TF32 setting is put back afterwards."""
+    rows = []
+    with Tf32Off(tf) as saved:
+        kinds = _precisions(tf, device)
+        for n in sizes:
+            flop = 2.0 * n ** 3
+            cpu = _time_matmul(tf, "/CPU:0", n, reps, per_sync=1)
+            row: dict[str, Any] = {"n": n, "cpu_gflops": round(flop / cpu / 1e9, 1)}
+            for name, dtype, tf32 in kinds:
+                if tf32 is not None:
+                    tf.config.experimental.enable_tensor_float_32_execution(tf32)
+                row[f"{name}_gflops"] = round(flop / _time_matmul(tf, device, n, reps, dtype) / 1e9, 1)
+            row["gpu_gflops"] = row["fp32_gflops"]
+            row["speedup"] = round(row["fp32_gflops"] / max(row["cpu_gflops"], 1e-9), 2)
+            rows.append(row)
+    return {"device": device, "precision": "fp32 (TF32 off), tf32" + (", bf16" if len(kinds) > 2 else ""),
+            "tf32_setting_kept": saved.before, "sizes": rows}
 
 
 def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Any = None) -> dict[str, Any]:

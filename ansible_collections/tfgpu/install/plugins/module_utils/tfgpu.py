@@ -89,7 +89,8 @@ def bootstrap(module):
             pip += ["--trusted-host", urlparse(p["index_url"]).hostname or ""]
     rc, out, err = module.run_command(pip + [wheel], environ_update=env)
     if rc != 0:
-        module.fail_json(msg="could not install %s into %s: %s" % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]),
+        module.fail_json(msg="could not install %s into %s: %s"
+                         % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]),
                          error="tool-bootstrap", hint="check index_url/find_links: the node installs the tool's "
                          "dependencies from there")
     with open(stamp + ".tmp", "w") as f:

@@ -86,7 +86,8 @@ def main():
     doc = doc or {}
     applied = steps_applied(doc)
     pending = [s.get("id") for s in doc.get("steps") or [] if s.get("status") == "pending"]
-    module.exit_json(seconds=elapsed(), changed=bool(pending) if module.check_mode else bool(applied), applied=applied, snapshot=doc.get("snapshot"), env=doc.get("env"),
+    module.exit_json(seconds=elapsed(), changed=bool(pending) if module.check_mode else bool(applied),
+                     applied=applied, snapshot=doc.get("snapshot"), env=doc.get("env"),
                      identical=doc.get("identical"), dry_run=bool(doc.get("dry_run")), steps=doc.get("steps"),
                      warnings=doc.get("warnings"), restored=not module.check_mode, host=host,
                      bootstrapped=bootstrapped)

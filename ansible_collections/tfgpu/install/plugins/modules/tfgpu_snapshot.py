@@ -75,7 +75,8 @@ def main():
     if rc != 0:
         fail(module, rc, doc, out, err, host=host)
     doc = doc or {}
-    module.exit_json(seconds=elapsed(), changed=_digest(p["dest"]) != before, path=doc.get("path") or p["dest"], id=doc.get("id"),
+    module.exit_json(seconds=elapsed(), changed=_digest(p["dest"]) != before, path=doc.get("path") or p["dest"],
+                     id=doc.get("id"),
                      packages=doc.get("packages"), host=host)
 
 

@@ -1,0 +1,287 @@
+"""`check` verifies installed files like `rpm -V`, and an install re-run never blesses a damaged env.
+
+A real env (the real install CLI, uv, the local wheelhouse) is damaged in each way the issue lists.
+Files are never edited in place (uv hard-links them from its cache): they are moved away,
+replaced by a new file, or removed. For each: `check` exits 11 naming the damage; the install
+re-run either repairs it exactly (bytes equal to the original) and `check` is clean, or fails and
+`check` still says 11."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.support.restore_kit import (  # noqa: F401 (fixtures)
+    Provisioned,
+    cli,
+    needs_gcc,
+    served_index,
+    source_env,
+)
+from tfgpu_install.errors import ExitCode
+from tfgpu_install.snapshot.installed import check_installed, remember_installed
+
+pytestmark = needs_gcc
+
+
+def _sp(env: Path) -> Path:
+    return sorted(env.glob("lib/python3*/site-packages"))[-1]
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """sha256 of every regular file under root (bytecode caches aside)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            p = Path(dirpath) / name
+            if p.is_file() and not p.is_symlink():
+                out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """A new file at path (a new inode: the hard-linked original in uv's cache is untouched)."""
+    tmp = path.with_name(path.name + ".tfgpu-test")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _install(p: Provisioned, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
+    return cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(p.env)],
+               p.environ, capsys)
+
+
+def _check(p: Provisioned, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, Any]:
+    return cli(["check", "--env", str(p.env), *extra], p.environ, capsys)
+
+
+def _named(doc: dict[str, Any]) -> str:
+    """Everything `check --json` says is wrong, as one string to look a name up in."""
+    parts = [str(v) for k, v in doc.items() if isinstance(v, list)]
+    parts.append(str(doc.get("installed_files", {}).get("damaged", [])))
+    return "\n".join(parts)
+
+
+def _move_lib(env: Path) -> str:
+    lib = next(_sp(env).glob("nvidia/cudnn/lib/libcudnn.so.9"))
+    shutil.move(str(lib), str(env.parent / "moved-away.so"))
+    return "libcudnn.so.9"
+
+
+def _empty_lib(env: Path) -> str:
+    lib = next(_sp(env).glob("nvidia/cublas/lib/*.so*"))
+    _replace(lib, b"")
+    return lib.name
+
+
+def _drop_dist_info(env: Path) -> str:
+    d = next(_sp(env).glob("absl_py-*.dist-info"))
+    shutil.rmtree(d)
+    return "absl"
+
+
+def _edit_source(env: Path) -> str:
+    src = _sp(env) / "tensorflow" / "config.py"
+    _replace(src, src.read_bytes() + b"\nraise SystemExit('swapped')\n")
+    return "tensorflow/config.py"
+
+
+def _drop_package_dir(env: Path) -> str:
+    shutil.rmtree(_sp(env) / "absl")
+    return "absl/"
+
+
+def _edit_activation(env: Path) -> str:
+    act = env / "bin" / "activate"
+    _replace(act, act.read_bytes().replace(b"export LD_LIBRARY_PATH", b"export LD_LIBRARY_PATH  # edited", 1))
+    return "bin/activate"
+
+
+def _drop_launcher(env: Path) -> str:
+    (env / "bin" / "tfgpu-run").unlink()
+    return "bin/tfgpu-run"
+
+
+DAMAGE: dict[str, Callable[[Path], str]] = {
+    "library moved away": _move_lib,
+    "library replaced by an empty file": _empty_lib,
+    "dist-info removed": _drop_dist_info,
+    "source file edited": _edit_source,
+    "whole package directory removed": _drop_package_dir,
+    "activation block edited": _edit_activation,
+    "launcher removed": _drop_launcher,
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damage_is_found_and_the_rerun_repairs_it_or_fails(
+    kind: str, source_env: Provisioned, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = source_env.env
+    code, doc = _check(source_env, capsys)
+    assert code == 0 and doc["clean"] is True and doc["installed_files"]["files"] > 50, doc
+    before = _tree(env)
+    assert "bin/tfgpu-run" in before and any("libcudnn.so.9" in k for k in before)
+
+    name = DAMAGE[kind](env)
+    code, doc = _check(source_env, capsys)
+    assert code == ExitCode.DRIFT == 11 and doc["clean"] is False, doc
+    assert name in _named(doc), (kind, doc)
+
+    code, out = _install(source_env, capsys)
+    after_code, after = _check(source_env, capsys)
+    if code == 0:  # repaired: the very bytes of before, and check says so
+        assert _tree(env) == before, kind
+        assert after_code == 0 and after["clean"] is True, (kind, after)
+    else:  # or refused, and the damage is still reported
+        assert after_code == 11, (kind, out, after)
+        pytest.fail(f"{kind}: the re-run did not repair the env: {out}")
+
+
+def test_check_full_hashes_every_file_and_default_catches_same_size_only_for_libraries(
+    source_env: Provisioned, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = source_env.env
+    src = _sp(env) / "absl" / "__init__.py"
+    original = src.read_bytes()
+    swapped = original[:-1] + (b"#" if original[-1:] != b"#" else b"!")
+    assert len(swapped) == len(original) and swapped != original
+    _replace(src, swapped)
+    try:
+        code, doc = _check(source_env, capsys)
+        assert code == 0, doc  # sizes only for sources: documented, `--full` is the deep look
+        libs_only = doc["installed_files"]["hashed"]
+        code, doc = _check(source_env, capsys, "--full")
+        assert code == 11 and "absl/__init__.py (sha256 differs" in _named(doc), doc
+        assert doc["installed_files"]["full"] is True and doc["installed_files"]["hashed"] > libs_only > 0
+    finally:
+        _replace(src, original)
+    assert _check(source_env, capsys, "--full")[0] == 0
+
+
+def test_an_added_file_in_a_package_dir_is_reported(
+    source_env: Provisioned, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = _sp(source_env.env) / "tensorflow" / "planted.py"
+    extra.write_text("x = 1\n")
+    try:
+        code, doc = _check(source_env, capsys)
+        damaged = doc["installed_files"]["damaged"]
+        assert code == 11 and [d["name"] for d in damaged] == ["tensorflow"], doc
+        assert damaged[0]["added"] == [str(extra.relative_to(source_env.env))]
+    finally:
+        extra.unlink()
+
+
+def test_a_record_row_leaving_the_env_is_reported_not_opened(tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    di = env / "lib" / "python3.11" / "site-packages" / "evil-1.0.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n\n")
+    outside = tmp_path / "secret.so"
+    outside.write_bytes(b"x" * 10)
+    (di / "RECORD").write_text("../../../../secret.so,sha256=AAAA,10\n/etc/passwd,,\nevil-1.0.dist-info/RECORD,,\n")
+    found = check_installed(env)
+    assert not found.clean and found.hashed == 0
+    assert [p.name for p in found.problems] == ["evil"]
+    assert found.problems[0].changed == ("../../../../secret.so (outside the env: not checked)",
+                                         "/etc/passwd (outside the env: not checked)")
+
+
+def test_conda_meta_paths_are_checked(tmp_path: Path) -> None:
+    import json
+
+    env = tmp_path / "prefix"
+    (env / "conda-meta").mkdir(parents=True)
+    (env / "lib").mkdir()
+    good = b"\x7fELF library bytes"
+    (env / "lib" / "libfoo.so.1").write_bytes(good)
+    (env / "lib" / "gone.txt").write_bytes(b"")
+    doc = {"name": "foo", "version": "1.0", "paths_data": {"paths": [
+        {"_path": "lib/libfoo.so.1", "path_type": "hardlink", "sha256": hashlib.sha256(good).hexdigest(),
+         "size_in_bytes": len(good)},
+        {"_path": "lib/missing.so", "path_type": "hardlink", "sha256": "0" * 64, "size_in_bytes": 1},
+        {"_path": "bin/script", "path_type": "hardlink", "prefix_placeholder": "/opt/anaconda1anaconda2",
+         "file_mode": "text", "sha256": "0" * 64, "size_in_bytes": 99},
+    ]}}
+    (env / "bin").mkdir()
+    (env / "bin" / "script").write_text("#!/prefix/bin/python\n")  # rewritten at link time: presence only
+    (env / "conda-meta" / "foo-1.0-0.json").write_text(json.dumps(doc))
+    found = check_installed(env)
+    assert [(p.name, p.missing, p.changed) for p in found.problems] == [("conda:foo", ("lib/missing.so",), ())]
+    _replace(env / "lib" / "libfoo.so.1", b"\x7fELF library bytez")
+    found = check_installed(env)
+    assert found.problems[0].changed == ("lib/libfoo.so.1 (sha256 differs from the record)",)
+
+
+def test_the_hash_cache_never_hides_a_replaced_file(tmp_path: Path) -> None:
+    """Remembered hashes are keyed by inode and ctime: a replacement with the same size and a
+    copied-back mtime is hashed again."""
+    import base64
+
+    env = tmp_path / "env"
+    sp = env / "lib" / "python3.11" / "site-packages"
+    di = sp / "lib-1.0.dist-info"
+    (sp / "lib").mkdir(parents=True)
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: lib\nVersion: 1.0\n\n")
+    data = b"\x7fELF" + b"a" * 100
+    so = sp / "lib" / "libx.so"
+    so.write_bytes(data)
+    b64 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    (di / "RECORD").write_text(f"lib/libx.so,sha256={b64},{len(data)}\nlib-1.0.dist-info/RECORD,,\n"
+                               "lib-1.0.dist-info/METADATA,,\n")
+    cache = tmp_path / "hashes.json"
+    assert remember_installed(env, cache) == 1  # what an install leaves: the RECORD's digest, by identity
+    assert check_installed(env, cache=cache).clean and cache.is_file()
+    st = so.stat()
+    _replace(so, b"\x7fELF" + b"b" * 100)
+    os.utime(so, ns=(st.st_atime_ns, st.st_mtime_ns))
+    found = check_installed(env, cache=cache)
+    assert found.problems[0].changed == ("lib/python3.11/site-packages/lib/libx.so (sha256 differs from the record)",)
+
+
+def test_the_tools_own_rc_block_is_checked_against_what_was_written(
+    source_env: Provisioned, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shell rc block written by the install, edited afterwards: `check` names the step that
+    wrote it (exit 11); the install re-run writes it back and `check` is clean."""
+    rc = source_env.tmp / "home-bashrc"
+    rc.write_text("# mine\n")
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env",
+                     str(source_env.env), "--shell-rc", str(rc)], source_env.environ, capsys)
+    assert code == 0, doc
+    written = rc.read_bytes()
+    assert b">>> tfgpu-install" in written
+    assert _check(source_env, capsys)[0] == 0
+    _replace(rc, written.replace(b"[ -f ", b"[ -e ", 1))
+    assert rc.read_bytes() != written
+    code, doc = _check(source_env, capsys)
+    assert code == 11 and [o.split(":")[0] for o in doc["own_files_changed"]] == ["shell-rc.write"], doc
+    code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env",
+                     str(source_env.env), "--shell-rc", str(rc)], source_env.environ, capsys)
+    assert code == 0 and rc.read_bytes() == written, doc
+    assert _check(source_env, capsys)[0] == 0
+
+
+def test_a_hostile_file_name_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    sp = env / "lib" / "python3.11" / "site-packages"
+    di = sp / "pkg-1.0.dist-info"
+    (sp / "pkg").mkdir(parents=True)
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n\n")
+    (di / "RECORD").write_text("pkg/__init__.py,,\npkg-1.0.dist-info/METADATA,,\npkg-1.0.dist-info/RECORD,,\n")
+    (sp / "pkg" / "__init__.py").write_text("")
+    (sp / "pkg" / "evil\x1b[2J.py").write_text("")
+    found = check_installed(env)
+    assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/evil\x1b[2J.py",)
+    (line,) = found.lines()
+    assert "\x1b" not in line and "evil\\x1b[2J.py" in line

@@ -1,0 +1,105 @@
+"""The check against NVIDIA's real CUDA 13 runtime and cuDNN 9 libraries from PyPI (no GPU needed for
+the calls used here), and the stubs held to the same behaviour.
+
+The wheels are large (nvidia-cudnn-cu13 ~500 MB): they are not downloaded by the tests. Put them in
+the cache dir once (`pip download --no-deps nvidia-cuda-runtime==13.* nvidia-cudnn-cu13 -d DIR`,
+DIR = $TFGPU_WHEELS_CACHE or /work/wt/wheels-cache); without them these tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.stublibs import CUDNN9_SUBLIBS, StubLibs, layer, run_check
+
+CACHE = Path(os.environ.get("TFGPU_WHEELS_CACHE", "/work/wt/wheels-cache"))
+WANTED = {"nvidia_cudnn_cu13-": ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so.9"),
+          "nvidia_cuda_runtime-13": ("nvidia/cu13/lib/libcudart.so.13",)}
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """libcudnn.so.9 + libcudnn_graph.so.9 and libcudart.so.13, unpacked from the cached wheels."""
+    out = CACHE / "unpacked"
+    for prefix, members in WANTED.items():
+        wheels = sorted(CACHE.glob(prefix + "*.whl"))
+        if not wheels:
+            pytest.skip(f"no {prefix}*.whl in {CACHE} (see this module's docstring)")
+        if all((out / m).is_file() for m in members):
+            continue
+        with zipfile.ZipFile(wheels[-1]) as zf:
+            for m in members:
+                zf.extract(m, out)
+    return out
+
+
+def _call(lib: Path, body: str) -> subprocess.CompletedProcess[str]:
+    code = f"import ctypes, json\nlib = ctypes.CDLL({str(lib)!r})\n{body}"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_real_cudnn_9_aborts_without_its_graph_library_and_so_does_the_stub(real: Path, stubs: StubLibs,
+                                                                             tmp_path: Path) -> None:
+    for src in (real / "nvidia/cudnn/lib", stubs.env):
+        alone = tmp_path / src.name / "libcudnn.so.9"
+        alone.parent.mkdir(parents=True)
+        shutil.copy(src / "libcudnn.so.9", alone)
+        done = _call(alone, "lib.cudnnGetVersion()")
+        assert done.returncode == -6, (src, done.stderr)  # SIGABRT
+        assert "Cannot load symbol cudnnGetVersion" in done.stderr
+
+
+def test_real_cudnn_9_statuses_and_versions_match_the_stubs(real: Path, stubs: StubLibs) -> None:
+    body = """
+for fn in ("cudnnGetVersion", "cudnnGetCudartVersion", "cudnnGetMaxDeviceVersion"):
+    getattr(lib, fn).restype = ctypes.c_size_t
+lib.cudnnGetErrorString.restype = ctypes.c_char_p
+h = ctypes.c_void_p()
+print(json.dumps({"names": {c: lib.cudnnGetErrorString(c).decode() for c in (1001, 2000, 4000, 5003, 4242, 1)},
+                  "max_sm": lib.cudnnGetMaxDeviceVersion(), "cudart": lib.cudnnGetCudartVersion()}))
+"""
+    got = {}
+    for name, lib in (("real", real / "nvidia/cudnn/lib/libcudnn.so.9"), ("stub", stubs.cudnn_cu13 / "libcudnn.so.9")):
+        done = _call(lib, body)
+        assert done.returncode == 0, done.stderr
+        got[name] = json.loads(done.stdout)
+    assert got["real"]["names"] == got["stub"]["names"]
+    assert got["real"]["names"]["4242"] == "CUDNN_UNKNOWN_STATUS"
+    assert got["real"]["max_sm"] >= 1200 and got["real"]["cudart"] // 1000 == 13  # SM as major*100 + minor*10
+
+
+def test_the_check_on_the_real_cuda_13_runtime_and_cudnn_9(real: Path, stubs: StubLibs, tmp_path: Path) -> None:
+    """No driver here: the real libraries answer what they can; the other sub-libraries are stand-ins
+    (cuDNN loads them only for work, which cannot start without a GPU)."""
+    libdir = tmp_path / "nvidia/cudnn/lib"
+    libdir.mkdir(parents=True)
+    for so in ("libcudnn.so.9", "libcudnn_graph.so.9"):
+        os.symlink(real / "nvidia/cudnn/lib" / so, libdir / so)
+    for so in CUDNN9_SUBLIBS[1:]:
+        shutil.copy(stubs.env / so, libdir / so)
+    plan = {"cuda": "13.0", "cudnn": "9", "lib_dirs": [str(libdir), str(real / "nvidia/cu13/lib")]}
+    doc = run_check(["--root", str(tmp_path), "--layers", "cuda-runtime,cudnn", "--keep-going",
+                     "--plan-json", json.dumps(plan)], {})
+    rt, dnn = layer(doc, "cuda-runtime"), layer(doc, "cudnn")
+    assert rt["measured"]["runtime_cuda"].startswith("13.")
+    assert rt["status"] == "fail" and rt["error"]["code"] in (35, 100)  # no driver / no device
+    assert dnn["measured"]["cudnn"].startswith("9.") and "libcudnn_graph.so.9" in dnn["measured"]["sublibraries"]
+    assert dnn["measured"]["cudnn_max_device_sm"] >= 1200
+    assert dnn["status"] == "fail" and "cudnnCreate failed: CUDNN_STATUS_NOT_INITIALIZED (1001)" in dnn["summary"]
+
+
+def test_the_check_names_the_missing_graph_library_of_the_real_cudnn(real: Path, tmp_path: Path) -> None:
+    libdir = tmp_path / "cudnn"
+    libdir.mkdir()
+    os.symlink(real / "nvidia/cudnn/lib/libcudnn.so.9", libdir / "libcudnn.so.9")
+    plan = {"cudnn": "9", "lib_dirs": [str(libdir)]}
+    doc = run_check(["--root", str(tmp_path), "--layers", "cudnn", "--plan-json", json.dumps(plan)], {})
+    assert "libcudnn_graph.so.9: missing" in layer(doc, "cudnn")["summary"]

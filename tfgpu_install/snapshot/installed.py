@@ -1,0 +1,373 @@
+"""Are the installed files what their distributions say they installed? (like `rpm -V` / `debsums`)
+
+Each *.dist-info/RECORD (and, in a conda prefix, each conda-meta/*.json `paths_data`) lists
+the files its installer wrote, with their size and sha256. For every distribution:
+
+- missing: a listed file that is gone (or is no longer a regular file);
+- changed: a listed file whose size differs, or (shared libraries always, every file with
+  `full`) whose sha256 differs from the recorded one;
+- added: a file inside one of the distribution's own package directories that no RECORD lists
+  (bytecode caches excepted: Python writes them).
+
+A RECORD row is hostile input: a path that leaves the env (absolute, `..` past its root) is
+reported, never opened. Hashes of unchanged files are remembered in a small cache keyed by
+(device, inode, size, mtime, ctime): ctime cannot be set back from user space, so a file that
+was replaced or written since is always hashed again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any, Iterator, NamedTuple, Optional
+
+from tfgpu_install.envlayout import canonical_name, record_rows, site_packages_dirs
+
+_CACHE_FORMAT = 1
+_MAX_META = 64 << 20  # a conda-meta record larger than this is not read
+
+
+class Expected(NamedTuple):
+    rel: str  # env-relative path
+    size: Optional[int]
+    sha256: Optional[str]  # as the record spells it: "sha256=<base64>" (RECORD) or hex (conda)
+
+
+@dataclass
+class DistFiles:
+    """What one distribution's record says it installed."""
+
+    name: str  # canonical name ("numpy"); conda: "conda:<name>"
+    version: str
+    record: str  # env-relative path of the RECORD / conda-meta file
+    files: list[Expected] = field(default_factory=list)
+    roots: list[str] = field(default_factory=list)  # env-relative package dirs it owns (for "added")
+    outside: list[str] = field(default_factory=list)  # rows that point outside the env
+
+
+@dataclass(frozen=True)
+class DistProblem:
+    name: str
+    version: str
+    record: str
+    missing: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()  # "path (size 10, recorded 12)" / "path (sha256 differs)"
+    added: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "record": self.record,
+                "missing": list(self.missing), "changed": list(self.changed), "added": list(self.added)}
+
+
+@dataclass(frozen=True)
+class InstalledCheck:
+    problems: tuple[DistProblem, ...]
+    dists: int  # distributions checked
+    files: int  # files stat()ed
+    hashed: int  # files whose sha256 was compared
+    full: bool
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def names(self) -> list[str]:
+        """Canonical names of the damaged pip distributions (what a repair reinstalls)."""
+        return [p.name for p in self.problems if not p.name.startswith("conda:")]
+
+    def lines(self) -> list[str]:
+        """For the terminal: names from RECORDs and directory listings are escaped (a file name
+        can hold control characters)."""
+        out = []
+        for p in self.problems:
+            who = shown(f"{p.name} {p.version}")
+            out += [f"{who}: missing {shown(f)}" for f in p.missing]
+            out += [f"{who}: changed {shown(f)}" for f in p.changed]
+            out += [f"{who}: added {shown(f)}" for f in p.added]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clean": self.clean, "full": self.full, "distributions": self.dists, "files": self.files,
+                "hashed": self.hashed, "damaged": [p.to_json() for p in self.problems]}
+
+
+def shown(text: str) -> str:
+    """text as it is when printable, else with its control (and undecodable) characters escaped."""
+    if text.isprintable():
+        return text
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def is_library(rel: str) -> bool:
+    """A shared library (libcudnn_graph.so.9, _pywrap.so, libfoo.so.1.2): always hashed."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.endswith(".so") or ".so." in name
+
+
+def same_digest(expected: str, hexdigest: str) -> bool:
+    """expected: a RECORD's `sha256=<urlsafe base64, unpadded>` or conda's hex; hexdigest: ours."""
+    if expected.startswith("sha256="):
+        return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode() == expected[7:]
+    return expected.lower() == hexdigest
+
+
+def _inside(env: str, base: str, rel: str) -> Optional[str]:
+    """env-relative normalised path of `rel` (relative to `base`, itself env-relative), or None
+    when it leaves env. The common row (no `.`/`..` part, no `//`) is joined as it is."""
+    if not rel or rel.startswith("/") or "\0" in rel:
+        return None
+    if "./" not in rel and "//" not in rel and not rel.endswith((".", "/")):
+        return f"{base}/{rel}" if base else rel
+    out = os.path.normpath(os.path.join(base, rel)) if base else os.path.normpath(rel)
+    if out in (".", "..") or out.startswith("../") or out.startswith("/"):
+        return None
+    return out
+
+
+def _pip_dists(env: Path) -> Iterator[DistFiles]:
+    from tfgpu_install.envlayout import _read_metadata
+
+    envs = str(env)
+    for sp in site_packages_dirs(env):
+        sps = os.path.relpath(str(sp), envs)  # env-relative: lib/python3.11/site-packages
+        try:
+            entries = sorted(os.listdir(sp))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith(".dist-info"):
+                continue
+            meta = _read_metadata(sp / entry / "METADATA")
+            rel_record = f"{sps}/{entry}/RECORD"
+            name = canonical_name(meta.name) if meta else entry[: -len(".dist-info")]
+            dist = DistFiles(name, meta.version if meta else "?", rel_record)
+            rows = record_rows(sp / entry / "RECORD")
+            if rows is None:
+                dist.files.append(Expected(rel_record, None, None))  # the RECORD itself is missing
+                yield dist
+                continue
+            tops: set[str] = set()
+            add = dist.files.append
+            for row in rows:
+                path = row[0] if row else ""
+                if not path or path.endswith(".pyc"):
+                    continue  # bytecode is Python's to write and rewrite (debsums skips it too)
+                rel = _inside(envs, sps, path)
+                if rel is None:
+                    dist.outside.append(path[:200])
+                    continue
+                n = len(row)
+                add(Expected(rel, int(row[2]) if n > 2 and row[2].isdigit() else None,
+                             row[1] if n > 1 and row[1].startswith("sha256=") else None))
+                top, sep, _ = path.partition("/")
+                if sep:
+                    tops.add(top)
+            dist.roots = sorted(f"{sps}/{t}" for t in tops if t not in ("..", ".", "")
+                                and not t.endswith((".dist-info", ".data")))
+            yield dist
+
+
+def _conda_dists(env: Path) -> Iterator[DistFiles]:
+    meta_dir = env / "conda-meta"
+    try:
+        names = sorted(n for n in os.listdir(meta_dir) if n.endswith(".json"))
+    except OSError:
+        return
+    envs = str(env)
+    for n in names:
+        p = meta_dir / n
+        try:
+            if p.stat().st_size > _MAX_META:
+                continue
+            doc: Any = json.loads(p.read_text(errors="replace"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+            continue
+        dist = DistFiles(f"conda:{doc['name']}", str(doc.get("version", "")), f"conda-meta/{n}")
+        pd = doc.get("paths_data")
+        paths = pd.get("paths") if isinstance(pd, dict) else None
+        if isinstance(paths, list):
+            for item in paths:
+                if not isinstance(item, dict) or not isinstance(item.get("_path"), str):
+                    continue
+                rel = _inside(envs, "", item["_path"])
+                if rel is None:
+                    dist.outside.append(item["_path"][:200])
+                    continue
+                if item.get("path_type") in ("softlink", "directory", "pyc_file") or item["_path"].endswith(".pyc"):
+                    continue  # links and dirs are not files; bytecode is compiled (or not) at link time
+                # A file with a prefix placeholder is rewritten at link time: presence only.
+                rewritten = bool(item.get("prefix_placeholder"))
+                size = item.get("size_in_bytes")
+                digest = item.get("sha256")
+                dist.files.append(Expected(
+                    rel,
+                    size if isinstance(size, int) and not rewritten else None,
+                    digest if isinstance(digest, str) and len(digest) == 64 and not rewritten else None,
+                ))
+        elif isinstance(doc.get("files"), list):
+            for f in doc["files"]:
+                rel = _inside(envs, "", f) if isinstance(f, str) else None
+                if rel is not None:
+                    dist.files.append(Expected(rel, None, None))
+        yield dist
+
+
+class HashCache:
+    """sha256 of files already hashed, keyed by what changes when a file is written or replaced."""
+
+    def __init__(self, path: Optional[Path]) -> None:
+        self.path = path
+        self.old: dict[str, list[Any]] = {}
+        self.new: dict[str, list[Any]] = {}
+        if path is None:
+            return
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.loads(f.read(32 << 20))
+        except (OSError, ValueError):
+            return
+        if isinstance(doc, dict) and doc.get("format") == _CACHE_FORMAT and isinstance(doc.get("files"), dict):
+            self.old = {k: v for k, v in doc["files"].items() if isinstance(v, list) and len(v) == 2}
+
+    @staticmethod
+    def key(st: os.stat_result) -> str:
+        return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+    def sha256(self, full: str, rel: str, st: os.stat_result, remembered: bool = True) -> str:
+        key = self.key(st)
+        got = self.old.get(rel) if remembered else None
+        if got is not None and got[0] == key and isinstance(got[1], str):
+            digest = got[1]
+        else:
+            h = hashlib.sha256()
+            with open(full, "rb") as fh:
+                for part in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(part)
+            digest = h.hexdigest()
+        self.new[rel] = [key, digest]
+        return digest
+
+    def save(self) -> None:
+        if self.path is None or self.new == self.old:
+            return
+        from tfgpu_install.files import atomic_write
+
+        try:
+            atomic_write(self.path, json.dumps({"format": _CACHE_FORMAT, "files": self.new}, separators=(",", ":")))
+        except OSError:
+            pass  # a cache: losing it costs time, never a wrong answer
+
+
+def _added(env: str, roots: list[str], listed: set[str]) -> list[str]:
+    out: list[str] = []
+    cut = len(env) + 1
+    stack = [os.path.join(env, r) for r in roots]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":
+                        stack.append(e.path)
+                    continue
+                if e.name.endswith(".pyc"):
+                    continue
+                rel = e.path[cut:]
+                if rel not in listed:
+                    out.append(rel)
+    return sorted(out)
+
+
+def remember_installed(env: Path, cache: Path) -> int:
+    """Right after the installer wrote the env (from hash-checked wheels): remember each shared
+    library's digest as its RECORD gives it, keyed by the file's identity now (inode, size,
+    mtime, ctime), so the next check stats instead of reading gigabytes. A file replaced or
+    written later has another ctime and is hashed for real. Returns how many were remembered."""
+    env = Path(os.path.abspath(str(env)))
+    prefix = str(env) + "/"
+    hashes = HashCache(cache)
+    n = 0
+    for dist in _pip_dists(env):
+        for f in dist.files:
+            if f.sha256 is None or not f.sha256.startswith("sha256=") or not is_library(f.rel):
+                continue
+            try:
+                st = os.stat(prefix + f.rel)
+                raw = base64.urlsafe_b64decode(f.sha256[7:] + "=" * (-len(f.sha256[7:]) % 4))
+            except (OSError, ValueError):
+                continue
+            key = HashCache.key(st)
+            known = hashes.old.get(f.rel)
+            if known is not None and known[0] == key:
+                hashes.new[f.rel] = known  # hashed before as it is now: that digest stands
+            elif S_ISREG(st.st_mode) and st.st_size == f.size and len(raw) == 32:
+                hashes.new[f.rel] = [key, raw.hex()]
+                n += 1
+    hashes.save()
+    return n
+
+
+def recorded_files(env: Path) -> list[str]:
+    """Every file the env's records list (absolute paths), as check_installed reads them: what
+    scripts/bench.py stats and sha256sums beside `check`."""
+    env = Path(os.path.abspath(str(env)))
+    return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env), *_conda_dists(env)] for f in d.files]
+
+
+def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None) -> InstalledCheck:
+    """Every distribution's files against its record. `cache`: where remembered hashes live."""
+    env = Path(os.path.abspath(str(env)))
+    envs = str(env)
+    dists = list(_pip_dists(env)) + list(_conda_dists(env))
+    listed = {f.rel for d in dists for f in d.files}
+    hashes = HashCache(cache)
+    problems: list[DistProblem] = []
+    n_files = n_hashed = 0
+    claimed: set[str] = set()
+    prefix = envs + "/"
+    for dist in dists:
+        missing: list[str] = []
+        changed: list[str] = [f"{o} (outside the env: not checked)" for o in dist.outside]
+        for f in dist.files:
+            full_path = prefix + f.rel
+            n_files += 1
+            try:
+                st = os.stat(full_path)
+            except OSError:
+                missing.append(f.rel)
+                continue
+            if not S_ISREG(st.st_mode):
+                missing.append(f.rel)
+                continue
+            if f.size is not None and st.st_size != f.size:
+                changed.append(f"{f.rel} (size {st.st_size}, recorded {f.size})")
+                continue
+            if f.sha256 is not None and (full or f.rel.endswith(".so") or ".so." in f.rel):
+                n_hashed += 1
+                try:
+                    if not same_digest(f.sha256, hashes.sha256(full_path, f.rel, st, remembered=not full)):
+                        changed.append(f"{f.rel} (sha256 differs from the record)")
+                except OSError as exc:
+                    changed.append(f"{f.rel} (unreadable: {exc.strerror})")
+        roots = [r for r in dist.roots if r not in claimed]
+        claimed.update(roots)
+        added = _added(envs, roots, listed) if roots else []
+        if missing or changed or added:
+            problems.append(DistProblem(dist.name, dist.version, dist.record, tuple(missing), tuple(changed),
+                                        tuple(added)))
+    hashes.save()
+    return InstalledCheck(tuple(problems), len(dists), n_files, n_hashed, full)
+
+
+__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library", "recorded_files", "remember_installed"]
