@@ -36,7 +36,6 @@ Needs network access to pypi.org / files.pythonhosted.org; not part of the CI te
 from __future__ import annotations
 
 import argparse
-import ast
 import io
 import json
 import re
@@ -178,28 +177,11 @@ def simple_index(name: str) -> dict[str, Any]:
 
 
 def parse_build_info(text: str) -> dict[str, Any]:
-    """build_info.py has had three shapes: an OrderedDict literal (2.3+), module-level
-    assignments (2.0-2.2), and a plain dict.  Return the literal values it assigns."""
-    out: dict[str, Any] = {}
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            tgt = node.targets[0]
-            if isinstance(tgt, ast.Name):
-                val = node.value
-                if isinstance(val, ast.Call) and val.args:  # OrderedDict([...])
-                    val = val.args[0]
-                try:
-                    lit = ast.literal_eval(val)
-                except ValueError:
-                    continue
-                if isinstance(lit, list) and all(isinstance(x, tuple) and len(x) == 2 for x in lit):
-                    out.update(dict(lit))
-                elif isinstance(lit, dict):
-                    out.update(lit)
-                else:
-                    out[tgt.id] = lit
-    return out
+    """build_info.py's literal values (the package's reader: `tfgpu-install knowledge update` uses it too)."""
+    sys.path.insert(0, str(ROOT))
+    from tfgpu_install.knowledge.wheelfacts import parse_build_info as parse
+
+    return parse(text)
 
 
 def version_key(v: str) -> tuple[int, ...]:
@@ -492,13 +474,11 @@ SONAMES_11 = (["libcudart.so.11.0", "libcublas.so.11", "libcublasLt.so.11", "lib
 
 
 def _spec(req: str) -> tuple[str, str, str]:
-    """'numpy (<2.0,>=1.16.0)' / 'numpy <2.0.0,>=1.23.5 ; python_version <= "3.11"' ->
-    (name, specifier, marker)."""
-    body, _, marker = req.partition(";")
-    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*\(?([^)]*)\)?\s*$", body)
-    if not m:
-        return body.strip(), "", marker.strip()
-    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", ""), marker.strip()
+    """'numpy (<2.0,>=1.16.0)' -> (name, specifier, marker): the package's reader."""
+    sys.path.insert(0, str(ROOT))
+    from tfgpu_install.knowledge.wheelfacts import spec_of
+
+    return spec_of(req)
 
 
 def _line(ver: str) -> str:

@@ -61,6 +61,18 @@ def test_unknown_log_says_no_known_cause(tmp_env: dict[str, str], monkeypatch: p
     assert main(["doctor", "--log", "-"], environ=tmp_env) == 0
     out = capsys.readouterr().out
     assert "No known cause" in out and "1. NVIDIA driver" in out and "10. utilisation" in out
+    assert "Diagnosis: unknown" in out and "Generic checklist (not a diagnosis" in out
+    assert "Lines doctor could not explain" in out and "L1: Segmentation fault (core dumped)" in out
+
+
+def test_unknown_log_json_keeps_the_checklist_apart(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Segmentation fault (core dumped)\n"))
+    assert main(["doctor", "--log", "-", "--json"], environ=tmp_env) == 0
+    doc = _json(capsys)
+    assert doc["status"] == "unknown" and doc["primary"] is None
+    assert doc["unexplained"] == ["L1: Segmentation fault (core dumped)"]
+    assert "not a diagnosis" in doc["checklist"]["label"] and len(doc["checklist"]["steps"]) == 10
 
 
 def test_unreadable_log_is_a_usage_error(tmp_env: dict[str, str], tmp_path: Path,

@@ -129,6 +129,18 @@ def test_assumed_gpu_names_through_the_real_tables(env: dict[str, str], capsys: 
     assert (doc["driver"]["max_cuda"], doc["driver"]["max_cuda_source"]) == ("12.4", "table:drivers.yaml")
 
 
+def test_vgpu_and_foreign_gpus_through_the_probe(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["probe", "--json", "--assume-driver", "550.54.14", "--assume-gpu", "GRID A100D-40C",
+            "--assume-gpu", "AMD Radeon RX 7900 XTX"]
+    main(argv, environ=env, runner=ReplayRunner())
+    doc = _json(capsys)
+    assert doc["gpus"][0]["compute_capability"] == "8.0"
+    assert "vGPU profile on a physical NVIDIA A100" in doc["gpus"][0]["cc_source"]
+    assert doc["gpus"][1]["compute_capability"] is None  # never a guessed capability
+    reasons = " ".join(p["reason"] for p in doc["problems"])
+    assert "is an AMD GPU, not an NVIDIA one" in reasons and "tensorflow-rocm" in reasons
+
+
 def test_real_subprocess_probe_json_here() -> None:
     """The real thing on this machine: real NVML child, real files, real ldconfig."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")}
@@ -234,6 +246,12 @@ def test_architecture_is_the_last_fallback(env: dict[str, str], tmp_path: Path,
     ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
      "NVIDIA driver is installed and running.\n", "kernel module is not loaded"),
     ("Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n", "fell off the bus"),
+    # issue 26: shapes seen in real pastes
+    ("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display "
+     "Driver is properly installed and present in your system.\nPlease also try adding directory that contains "
+     "libnvidia-ml.so to your system PATH.\n", "libnvidia-ml.so is not installed"),
+    ("NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver. Make sure that the latest "
+     "NVIDIA driver is installed and running.\n", "kernel module is not loaded"),
 ])
 def test_failure_message_is_a_machine_state(text: str, state_words: str, env: dict[str, str], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:

@@ -292,3 +292,48 @@ def test_query_csv_shapes() -> None:
 def test_failure_states(text: str, state: str) -> None:
     r = smi.parse_nvidia_smi(text)
     assert r.state == state and r.message
+
+
+# ---------------------------------------------------------------- issue 26: shapes from real pastes
+
+
+def test_missing_libnvidia_ml_is_a_machine_state() -> None:
+    # as printed in https://github.com/NVIDIA/nvidia-docker/issues/1163 (and canonical/lxd#9964)
+    r = smi.parse_nvidia_smi(
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display "
+        "Driver is properly installed and present in your system.\nPlease also try adding directory that contains "
+        "libnvidia-ml.so to your system PATH.\n")
+    assert r.state == smi.NVML_MISSING and r.message is not None and "libnvidia-ml.so" in r.message
+
+
+def test_typographic_apostrophe_still_reads_as_no_driver() -> None:
+    for quote in ("\u2018", "\u2019", "`"):
+        r = smi.parse_nvidia_smi(f"NVIDIA-SMI has failed because it couldn{quote}t communicate with the NVIDIA driver. "
+                                 "Make sure that the latest NVIDIA driver is installed and running.\n")
+        assert r.state == smi.NO_DRIVER, quote
+        assert r.message is not None and r.message.startswith("NVIDIA-SMI has failed")
+
+
+def test_list_line_cut_before_its_parenthesis() -> None:
+    r = smi.parse_nvidia_smi("GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-5e4a2b11-1c3d-4e5f-8a9b-0c1d2e3f4a5b\n"
+                             "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-5e4a")
+    assert r.state == smi.OK
+    assert [(g.index, g.name, g.uuid) for g in r.gpus] == [
+        (0, "NVIDIA GeForce RTX 4090", "GPU-5e4a2b11-1c3d-4e5f-8a9b-0c1d2e3f4a5b"),
+        (1, "NVIDIA GeForce RTX 4090", None)]  # a UUID cut short is not kept
+
+
+def test_headerless_csv_of_name_and_pci_device_id() -> None:
+    r = smi.parse_nvidia_smi("NVIDIA GB10, 0x2E1210DE\n")
+    assert r.state == smi.OK and [(g.name, g.pci_device_id) for g in r.gpus] == [("NVIDIA GB10", "0x2E1210DE")]
+    r = smi.parse_nvidia_smi("0x233010DE, NVIDIA H100 80GB HBM3\n0x233010DE, NVIDIA H100 80GB HBM3\n")
+    assert [(g.index, g.name) for g in r.gpus] == [(0, "NVIDIA H100 80GB HBM3"), (1, "NVIDIA H100 80GB HBM3")]
+    assert smi.parse_nvidia_smi("hello, 0x12345678\n").state == smi.UNRECOGNIZED  # not NVIDIA's vendor id
+
+
+def test_gb10_gets_its_capability_from_the_name() -> None:
+    from tfgpu_install.facts.probe import lookup_cc
+    from tfgpu_install.knowledge.load import load_knowledge
+
+    r = smi.parse_nvidia_smi("NVIDIA GB10, 0x2E1210DE\n")
+    assert lookup_cc(load_knowledge(), r.gpus[0].name or "") == ("12.1", "table:gpus.yaml")

@@ -105,22 +105,24 @@ class LoopbackServer:
                     data = bytes((b ^ 0x5A) for b in data)
                 if res.fault is Fault.SHORT:
                     data = data[: res.cut_at]
-                start = 0
-                if rng and rng.startswith("bytes=") and rng.endswith("-"):
-                    start = int(rng[len("bytes="):-1])
+                start, last, ranged = 0, len(data) - 1, False
+                if rng and rng.startswith("bytes=") and "-" in rng:
+                    first, _, end = rng[len("bytes="):].partition("-")  # "N-" and "N-M" (closed)
+                    start, ranged = int(first), bool(end)
+                    last = min(int(end), len(data) - 1) if end else last
                     if start >= len(data):
                         self._send(416, b"")
                         return
-                body = data[start:]
+                body = data[start : last + 1]
                 if res.fault in (Fault.DRIP, Fault.ENDLESS, Fault.LYING):
                     _stream(self, res.fault, body)
                     return
-                self.send_response(206 if start else 200)
-                if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                self.send_header("Accept-Ranges", "bytes")
+                self.send_response(206 if start or ranged else 200)
+                if start or ranged:
+                    self.send_header("Content-Range", f"bytes {start}-{last}/{len(data)}")
                 if res.content_type:
                     self.send_header("Content-Type", res.content_type)
+                self.send_header("Accept-Ranges", "bytes")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 cut = res.fault is Fault.CLOSE_MID or (res.fault is Fault.CUT_ONCE and res.served == 1)

@@ -48,7 +48,9 @@ def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
     explicit = _explicit_interpreter(req)
     # its version asked beside the probe (remembered per binary: env.create asks it again)
     asked = None if explicit is None else Background(partial(asked_version, ctx, explicit))
-    knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
+    from tfgpu_install.knowledge.learned import with_learned
+
+    knowledge = with_learned(load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir), ctx.state_dir)
     policy = load_policy(req.profile, knowledge)
     if req.tensorflow:
         policy = pinned_policy(policy, knowledge, req.tensorflow)

@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "diagnose a broken setup, or classify a pasted log"),
     "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
     "check": ("check", "drift between the live env and its last known-good snapshot"),
+    "knowledge": ("knowledge", "learn new TensorFlow releases from the package index; show what is known"),
     "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
     "add": ("add", "add your own requirements to an env, resolved with TensorFlow's pins, and verify again"),
     "kernel": ("kernel", "register an env as a Jupyter kernel that sees its CUDA libraries (install, remove)"),

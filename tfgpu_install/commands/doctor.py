@@ -86,11 +86,16 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
         ]
     elif diag.status == HARMLESS_ONLY:
         blocks.append(Text("Nothing wrong in this log: the lines below are known noise, not a failure. "
-                           "If something still fails, its cause is not in this text; check the layers in order:", "ok"))
+                           "If something still fails, its cause is not in this text.", "ok"))
     else:
-        blocks.append(Text("No known cause in this log (doctor does not guess). Check the layers bottom-up:", "warn"))
+        blocks.append(Text("Diagnosis: unknown. No known cause in this log (doctor does not guess).", "warn"))
+    if diag.stopped_by and diag.status != CAUSE:
+        blocks.append(Text(f"What stopped the program: {diag.stopped_by}", "dim"))
+    if diag.unexplained:
+        blocks.append(Bullets("Lines doctor could not explain", diag.unexplained))
     if diag.advice:
-        blocks.append(Bullets("", diag.advice))
+        blocks.append(Bullets("Generic checklist (not a diagnosis: the layers to check, bottom-up)",
+                              diag.advice, "dim"))
     others = [f for f in diag.others if f.severity != "info"]
     context = [f for f in diag.others if f.severity == "info"]
     if others:

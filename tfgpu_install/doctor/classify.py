@@ -3,17 +3,24 @@
 How the primary cause is chosen (bottom-up, like the machine walk):
   1. harmless rules (known noise) and `info` rules (context) are never the cause;
   2. a rule whose `yields_to` names another rule that also matched is only a symptom;
-  3. among the rest, the lowest layer wins (a broken driver explains a missing device, not
+  3. what stopped the program wins: a rule that explains the last exception / fatal line
+     (logtext.stop_region) beats earlier warnings and errors the program survived;
+  4. among the rest, the lowest layer wins (a broken driver explains a missing device, not
      the other way round); within a layer the more specific rule, then error over warning,
      then the earlier line.
-Nothing matched -> "no known cause" and the layer-by-layer checks: never a confident guess.
+Nothing matched -> status "unknown" with the error-looking lines no rule explained; the generic
+layer-by-layer checklist comes under its own key (`checklist`), labelled as not a diagnosis.
+The text is read as pasted and, when a terminal hard-wrapped it, with those lines joined; ANSI
+colours are removed first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from tfgpu_install.doctor import logtext
 from tfgpu_install.doctor.rules import Match, RuleSet, match_all
 
 UNKNOWN = "unknown"  # nothing we know in the text
@@ -21,6 +28,9 @@ HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log
 CAUSE = "cause"  # a cause was found
 
 _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+MAX_LINE = 500  # an evidence line is quoted up to this many characters
+CHECKLIST_LABEL = ("generic checklist, not a diagnosis: nothing in this text names a cause; "
+                   "these are the layers to check, bottom-up")
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ class Diagnosis:
     others: tuple[Finding, ...]  # other non-harmless findings (symptoms, context, warnings)
     harmless: tuple[Finding, ...]  # known noise met in the text: not to be blamed
     advice: tuple[str, ...]  # layer-by-layer checks, given when no cause was found
+    unexplained: tuple[str, ...] = ()  # error-looking lines ("L12: ...") no rule explained
+    stopped_by: str = ""  # the line that stopped the program ("L40: ..."), "" when none was seen
 
     @property
     def evidence(self) -> tuple[str, ...]:
@@ -62,7 +74,10 @@ class Diagnosis:
             "primary": self.primary.to_json() if self.primary else None,
             "others": [f.to_json() for f in self.others],
             "harmless": [f.to_json() for f in self.harmless],
-            "advice": list(self.advice),
+            "advice": list(self.advice),  # kept for old readers: the same steps as checklist.steps
+            "checklist": {"label": CHECKLIST_LABEL, "steps": list(self.advice)} if self.advice else None,
+            "unexplained": list(self.unexplained),
+            "stopped_by": self.stopped_by or None,
         }
 
 
@@ -71,7 +86,7 @@ def _finding(m: Match) -> Finding:
     return Finding(
         rule_id=r.id, layer=r.layer, severity=r.severity, harmless=r.harmless,
         cause=m.render(r.cause), fix=m.render(r.fix), fix_kind=r.fix_kind, source=r.source,
-        evidence=tuple(f"L{no}: {line}" for no, line in m.lines),
+        evidence=tuple(f"L{no}: {line[:MAX_LINE]}" for no, line in m.lines),
         first_line=m.lines[0][0] if m.lines else 0,
     )
 
@@ -80,36 +95,90 @@ def layer_advice(rules: RuleSet) -> tuple[str, ...]:
     return tuple(f"{i}. {layer.title}: {layer.check}" for i, layer in enumerate(rules.layers, 1))
 
 
-def classify(text: str, rules: RuleSet) -> Diagnosis:
-    matches = match_all(rules, text or "")
+def _matches(text: str, rules: RuleSet) -> tuple[list[Match], str]:
+    """Every rule's match on text, plus the rules that only match once hard-wrapped lines are
+    joined (their evidence renumbered to the pasted lines). Also the text the stop line is read in."""
+    matches = match_all(rules, text)
+    joined = logtext.unwrap(text)
+    if joined is None:
+        return matches, text
+    seen = {m.rule.id for m in matches}
+    for m in match_all(rules, joined.text):
+        if m.rule.id not in seen:
+            lines = tuple((joined.origin[no - 1], line) for no, line in m.lines)
+            matches.append(replace(m, lines=lines))
+    return matches, joined.text
+
+
+def _stop_text(text: str) -> tuple[str, str]:
+    """The lines that stopped the program (the region's text) and its first line as evidence."""
+    region = logtext.stop_region(text)
+    if region is None:
+        return "", ""
+    lines = text.split("\n")[region[0] - 1 : region[1]]
+    return "\n".join(lines), f"L{region[0]}: {lines[0].strip()[:300]}" if lines else ""
+
+
+def _primary(matches: list[Match], rules: RuleSet, stop: str) -> Optional[Match]:
+    """The cause: not harmless, not info, not a symptom of another match; what stopped the program
+    first, then the lowest layer, the more specific rule, error over warning, the earlier line."""
     matched_ids = {m.rule.id for m in matches}
-    harmless = [m for m in matches if m.rule.harmless]
-    real = [m for m in matches if not m.rule.harmless]
     candidates = [
-        m for m in real
-        if m.rule.severity != "info" and not any(y in matched_ids for y in m.rule.yields_to)
+        m for m in matches
+        if not m.rule.harmless and m.rule.severity != "info"
+        and not any(y in matched_ids for y in m.rule.yields_to)
     ]
-    candidates.sort(
-        key=lambda m: (
-            rules.layer_index(m.rule.layer),
-            -m.rule.specificity,
-            _SEVERITY_RANK[m.rule.severity],
-            m.lines[0][0] if m.lines else 0,
-        )
-    )
-    primary = candidates[0] if candidates else None
-    others = [m for m in real if m is not primary]
-    others.sort(key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
-    if primary is not None:
-        status = CAUSE
-        advice: tuple[str, ...] = ()
-    else:
-        status = HARMLESS_ONLY if harmless else UNKNOWN
+
+    def key(m: Match) -> tuple[int, int, int, int, int]:
+        stopped_it = bool(stop) and any(p.search(stop) for p in m.rule.patterns)
+        return (0 if stopped_it else 1, rules.layer_index(m.rule.layer), -m.rule.specificity,
+                _SEVERITY_RANK[m.rule.severity], m.lines[0][0] if m.lines else 0)
+
+    return min(candidates, key=key) if candidates else None
+
+
+_WARNING_LINE = re.compile(
+    r"(?:^|\s|\d)W(?:\d{4})?\s+\S+\]|\bW (?:tensorflow|external|third_party)/|\bWARNING\b|\bWarning:")
+_GPU_WORDS = re.compile(r"GPU|gpu|CUDA|cuda|cuDNN|cudnn|[Dd]evice|DNN|libcu|nvidia|NVIDIA|XLA|ptx|PTX")
+
+
+def _survived(m: Match, stop: str) -> bool:
+    """The program went on after this finding: every line of it is a logged warning, and what stopped the
+    program (an exception no rule explains) does not concern the GPU stack at all."""
+    if not stop or _GPU_WORDS.search(stop) or any(p.search(stop) for p in m.rule.patterns):
+        return False
+    return bool(m.lines) and all(_WARNING_LINE.search(line) for _, line in m.lines)
+
+
+def _cause(matches: list[Match], rules: RuleSet, stop: str) -> tuple[Optional[Match], bool]:
+    """(the primary match or None, whether the best candidate was a warning the program survived)."""
+    primary = _primary(matches, rules, stop)
+    if primary is not None and _survived(primary, stop):
+        return None, True  # not why it stopped: say unknown, list it as also found
+    return primary, False
+
+
+def classify(text: str, rules: RuleSet) -> Diagnosis:
+    text = logtext.clean(text or "")
+    matches, read = _matches(text, rules)
+    stop, stopped_by = _stop_text(read)
+    primary, survived = _cause(matches, rules, stop)
+    harmless = [m for m in matches if m.rule.harmless]
+    others = sorted((m for m in matches if not m.rule.harmless and m is not primary),
+                    key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
+    status = CAUSE
+    advice: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    if primary is None:
+        status = HARMLESS_ONLY if harmless and not survived else UNKNOWN
         advice = layer_advice(rules)
+        left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
     return Diagnosis(
         status=status,
         primary=_finding(primary) if primary else None,
         others=tuple(_finding(m) for m in others),
         harmless=tuple(_finding(m) for m in harmless),
         advice=advice,
+        unexplained=left,
+        stopped_by=stopped_by,
     )

@@ -5,7 +5,6 @@ The knowledge is data; this module only knows the schema (documented in the YAML
 
 from __future__ import annotations
 
-import importlib
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -13,14 +12,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.errors import BadInputError
-
-# The regex parser, to find the plain text a pattern needs: re._parser since Python 3.11, sre_parse before.
-try:
-    _sre_parser = importlib.import_module("re._parser")
-    _sre_constants = importlib.import_module("re._constants")
-except ImportError:  # Python <= 3.10
-    _sre_parser = importlib.import_module("sre_parse")
-    _sre_constants = importlib.import_module("sre_constants")
 
 SEVERITIES = ("error", "warning", "info")
 FIX_KINDS = ("command", "remove", "install", "setting", "upgrade", "none")
@@ -282,26 +273,47 @@ class LineIndex:
 MAX_EVIDENCE = 6
 
 
+_META = set(".^$*+?{}[]()|")
+_QUANT = set("*+?{")
+_ESCAPED_LITERAL = set(".^$*+?{}[]()|\\/-'\"`<>:#%&=!,;@~ ")
+
+
+def _token(src: str, i: int) -> tuple[int, Optional[str], int]:
+    """One pattern token at i: (length, its literal character or None, depth change)."""
+    ch = src[i]
+    if ch == "\\" and i + 1 < len(src):
+        return 2, (src[i + 1] if src[i + 1] in _ESCAPED_LITERAL else None), 0
+    if ch == "[":
+        close = src.find("]", i + 2)
+        return (close - i + 1 if close != -1 else len(src) - i), None, 0
+    if ch in "()":
+        return 1, None, 1 if ch == "(" else -1
+    return 1, (None if ch in _META else ch), 0
+
+
 def required_literal(pat: "re.Pattern[str]") -> str:
     """The longest plain text every match of pat must contain ("" when none is certain).
 
     `literal in text` runs at memory speed while a regex scan of a 50 MB log costs ~50 ms per
     pattern, and most rules' texts are absent from any one log: this skips those scans.
+    A small reading of the pattern's own text (no private `re` internals): only runs of literal
+    characters outside any group and class count (a top-level `|` means none); a quantified character ends a run.
     """
-    if pat.flags & re.IGNORECASE:
+    src = pat.pattern
+    if pat.flags & (re.IGNORECASE | re.VERBOSE):
         return ""
-    try:
-        parsed = _sre_parser.parse(pat.pattern, pat.flags)
-    except Exception:  # an internal module's API moved: no shortcut, same result
-        return ""
-    best, run = "", []
-    for op, arg in parsed:
-        if op is _sre_constants.LITERAL:
-            run.append(chr(arg))
+    best, run, i, depth = "", "", 0, 0
+    while i < len(src):
+        if src[i] == "|" and depth == 0:
+            return ""  # a top-level alternative: no text is certain
+        step, lit, change = _token(src, i)
+        depth += change
+        i += step
+        if lit is not None and depth == 0 and not (i < len(src) and src[i] in _QUANT):
+            run += lit
             continue
-        best = max(best, "".join(run), key=len)
-        run = []
-    return max(best, "".join(run), key=len)
+        best, run = max(best, run, key=len), ""
+    return max(best, run, key=len)
 
 
 def _may_match(pat: "re.Pattern[str]", text: str) -> bool:

@@ -10,6 +10,7 @@ containers and WSL2), `--query-gpu` CSV, `nvidia-smi -q`, the failure messages,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 # Re-exported: callers read every NVIDIA text format from this module.
@@ -25,6 +26,7 @@ from tfgpu_install.facts.smi_model import NO_DEVICES as NO_DEVICES
 from tfgpu_install.facts.smi_model import NO_DRIVER as NO_DRIVER
 from tfgpu_install.facts.smi_model import NOT_INSTALLED as NOT_INSTALLED
 from tfgpu_install.facts.smi_model import NVML_FAILED as NVML_FAILED
+from tfgpu_install.facts.smi_model import NVML_MISSING as NVML_MISSING
 from tfgpu_install.facts.smi_model import OK as OK
 from tfgpu_install.facts.smi_model import QUERY_FIELDS as QUERY_FIELDS
 from tfgpu_install.facts.smi_model import QUERY_FIELDS_OLD as QUERY_FIELDS_OLD
@@ -35,6 +37,7 @@ from tfgpu_install.facts.smi_model import SmiGpu as SmiGpu
 from tfgpu_install.facts.smi_model import SmiReading as SmiReading
 from tfgpu_install.facts.smi_model import _clean_name, _int, _none
 from tfgpu_install.facts.smi_query import _csv_blocks
+from tfgpu_install.facts.smi_query import parse_name_device_id as parse_name_device_id
 from tfgpu_install.facts.smi_query import parse_query_gpu as parse_query_gpu
 from tfgpu_install.facts.smi_query import parse_smi_list as parse_smi_list
 
@@ -72,7 +75,16 @@ _FAILURE_NEEDLES = (
     "no devices were found", "couldn't communicate with the nvidia driver", "could not communicate with the nvidia driver",
     "driver/library version mismatch", "failed to initialize nvml", "nvidia-smi: command not found",
     "nvidia-smi: not found", "gpu is lost", "unable to determine the device handle for gpu",
+    "couldn't find libnvidia-ml.so", "could not find libnvidia-ml.so",
 )
+# Pastes through chat and word processors turn the apostrophe typographic ("couldn‘t", "couldn’t"):
+# one character for one, so positions found in the folded text hold in the original.
+_APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u00b4": "'", "`": "'"})
+
+
+def _fold(text: str) -> str:
+    return text.lower().translate(_APOSTROPHES)
+
 _NVRM_FAILURES = ("probe routine was not called", "no nvidia graphics adapter probed", "no nvidia gpu found",
                   "rminitadapter failed")
 
@@ -85,7 +97,7 @@ def _line_around(text: str, pos: int) -> str:
 
 def _first_failure_line(text: str) -> Optional[str]:
     """The earliest line holding a known failure (a "failed to initialize nvml" only at a line start)."""
-    low = text.lower()
+    low = _fold(text)
     best = -1
     for needle in _FAILURE_NEEDLES:
         pos = low.find(needle)
@@ -111,7 +123,9 @@ def parse_smi_failure(text: str) -> Optional[tuple[str, str]]:
     s = _first_failure_line(text)
     if s is None:
         return None
-    low = s.lower()
+    low = _fold(s)
+    if "libnvidia-ml.so" in low:
+        return NVML_MISSING, s
     if "no devices were found" in low:
         return NO_DEVICES, s
     if "communicate with the nvidia driver" in low or "nvrm:" in low:
@@ -278,7 +292,27 @@ def parse_nvidia_smi(text: str) -> SmiReading:
         return SmiReading(state=UNRECOGNIZED, message="nvidia-smi output could not be read")
 
 
-def _parse_nvidia_smi(text: str) -> SmiReading:
+@dataclass(frozen=True)
+class _Found:
+    """What phase one recognised in the text, before the GPUs are merged."""
+
+    header: dict[str, Optional[str]]
+    formats: tuple[str, ...]
+    table_gpus: tuple[SmiGpu, ...]
+    migs: tuple[MigDevice, ...]
+    q_gpus: tuple[SmiGpu, ...]
+    attached: Optional[int]
+    csv_gpus: tuple[SmiGpu, ...]
+    failure: Optional[tuple[str, str]]
+
+
+def _looks_like_q(text: str) -> bool:
+    return "NVSMI LOG" in text or bool(_RE_ATTACHED.search(text)) or (
+        "Product Name" in text and bool(re.search(r"^\s*Product Name\s*:", text, re.M)))
+
+
+def _recognise(text: str) -> _Found:
+    """Phase one: every format found in the text, each read on its own."""
     header = _parse_header(text)
     formats: list[str] = []
     table_gpus, migs = parse_smi_table(text)
@@ -286,60 +320,72 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
         formats.append("table")
     q_gpus: tuple[SmiGpu, ...] = ()
     attached: Optional[int] = None
-    if "NVSMI LOG" in text or _RE_ATTACHED.search(text) or (
-            "Product Name" in text and re.search(r"^\s*Product Name\s*:", text, re.M)):
+    if _looks_like_q(text):
         q_gpus, attached = parse_smi_q(text)
         formats.append("-q")
-    csv_gpus = _csv_blocks(text)
+    csv_gpus = tuple(_csv_blocks(text))
     list_gpus = parse_smi_list(text) if "UUID: GPU-" in text else ()
     if list_gpus:
         formats.append("-L")
-        csv_gpus = csv_gpus or list(list_gpus)
-    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
+        csv_gpus = csv_gpus or list_gpus
+    if not csv_gpus:
+        csv_gpus = parse_name_device_id(text)
     if csv_gpus:
         formats.append("query-csv")
     failure = parse_smi_failure(text)
     if failure:
         formats.append("nvrm-log" if "NVRM:" in failure[1] else "failure")
-    nvml_lib = _RE_NVML_LIB.search(text)
-    module = parse_proc_driver_version(text)
+    return _Found(header, tuple(formats), table_gpus, migs, q_gpus, attached, csv_gpus, failure)
 
-    # Prefer the source with full names: -q, then table; CSV supplies compute capability.
-    gpus: list[SmiGpu] = list(q_gpus or table_gpus)
-    if csv_gpus:
-        if not gpus:
-            gpus = list(csv_gpus)
-        else:
-            merged = []
-            for i, g in enumerate(gpus):
-                c = csv_gpus[i] if i < len(csv_gpus) else None
-                if c is not None:
-                    g = SmiGpu(
-                        **{
-                            **g.__dict__,
-                            "compute_capability": g.compute_capability or c.compute_capability,
-                            "uuid": g.uuid or c.uuid,
-                            "pci_device_id": g.pci_device_id or c.pci_device_id,
-                            "memory_mib": g.memory_mib or c.memory_mib,
-                            "name": c.name if (c.name and (g.name_truncated or not g.name)) else g.name,
-                            "name_truncated": g.name_truncated and not c.name,
-                        }
-                    )
-                merged.append(g)
-            gpus = merged
-    driver = header.get("driver_version")
+
+def _merge_one(g: SmiGpu, c: SmiGpu) -> SmiGpu:
+    return SmiGpu(
+        **{
+            **g.__dict__,
+            "compute_capability": g.compute_capability or c.compute_capability,
+            "uuid": g.uuid or c.uuid,
+            "pci_device_id": g.pci_device_id or c.pci_device_id,
+            "memory_mib": g.memory_mib or c.memory_mib,
+            "name": c.name if (c.name and (g.name_truncated or not g.name)) else g.name,
+            "name_truncated": g.name_truncated and not c.name,
+        }
+    )
+
+
+def _merge_gpus(found: _Found) -> list[SmiGpu]:
+    """Phase two: the source with full names first (-q, then table); CSV adds compute capability."""
+    gpus: list[SmiGpu] = list(found.q_gpus or found.table_gpus)
+    csv = found.csv_gpus
+    if not csv:
+        return gpus
+    if not gpus:
+        return list(csv)
+    return [_merge_one(g, csv[i]) if i < len(csv) else g for i, g in enumerate(gpus)]
+
+
+def _driver_of(found: _Found) -> Optional[str]:
+    driver = found.header.get("driver_version")
     if driver is None:
-        drvs = [g.driver_version for g in csv_gpus if g.driver_version]
+        drvs = [g.driver_version for g in found.csv_gpus if g.driver_version]
         driver = drvs[0] if drvs else None
-    if not formats and not driver:
+    return driver
+
+
+def _parse_nvidia_smi(text: str) -> SmiReading:
+    found = _recognise(text)
+    invalid = re.search(r'Field "([^"]+)" is not a valid field to query', text)
+    module = parse_proc_driver_version(text)
+    driver = _driver_of(found)
+    if not found.formats and not driver:
         return SmiReading(state=UNRECOGNIZED, invalid_field=invalid.group(1) if invalid else None,
                           module_version=module)
-    state = OK
-    if failure and not gpus:
-        state = failure[0]
+    gpus = _merge_gpus(found)
+    failure = found.failure
+    nvml_lib = _RE_NVML_LIB.search(text)
+    header = found.header
     raw = header.get("cuda_raw")
     return SmiReading(
-        state=state,
+        state=failure[0] if failure and not gpus else OK,
         driver_version=driver,
         tool_version=header.get("tool_version"),
         cuda_version=header.get("cuda_version"),
@@ -347,11 +393,11 @@ def _parse_nvidia_smi(text: str) -> SmiReading:
         cuda_raw=raw,
         cuda_label=header.get("cuda_label"),
         gpus=tuple(gpus),
-        mig_devices=migs,
-        gpu_count=attached,
+        mig_devices=found.migs,
+        gpu_count=found.attached,
         message=failure[1] if failure else None,
         nvml_library_version=nvml_lib.group(1) if nvml_lib else None,
-        formats=tuple(formats),
+        formats=found.formats,
         invalid_field=invalid.group(1) if invalid else None,
         module_version=module,
     )

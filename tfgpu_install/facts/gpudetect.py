@@ -62,6 +62,10 @@ def _state_hint(state: str, host: Optional[Host]) -> str:
     if state == smi.GPU_LOST:
         return ("the GPU fell off the bus (Xid 79: power, heat or a PCIe fault): `sudo dmesg | grep -i xid`, "
                 "check power cables and seating, then reboot")
+    if state == smi.NVML_MISSING:
+        return ("the driver's user-space library libnvidia-ml.so is not installed, or the loader's cache does not know "
+                "it: `sudo ldconfig` (in a container too), else install the NVIDIA driver's libraries package for the "
+                "loaded kernel module; in a container start it with GPU access (`--gpus all`)")
     if state == smi.NO_DEVICES:
         return "the driver is loaded but sees no GPU (passthrough, BIOS settings, or a GPU too new for this driver)"
     return ""

@@ -174,11 +174,13 @@ def lookup_cc(knowledge: Optional["Knowledge"], name: str,
     ("NVIDIA GeForce RTX 3060 ...") counts only if every model it could be shares one CC."""
     if knowledge is None or not name:
         return None, None
-    from tfgpu_install.knowledge.gpu_names import gpu_by_name
+    from tfgpu_install.knowledge.gpu_names import gpu_by_name, vgpu_board
 
     row = gpu_by_name(knowledge, name)
     if row is not None:
-        return row.compute_capability, "table:gpus.yaml" + (" (name truncated)" if truncated else "")
+        board = vgpu_board(name)
+        note = f" (vGPU profile on a physical {row.name})" if board else (" (name truncated)" if truncated else "")
+        return row.compute_capability, "table:gpus.yaml" + note
     if not truncated:
         return None, None
     prefix = _norm(re.sub(r"\s*(\.\.\.|\u2026)\s*$", "", name))
@@ -201,6 +203,14 @@ def _assumed_gpus(assume: Assumptions, kn: _Lazy, problems: list[Problem]) -> tu
             continue
         cc, cc_src = lookup_cc(kn.get(), item)
         if cc is None:
+            from tfgpu_install.knowledge.gpu_names import foreign_gpu
+
+            foreign = foreign_gpu(item)
+            if foreign is not None:
+                problems.append(Problem(
+                    f"gpus[{i}]", f"{item!r} is an {foreign[0]} GPU, not an NVIDIA one: {foreign[1]}", "error"))
+                out.append(Gpu(i, item, None, None, src))
+                continue
             reason = kn.error or f"unknown GPU model {item!r} (not in gpus.yaml)"
             problems.append(
                 Problem(f"gpus[{i}].compute_capability", f"{reason}: give its compute capability instead, e.g. 8.6",

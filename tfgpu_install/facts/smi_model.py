@@ -19,6 +19,7 @@ NO_DRIVER = "no-driver"  # "couldn't communicate with the NVIDIA driver", NVRM p
 VERSION_MISMATCH = "version-mismatch"  # "Driver/library version mismatch": upgraded, not rebooted
 NVML_FAILED = "nvml-failed"  # other "Failed to initialize NVML: ..." (containers, WSL2 blocked)
 NOT_INSTALLED = "not-installed"  # "nvidia-smi: command not found"
+NVML_MISSING = "nvml-missing"  # "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system"
 UNRECOGNIZED = "unrecognized"  # nothing we know how to read
 GPU_LOST = "gpu-lost"  # "GPU is lost" / "Unable to determine the device handle": fell off the bus (Xid 79)
 

@@ -20,7 +20,11 @@ _KNOWN_QUERY_FIELDS = _ID_FIELDS | {
 _FIELD_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id"}
 _RE_QUERY_ARG = re.compile(r"--query-gpu[= ]['\"]?([A-Za-z_.,]+)")
 _RE_LIST_LINE = re.compile(r"^\s*(?:[\w.\[\]]+\s*=\s*)?(\[\s*[bBuU]?['\"].*\]|[bB]['\"].*['\"])\s*$")
-_RE_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
+# The closing ")" may be cut off with the end of a pasted line; a UUID cut short is not kept.
+_RE_L_GPU = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]*)\)?\s*$")
+_RE_UUID = re.compile(r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# A header-less `--query-gpu=name,pci.device_id` (either order): NVIDIA's vendor id 10DE ends the id.
+_RE_NVIDIA_DEVID = re.compile(r"0x[0-9A-Fa-f]{4}10[dD][eE]")
 _RE_L_MIG = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
 
 
@@ -163,7 +167,34 @@ def parse_smi_list(text: str) -> tuple[SmiGpu, ...]:
         m = _RE_L_GPU.match(line)
         if m:
             name, truncated = _clean_name(m.group(2))
-            gpus.append(SmiGpu(index=int(m.group(1)), name=name, name_truncated=truncated, uuid=m.group(3)))
+            uuid = m.group(3) if _RE_UUID.fullmatch(m.group(3)) else None
+            gpus.append(SmiGpu(index=int(m.group(1)), name=name, name_truncated=truncated, uuid=uuid))
         elif gpus and _RE_L_MIG.match(line):
             gpus[-1] = SmiGpu(**{**gpus[-1].__dict__, "mig_mode": "Enabled"})
+    return tuple(gpus)
+
+
+def _name_and_id(line: str) -> Optional[tuple[str, str]]:
+    cells = [c.strip() for c in line.strip().split(",")]
+    if len(cells) != 2:
+        return None
+    ids = [c for c in cells if _RE_NVIDIA_DEVID.fullmatch(c)]
+    names = [c for c in cells if c not in ids and c and not c.lower().startswith("0x")]
+    if len(ids) != 1 or len(names) != 1:
+        return None
+    return names[0], ids[0]
+
+
+def parse_name_device_id(text: str) -> tuple[SmiGpu, ...]:
+    """Header-less CSV of name + PCI device id ("NVIDIA GB10, 0x2E1210DE"), in either column order:
+    consecutive lines of exactly that shape, numbered as printed."""
+    gpus: list[SmiGpu] = []
+    for line in text.splitlines():
+        if "0x" not in line or "," not in line:
+            continue
+        pair = _name_and_id(line)
+        if pair is None:
+            continue
+        name, truncated = _clean_name(pair[0])
+        gpus.append(SmiGpu(index=len(gpus), name=name, name_truncated=truncated, pci_device_id=pair[1]))
     return tuple(gpus)

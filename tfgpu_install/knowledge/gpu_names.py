@@ -23,7 +23,7 @@ from tfgpu_install.knowledge.model import GpuRow, Knowledge
 _SUFFIXES = re.compile(
     r"(?:\s(?:\d+\s?gb|sxm\d?|pcie|pci e|nvl|hbm\d?e?|mig.*|laptop gpu|laptop|mobile|notebook|"
     r"with max q design|with max-q design|max-q|max q|oem|\(.*\)|dgx.*|\d+w|d|v\d|lhr|lite hash rate|"
-    r"founders edition|active|passive|\d+\s?gb/\d+\s?gb))$"
+    r"founders edition|active|passive|developer kit|\d+\s?gb/\d+\s?gb))$"
 )
 _TRUNCATED = re.compile(r"(\.\.\.|…)\s*$")
 
@@ -74,8 +74,13 @@ def _unique(rows: list[GpuRow]) -> Optional[GpuRow]:
 
 
 def match_gpu(rows: tuple[GpuRow, ...], name: str) -> Optional[GpuRow]:
+    """The row of an nvidia-smi name, or of the physical GPU under a vGPU profile name; None when unknown."""
     if not name or not name.strip():
         return None
+    return _match_physical(rows, name) or _match_vgpu(rows, name)
+
+
+def _match_physical(rows: tuple[GpuRow, ...], name: str) -> Optional[GpuRow]:
     exact, loose = _index(rows)
     truncated = bool(_TRUNCATED.search(name))
     base = normalise(name)
@@ -90,6 +95,59 @@ def match_gpu(rows: tuple[GpuRow, ...], name: str) -> Optional[GpuRow]:
         prefix = _brandless(base)
         cands = [r for key, rs in loose.items() if key.startswith(prefix) for r in rs]
         return _unique(cands)
+    return None
+
+
+# A vGPU profile as nvidia-smi prints it inside the VM: "GRID A100D-40C", "GRID T4-16Q", "NVIDIA L40S-48Q",
+# "GRID RTX6000-24Q": board, then frame buffer in GB and the series letter (A apps, B business, C compute,
+# Q workstation). Normalised: "grid a100d 40c". The board may carry a variant letter NVIDIA's vGPU docs
+# use for the physical board (A100D/A100X/V100DX/V100D/V100S/V100L/H100XM/L40S): tried as printed, then without it.
+_VGPU = re.compile(
+    r"^(?:grid\s+)?(?P<board>(?:rtx\s?)?[a-z]{1,3}\d{1,4}[a-z]{0,2})\s(?P<fb>\d{1,3})(?P<series>[abcqh])$")
+_BOARD_VARIANT = re.compile(r"(?<=\d)(?:dx|xm|xl|d|x|l|s)$")
+
+
+def vgpu_board(name: str) -> Optional[str]:
+    """The physical board under a vGPU profile name ("GRID A100D-40C" -> "A100D"), else None."""
+    m = _VGPU.match(normalise(name))
+    return m.group("board").upper().replace(" ", "") if m else None
+
+
+def _match_vgpu(rows: tuple[GpuRow, ...], name: str) -> Optional[GpuRow]:
+    m = _VGPU.match(normalise(name))
+    if m is None:
+        return None
+    board = m.group("board")
+    spaced = re.sub(r"^rtx(?=\d)", "rtx ", board)
+    for cand in dict.fromkeys((board, spaced, _BOARD_VARIANT.sub("", board), _BOARD_VARIANT.sub("", spaced))):
+        for prefix in ("", "nvidia ", "tesla ", "quadro "):
+            row = _match_physical(rows, prefix + cand)
+            if row is not None:
+                return row
+    return None
+
+
+# Not NVIDIA: named as such, never given a guessed compute capability.
+_FOREIGN = (
+    ("AMD", re.compile(r"\b(?:amd|ati|radeon|instinct|firepro)\b", re.I),
+     "this tool provisions TensorFlow's CUDA builds, which run on NVIDIA GPUs only; for AMD GPUs use ROCm's "
+     "TensorFlow (`pip install tensorflow-rocm`, https://rocm.docs.amd.com), or provision for the CPU (--allow-cpu)"),
+    ("Intel", re.compile(r"\b(?:intel|arc|iris|uhd graphics|hd graphics|data center gpu (?:max|flex))\b", re.I),
+     "this tool provisions TensorFlow's CUDA builds, which run on NVIDIA GPUs only; for Intel GPUs use Intel's "
+     "extension (`pip install intel-extension-for-tensorflow[xpu]`), or provision for the CPU (--allow-cpu)"),
+    ("Apple", re.compile(r"\bapple\b|^m[1-4](?:\s(?:pro|max|ultra))?$", re.I),
+     "this tool provisions TensorFlow's CUDA builds for Linux with NVIDIA GPUs; on Apple silicon use "
+     "`pip install tensorflow tensorflow-metal`"),
+)
+
+
+def foreign_gpu(name: str) -> Optional[tuple[str, str]]:
+    """(vendor, honest remedy) when the name is an AMD / Intel / Apple GPU, else None."""
+    if re.search(r"\bnvidia\b|geforce|quadro|tesla", name, re.I):
+        return None
+    for vendor, pattern, remedy in _FOREIGN:
+        if pattern.search(name.strip()):
+            return vendor, remedy
     return None
 
 

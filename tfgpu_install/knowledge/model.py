@@ -72,6 +72,8 @@ class Release:
     pin_hashes: dict[str, str] = field(default_factory=dict)
     # the sonames TF's dso loader dlopens for CUDA/cuDNN ("libcusolver.so.10"): what any source must provide
     sonames: tuple[str, ...] = ()
+    # read from the package index by `knowledge update` (knowledge/learned.py), not curated in matrix.yaml
+    learned: bool = False
 
     @property
     def blocking_defects(self) -> tuple[Defect, ...]:
@@ -142,6 +144,9 @@ class Policy:
     # how the CUDA libraries may come: "pip" (nvidia-* wheels, 2.14+) and/or "system" (toolkit/conda)
     cuda_from: tuple[str, ...] = ("pip", "system")
     jit_only_ok: bool = True  # accept a GPU that only PTX (JIT) covers, flagged jit_only
+    # releases learned from the index (not curated): "any" | "settled" (a patch release, and min_age_days
+    # old when the profile has an age rule) | "never"
+    learned: str = "settled"
     path: Optional[str] = None  # the file it was loaded from
 
 

@@ -288,7 +288,7 @@ def parse_gpus(path: Path, label: str) -> tuple[GpuRow, ...]:
 
 POLICY_KEYS = ("name", "description", "prefer", "source")
 POLICY_OPTIONAL = ("require_patch_release", "min_age_days", "tensorflow", "allow_defects", "cuda_from",
-                   "jit_only_ok", "format")
+                   "jit_only_ok", "format", "learned")
 
 
 def parse_policy(path: Path, label: str, expect_name: Optional[str] = None) -> Policy:
@@ -324,5 +324,6 @@ def parse_policy(path: Path, label: str, expect_name: Optional[str] = None) -> P
         source=c.string(top, "source", "source") or "",
         cuda_from=cuda_from,
         jit_only_ok=c.boolean(top, "jit_only_ok", "jit_only_ok", True),
+        learned=c.string(top, "learned", "learned", optional=True, choices=("any", "settled", "never")) or "settled",
         path=str(path),
     )

@@ -20,6 +20,7 @@ from tfgpu_install.knowledge.model import (
     MinorCompatRow,
     Policy,
     Release,
+    release_key,
     version_key,
 )
 from tfgpu_install.verify.gpucheck.tfgpucheck_arch import coverage
@@ -125,6 +126,21 @@ def _spec_allows(spec: str, version: str) -> bool:
     return SpecifierSet(spec).contains(version, prereleases=True)
 
 
+def _learned_refused(r: Release, policy: Policy, age: Optional[int]) -> str:
+    """Why the profile does not take this learned (not curated) release yet; "" when it does."""
+    if policy.learned == "any":
+        return ""
+    what = "learned from the package index, not curated"
+    if policy.learned == "never":
+        return f"{what}; the profile takes curated releases only"
+    patched = (release_key(r.tensorflow) + (0, 0, 0))[2] >= 1
+    old = not policy.min_age_days or (age is not None and age >= policy.min_age_days)
+    if patched and old:
+        return ""
+    need = "a patch release" + (f" at least {policy.min_age_days} days old" if policy.min_age_days else "")
+    return f"{what}; the profile takes such a release once it is {need}"
+
+
 def candidates(
     knowledge: Knowledge, policy: Policy, today: Optional[date] = None
 ) -> tuple[list[Release], list[str]]:
@@ -142,7 +158,9 @@ def candidates(
         age = _age_days(r.released, today)
         old_enough = age is not None and policy.min_age_days > 0 and age >= policy.min_age_days
         why = None
-        if policy.tensorflow and not _spec_allows(policy.tensorflow, r.tensorflow):
+        if r.learned and _learned_refused(r, policy, age):
+            why = _learned_refused(r, policy, age)
+        elif policy.tensorflow and not _spec_allows(policy.tensorflow, r.tensorflow):
             why = f"outside the profile's range {policy.tensorflow}"
         elif r.cuda_from not in policy.cuda_from:
             why = f"gets CUDA from {r.cuda_from}; the profile takes {' or '.join(policy.cuda_from)}"

@@ -1,0 +1,176 @@
+"""`knowledge update` / `knowledge show`: learn TensorFlow releases the tables lack from the package
+index (PEP 691 JSON file list; METADATA and build_info.py of one wheel each by HTTP range requests),
+and keep them as the learned overlay (knowledge/learned.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urljoin
+
+from tfgpu_install.context import Context
+from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError
+from tfgpu_install.knowledge.learned import overlay_path, read_overlay, render_overlay
+from tfgpu_install.knowledge.model import Knowledge, release_key
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+PEP691 = "application/vnd.pypi.simple.v1+json"
+MAX_INDEX_BYTES = 64 << 20  # tensorflow's file list is ~2 MB
+MAX_NEW = 12  # releases learned in one run (each costs a few range requests)
+
+
+@dataclass
+class UpdateReport:
+    index_url: str
+    status: str  # "updated" | "up-to-date" | "offline" | "unreachable"
+    learned: list[dict[str, Any]] = field(default_factory=list)  # {tensorflow, released, source}
+    skipped: list[str] = field(default_factory=list)  # "2.22.0: why"
+    kept: list[str] = field(default_factory=list)  # learned versions already in the overlay
+    overlay: str = ""
+    message: str = ""
+
+
+def index_url_for(ctx: Context, given: Optional[str]) -> str:
+    url = given or ctx.environ.get("UV_INDEX_URL") or ctx.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
+    return url if url.endswith("/") else url + "/"
+
+
+def _file_list(session: Any, url: str) -> list[dict[str, Any]]:
+    r = session.get(url, headers={"Accept": PEP691}, timeout=60, stream=True)
+    try:
+        if r.status_code != 200:
+            raise DownloadError(f"{url}: the index answered {r.status_code}", hint="check --index-url")
+        body = r.raw.read(MAX_INDEX_BYTES + 1, decode_content=True)
+        ctype = r.headers.get("Content-Type", "")
+    finally:
+        r.close()
+    if len(body) > MAX_INDEX_BYTES:
+        raise BadInputError(f"{url}: the file list is larger than {MAX_INDEX_BYTES >> 20} MiB")
+    if "json" not in ctype:
+        raise BadInputError(f"{url}: not a PEP 691 JSON file list (Content-Type {ctype!r})",
+                            hint="use an index that serves application/vnd.pypi.simple.v1+json "
+                                 "(PyPI, devpi, recent Artifactory/Nexus)")
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise BadInputError(f"{url}: the file list is not valid JSON") from exc
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list):
+        raise BadInputError(f"{url}: the file list has no `files` list")
+    return [f for f in files
+            if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str)]
+
+
+def _by_version(files: list[dict[str, Any]], base: str) -> dict[str, list[dict[str, Any]]]:
+    """Linux x86_64 CPython wheels of final releases, not yanked, by version; URLs made absolute."""
+    from tfgpu_install.knowledge.wheelfacts import FINAL_RE, WHEEL_RE
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in files:
+        m = WHEEL_RE.match(f["filename"])
+        if not m or f.get("yanked") or "linux" not in m["plat"] or not m["plat"].endswith("x86_64"):
+            continue
+        if not FINAL_RE.match(m["ver"]) or not isinstance(f.get("size"), int) or f["size"] <= 0:
+            continue
+        out.setdefault(m["ver"], []).append({**f, **m.groupdict(), "url": urljoin(base, f["url"])})
+    return out
+
+
+def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, Any]], index: str,
+               today: str, allow_http: bool) -> dict[str, Any]:
+    from tfgpu_install.fetch.download import check_url
+    from tfgpu_install.knowledge.wheelfacts import RangeFile, learned_row, read_wheel
+
+    newest = max(files, key=lambda f: int(f["py"][2:]))
+    check_url(newest["url"], allow_http=allow_http)
+    wheel = read_wheel(RangeFile(session, newest["url"], newest["size"]))
+    row = learned_row(version, files, wheel, index, newest, today)
+    if not row["cuda"]:
+        raise ValueError("its build_info.py names no CUDA version (a CPU-only build?)")
+    if not row["min_glibc"]:
+        raise ValueError(f"platform tag {newest['plat']} names no glibc")
+    return row
+
+
+def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
+    """The rows already learned (as plain data), or none when the old overlay is refused."""
+    try:
+        kept = read_overlay(path)
+    except BadInputError as exc:
+        report.message = f"the old overlay was refused and is replaced: {exc.message}"
+        return []
+    report.kept = [r.tensorflow for r in kept]
+    if not kept:
+        return []
+    import yaml
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [r for r in doc.get("releases", []) if isinstance(r, dict)]
+
+
+def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
+               rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool) -> None:
+    """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW)."""
+    import requests  # lazily, as everywhere: commands that need no network start fast
+
+    from tfgpu_install.knowledge.wheelfacts import RangeError
+
+    versions = sorted((kv for kv in _by_version(files, page).items() if release_key(kv[0]) > release_key(newest)),
+                      key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
+    for version, vfiles in versions:
+        if version in rows:
+            continue
+        try:
+            rows[version] = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http)
+        except (RangeError, ValueError, KeyError, OSError, TfgpuError, requests.RequestException) as exc:
+            # one unreadable wheel must not cost the others
+            report.skipped.append(f"{version}: {exc}")
+            continue
+        report.learned.append({"tensorflow": version, "released": rows[version]["released"],
+                               "source": rows[version]["source"]})
+
+
+def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: bool,
+           today: Optional[date] = None) -> UpdateReport:
+    """Learn the releases newer than every curated one from the index; write the overlay."""
+    index = index_url_for(ctx, index_url)
+    path = overlay_path(ctx.state_dir)
+    report = UpdateReport(index_url=index, status="offline", overlay=str(path))
+    old = _old_rows(path, report)
+    if offline:
+        report.message = report.message or "offline: the index was not asked; the learned releases kept as they are"
+        return report
+    import requests
+
+    from tfgpu_install.fetch.download import check_url, make_session
+
+    allow_http = index_url is not None
+    check_url(index, allow_http=allow_http)
+    session = make_session(ctx, index, retries=1, allow_http=allow_http)
+    page = urljoin(index, "tensorflow/")
+    try:
+        files = _file_list(session, page)
+    except requests.RequestException as exc:  # offline, proxy down, DNS, refused, timed out
+        report.status = "unreachable"
+        report.message = (f"the index {index} could not be reached ({type(exc).__name__}); "
+                          "the learned releases are kept as they are")
+        return report
+    newest = max((r.tensorflow for r in curated.releases), key=release_key, default="0.0.0")
+    day = (today or date.today()).isoformat()
+    rows = {str(r.get("tensorflow")): r for r in old}
+    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http)
+    report.status = "updated" if report.learned else "up-to-date"
+    if report.learned:
+        _write(path, sorted(rows.values(), key=lambda r: release_key(str(r["tensorflow"])), reverse=True), index, day)
+    return report
+
+
+def _write(path: Path, rows: list[dict[str, Any]], index: str, day: str) -> None:
+    from tfgpu_install.files import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(path, render_overlay(rows, index, day), mode=0o600)
+    read_overlay(path)  # never leave a file the next run would refuse

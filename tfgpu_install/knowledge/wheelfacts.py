@@ -1,0 +1,259 @@
+"""What one TensorFlow wheel says about itself, read with HTTP range requests (a few hundred KB of a
+~500 MB file: zipfile needs only the central directory and two members), and the row of matrix.yaml
+it makes. Shared by `tfgpu-install knowledge update` and scripts/gather_knowledge.py.
+
+Every read is bounded (RangeFile.LIMIT bytes in all, members up to MEMBER_LIMIT); nothing in the
+wheel's text is evaluated (build_info.py is read with ast.literal_eval only).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import zipfile
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    import requests
+
+WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>cp\d+)-(?P<abi>[^-]+)-(?P<plat>.+)\.whl$")
+FINAL_RE = re.compile(r"^2\.\d+\.\d+(\.post\d+)?$")
+MEMBER_LIMIT = 1 << 20  # METADATA and build_info.py are a few KB
+
+
+class RangeError(Exception):
+    """The server would not serve a byte range, or the wheel is not what its index said."""
+
+
+class RangeFile(io.RawIOBase):
+    """A seekable read-only file over HTTP `Range: bytes=a-b` requests, cached in blocks."""
+
+    BLOCK = 256 << 10
+    LIMIT = 16 << 20  # never more than this from one wheel
+
+    def __init__(self, session: "requests.Session", url: str, size: int, timeout: float = 60) -> None:
+        self.session, self.url, self.size, self.pos, self.timeout = session, url, size, 0, timeout
+        self.cache: dict[int, bytes] = {}
+        self.fetched = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = max(0, base + off)
+        return self.pos
+
+    def _block(self, i: int) -> bytes:
+        if i in self.cache:
+            return self.cache[i]
+        start = i * self.BLOCK
+        end = min(self.size, start + self.BLOCK) - 1
+        if self.fetched + (end - start + 1) > self.LIMIT:
+            raise RangeError(f"{self.url}: more than {self.LIMIT >> 20} MiB needed to read its metadata")
+        r = self.session.get(self.url, headers={"Range": f"bytes={start}-{end}"}, timeout=self.timeout, stream=True)
+        try:
+            if r.status_code != 206:
+                raise RangeError(f"{self.url}: the server answered {r.status_code} to a range request (206 expected)")
+            data = r.raw.read(end - start + 2, decode_content=True)
+        finally:
+            r.close()
+        if len(data) != end - start + 1:
+            raise RangeError(f"{self.url}: asked for {end - start + 1} bytes at {start}, got {len(data)}")
+        self.fetched += len(data)
+        self.cache[i] = data
+        return data
+
+    def read(self, n: Optional[int] = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.size - self.pos
+        n = max(0, min(n, self.size - self.pos))
+        out = bytearray()
+        while n > 0:
+            i, o = divmod(self.pos, self.BLOCK)
+            b = self._block(i)[o : o + n]
+            if not b:
+                break
+            out += b
+            self.pos += len(b)
+            n -= len(b)
+        return bytes(out)
+
+    def readinto(self, b: Any) -> int:
+        d = self.read(len(b))
+        b[: len(d)] = d
+        return len(d)
+
+
+def parse_build_info(text: str) -> dict[str, Any]:
+    """build_info.py has had three shapes: an OrderedDict literal (2.3+), module-level assignments
+    (2.0-2.2), and a plain dict. The literal values it assigns; nothing is executed."""
+    out: dict[str, Any] = {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return out
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        val = node.value
+        if isinstance(val, ast.Call) and val.args:  # OrderedDict([...])
+            val = val.args[0]
+        try:
+            lit = ast.literal_eval(val)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            continue
+        if isinstance(lit, list) and all(isinstance(x, tuple) and len(x) == 2 for x in lit):
+            out.update(dict(lit))
+        elif isinstance(lit, dict):
+            out.update(lit)
+        else:
+            out[node.targets[0].id] = lit
+    return out
+
+
+def _member(z: zipfile.ZipFile, name: str) -> str:
+    info = z.getinfo(name)
+    if info.file_size > MEMBER_LIMIT:
+        raise RangeError(f"{name} is {info.file_size} bytes (a wheel's is a few KB)")
+    with z.open(info) as fh:
+        return fh.read(MEMBER_LIMIT + 1)[:MEMBER_LIMIT].decode("utf-8", "replace")
+
+
+def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
+    """METADATA's Requires-Dist / Requires-Python and build_info.py's values of one wheel file."""
+    try:
+        z = zipfile.ZipFile(fh)
+        names = z.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise RangeError(f"not a readable wheel: {exc}") from exc
+    meta_name = next((n for n in names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+    if meta_name is None:
+        raise RangeError("the wheel has no .dist-info/METADATA")
+    headers = _member(z, meta_name).split("\n\n", 1)[0]
+    bi_names = [n for n in names if n.endswith("python/platform/build_info.py")]
+    build_info = parse_build_info(_member(z, bi_names[0])) if bi_names else {}
+    requires = [ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Dist:")]
+    req_py = next((ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")),
+                  None)
+    return {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
+
+
+def spec_of(req: str) -> tuple[str, str, str]:
+    """'numpy (<2.0,>=1.16.0)' / 'numpy <2.0.0,>=1.23.5 ; python_version <= "3.11"' -> (name, specifier, marker)."""
+    body, _, marker = req.partition(";")
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*\(?([^)]*)\)?\s*$", body)
+    if not m:
+        return body.strip(), "", marker.strip()
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", ""), marker.strip()
+
+
+MANYLINUX_GLIBC = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+
+
+def min_glibc(platform: str) -> Optional[str]:
+    """The glibc a wheel's platform tag needs (PEP 600 manylinux_X_Y; the legacy aliases)."""
+    found = None
+    for tag in platform.split("."):
+        m = re.match(r"manylinux_(\d+)_(\d+)_x86_64$", tag)
+        if m:
+            found = f"{m.group(1)}.{m.group(2)}"
+        elif tag.replace("_x86_64", "") in MANYLINUX_GLIBC:
+            found = found or MANYLINUX_GLIBC[tag.replace("_x86_64", "")]
+    return found
+
+
+def _cc(arch: str) -> Optional[str]:
+    m = re.fullmatch(r"(?:sm|compute)_(\d+)(\d)[a-z]?", arch)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _archs(caps: Any) -> tuple[list[str], list[str]]:
+    if isinstance(caps, str):
+        caps = [c.strip() for c in caps.split(",")]
+    if not isinstance(caps, list):
+        return [], []
+    key = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    sass = sorted({c for c in (_cc(str(a)) for a in caps) if c}, key=key)
+    ptx = sorted({c for c in (_cc(str(a)) for a in caps if str(a).startswith("compute_")) if c}, key=key)
+    return sass, ptx
+
+
+def _major_minor(v: Any) -> Optional[str]:
+    m = re.match(r"^(\d+)\.(\d+)", str(v or ""))
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _pins(extra: dict[str, str]) -> tuple[dict[str, str], str]:
+    nvidia = {n: s for n, s in extra.items() if n.startswith("nvidia-")}
+    if nvidia and all(s.startswith("==") for s in nvidia.values()):
+        return {n: s[2:] for n, s in nvidia.items()}, "exact"
+    low = {n: m.group(1) for n, s in nvidia.items() if (m := re.search(r">=([\d.]+)", s))}
+    return (low, "tested") if low and len(low) == len(nvidia) else ({}, "none")
+
+
+def _constraints(requires: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for req in requires:
+        n, spec, marker = spec_of(req)
+        if n in ("numpy", "protobuf") and "extra" not in marker and n not in out and spec:
+            out[n] = spec
+    return out
+
+
+def _sources(bi: dict[str, Any], cudnn_pin: Optional[str], plat: str) -> dict[str, str]:
+    return {
+        "cuda": f"build_info.py cuda_version {bi.get('cuda_version')!r}",
+        "cudnn": (f"and-cuda pin {cudnn_pin}" if cudnn_pin
+                  else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}"),
+        "sass": f"build_info.py cuda_compute_capabilities {bi.get('cuda_compute_capabilities')!r}",
+        "pins": "METADATA Requires-Dist (extra == 'and-cuda')", "constraints": "METADATA Requires-Dist",
+        "pythons": "cpXY tags of the Linux x86_64 wheels in the index",
+        "released": "earliest upload-time of those wheels in the index",
+        "min_glibc": f"wheel tag {plat}",
+    }
+
+
+def _pythons(files: list[dict[str, Any]]) -> list[str]:
+    return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files}, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def _raw_build_info(bi: dict[str, Any]) -> dict[str, str]:
+    keep = ("cuda_version", "cudnn_version", "cuda_compute_capabilities")
+    return {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in bi.items() if k in keep}
+
+
+def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any], index_url: str,
+                wheel_file: dict[str, Any], today: str) -> dict[str, Any]:
+    """A matrix.yaml row for a release read from the index, marked learned: every value names where it
+    came from; what the wheel cannot tell (known defects) is listed unconfirmed."""
+    bi = wheel["build_info"]
+    extra = {n: s for n, s, mk in (spec_of(r) for r in wheel["requires_dist"]) if "and-cuda" in mk}
+    pins, pins_kind = _pins(extra)
+    cudnn_pin = next((v for n, v in pins.items() if n.startswith("nvidia-cudnn")), None)
+    sass, ptx = _archs(bi.get("cuda_compute_capabilities"))
+    plat = wheel_file["plat"]
+    return {
+        "tensorflow": version, "package": "tensorflow",
+        "released": min(str(f.get("upload-time") or today) for f in files)[:10],
+        "pythons": _pythons(files),
+        "cuda": _major_minor(bi.get("cuda_version")),
+        "cudnn": _major_minor(cudnn_pin) or _major_minor(bi.get("cudnn_version")),
+        "sass": sass, "ptx": ptx, "manylinux": plat, "min_glibc": min_glibc(plat) or "",
+        "cuda_from": "pip" if extra else "system", "extra": "and-cuda" if extra else None,
+        "pins_kind": pins_kind, "pins": pins, "extra_requires": extra,
+        "constraints": _constraints(wheel["requires_dist"]),
+        "defects": [],
+        "build_info": _raw_build_info(bi),
+        "source": f"wheel:{wheel_file['filename']} from {index_url} (learned {today})",
+        "sources": _sources(bi, cudnn_pin, plat),
+        "unconfirmed": ["defects"],
+        "notes": f"learned, not curated: read from {index_url} on {today} by `tfgpu-install knowledge update`",
+    }
