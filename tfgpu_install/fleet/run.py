@@ -16,13 +16,16 @@ from tfgpu_install.fleet.inventory import list_hosts
 from tfgpu_install.fleet.playbook import (
     PlaybookRun,
     collections_root,
+    default_forks,
     engine_version,
     playbook_env,
     run_playbook,
+    run_timeout,
     site_playbook,
 )
 from tfgpu_install.fleet.results import HostResult, collect, parse_recap
 from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
+from tfgpu_install.runner import TIMED_OUT
 
 OnResult = Callable[[HostResult], None]
 
@@ -44,7 +47,9 @@ class FleetRequest:
     allow_cpu: bool = False
     env: Optional[str] = None
     fetch_dir: Optional[Path] = None  # snapshot: where the host snapshots land
-    timeout_s: float = 3600.0
+    timeout_s: Optional[float] = None  # the whole run (default: from the per-host bound, hosts and forks)
+    host_timeout_s: float = 3600.0  # one tfgpu-install run on one host
+    max_fail_percentage: Optional[int] = None
 
 
 @dataclass
@@ -89,7 +94,7 @@ def _tool_wheel(ctx: Context, root: Path) -> Path:
 
 def _common_vars(req: FleetRequest, wheel: Path) -> dict[str, Any]:
     extra: dict[str, Any] = {"tfgpu_wheel": str(wheel), "tfgpu_profile": req.profile,
-                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.timeout_s)}
+                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.host_timeout_s)}
     if req.index_url:
         extra["tfgpu_index_url"] = req.index_url
     if req.env:
@@ -110,16 +115,20 @@ class _Fleet:
         self.wheel = req.wheel or _tool_wheel(ctx, self.root)
         self.work = ctx.state_dir / "fleet"
         self.rc = 0
+        self.forks = req.forks or default_forks(len(self.hosts))
+        self.timeout_s = req.timeout_s or run_timeout(req.host_timeout_s, len(self.hosts), self.forks, req.serial)
 
     def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
         results_dir = self.work / "results" / tag
-        run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.req.forks,
-                          self.req.serial, check, self.req.timeout_s)
+        run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.forks,
+                          self.req.serial, check, self.timeout_s, self.req.max_fail_percentage)
         done = run_playbook(self.ctx.runner, self.playbook_tool, site_playbook(self.root), run, self.env,
                             self.hosts, on_result)
         atomic_write(self.log(tag), done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr else ""))
         self.rc = done.returncode
-        return collect(results_dir, self.hosts, parse_recap(done.stdout))
+        stopped = f"the whole run reached its bound ({self.timeout_s:.0f} s, --timeout) and was stopped" \
+            if done.returncode == TIMED_OUT else None
+        return collect(results_dir, self.hosts, parse_recap(done.stdout), stopped)
 
     def log(self, tag: str) -> Path:
         return self.work / f"{tag}-playbook.log"
@@ -149,15 +158,29 @@ def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[
     profile = req.profile
     first: Optional[dict[str, Optional[str]]] = None
     limited_by: tuple[str, ...] = ()
+    unanswered: dict[str, str] = {}
     for round_no in range(len(f.hosts) + 1):
-        planned = f.play("install", {**extra, "tfgpu_profile": profile}, lambda r: None, True, f"same-{round_no}")
-        reachable = {r.name: r.tensorflow for r in planned if r.state != "unreachable"}
-        first = first or reachable
-        step = next_round(reachable)
+        # A real run bootstraps the tool and plans (install --dry-run, the env untouched); --check plans
+        # with the tools already there and writes nothing.
+        planned = f.play("install", {**extra, "tfgpu_profile": profile, "tfgpu_install_mode": "plan"},
+                         lambda r: None, req.check, f"same-{round_no}")
+        # The common release is computed over the hosts that answered; the rest are listed with their errors
+        # (and get their own row in the install that follows).
+        for r in planned:
+            if not r.ok:
+                unanswered.setdefault(r.name, f"[{r.error}] {r.message}")
+        answered = {r.name: r.tensorflow for r in planned if r.ok and r.name not in unanswered}
+        if not answered:
+            raise UnsatisfiableError("no host answered the --same planning round: " + "; ".join(
+                f"{h}: {e}" for h, e in unanswered.items()), hint="fix the hosts' errors, or drop --same")
+        first = first or answered
+        step = next_round(answered)
         if step.common is not None:
             limited_by = limited_by or step.limited_by
-            return profile, {"tensorflow": step.common, "profile": profile,
-                             "explain": explain(step.common, first, limited_by), "rounds": round_no + 1}
+            lines = explain(step.common, first, limited_by)
+            lines += [f"{h} did not answer (not counted): {e}" for h, e in unanswered.items()]
+            return profile, {"tensorflow": step.common, "profile": profile, "explain": lines,
+                             "rounds": round_no + 1, "answered": sorted(answered), "unanswered": unanswered}
         if step.ceiling is None:
             raise UnsatisfiableError(
                 "no TensorFlow release fits every host: " + ", ".join(step.missing) + " can run none under the "
