@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 name: tfgpu_results
 type: notification
 short_description: One result file per host on the controller, written as each host finishes
-version_added: 0.1.0
+version_added: 0.2.0
 author: tfgpu-install developers (@tfgpu-install)
 description:
   - Writes C(<results_dir>/<host>.json) the moment a host's tfgpu module returns, or the moment the

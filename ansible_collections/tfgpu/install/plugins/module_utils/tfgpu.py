@@ -115,7 +115,7 @@ def bootstrap(module):
         return (tool if os.path.exists(tool) else None), True
     if digest is None:
         module.fail_json(msg="the tool's wheel %s is not on this node" % wheel, error="tool-missing",
-                         hint="ship it first (the tfgpu.install.node role does)")
+                         hint="ship it first (the tfgpu.install.tfgpu role does)")
     env = _env(p)
     rc, out, err = module.run_command([p["python"], "-m", "venv", venv], environ_update=env)
     if rc != 0:

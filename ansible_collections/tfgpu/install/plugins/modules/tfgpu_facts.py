@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: tfgpu_facts
 short_description: This host's GPUs, driver, glibc and TensorFlow env as ansible_facts.tfgpu
-version_added: 0.1.0
+version_added: 0.2.0
 author: tfgpu-install developers (@tfgpu-install)
 description:
   - Runs C(tfgpu-install probe --json) and C(status --json) (both read-only) with the tool already on the

@@ -13,7 +13,7 @@ version_added: 0.1.0
 author: tfgpu-install developers (@tfgpu-install)
 description:
   - Writes the snapshot to O(dest) on the node; fetch it to the controller with C(ansible.builtin.fetch)
-    (the C(tfgpu.install.node) role does, with C(tfgpu_mode=snapshot)).
+    (the C(tfgpu.install.tfgpu) role does, with C(tfgpu_mode=snapshot)).
   - The export goes to Ansible's temp dir first; O(dest) is replaced only when the env it describes
     differs from what O(dest) holds (the snapshot's own id and creation time do not count), so
     C(changed) is true only on a change and an unchanged env keeps its snapshot id.
