@@ -14,7 +14,7 @@ author: tfgpu-install developers (@tfgpu-install)
 description:
   - Runs C(tfgpu-install probe --json) and C(status --json) (both read-only) with the tool already on the
     node, and returns them as C(ansible_facts.tfgpu) for C(group_by) (for example on compute capability).
-  - A node without the tool returns what Ansible can read itself (machine id) and RV(ansible_facts.tfgpu.tool=false).
+  - A node without the tool returns what Ansible can read itself (machine id) and C(ansible_facts.tfgpu.tool=false).
   - Writes nothing on the node.
 options:
   env:

@@ -143,7 +143,7 @@ def main():
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
-    tool, _ = bootstrap(module)
+    tool = bootstrap(module)[0]
     host = host_facts(module, tool)
     if tool is None:
         exit_without_tool(module, host, path=p["dest"])
