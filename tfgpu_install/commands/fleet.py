@@ -38,7 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         s.add_argument("--forks", type=_count, metavar="N",
                        help="hosts worked on at once (Ansible's --forks; default: one per host, up to 64)")
         s.add_argument("--wheel", metavar="FILE", help="the tfgpu-install wheel to ship (default: built from here)")
-        s.add_argument("--index-url", metavar="URL", help="the package index the nodes install from")
+        s.add_argument("--index-url", metavar="URL", help="the package index the nodes install from (with "
+                       "--serve-index: the upstream the controller fetches from, once per file)")
+        s.add_argument("--serve-index", metavar="ADDR[:PORT]",
+                       help="serve a pull-through package index to the nodes from this controller, on ADDR (an "
+                       "address of this machine on the fleet's network): each file is fetched upstream once")
         s.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                        help="bound on the whole run (default: the per-host bound times the waves of hosts); "
                        "hosts without a row by then read 'not finished'")
@@ -114,6 +118,7 @@ def _request(args: argparse.Namespace) -> "FleetRequest":
         allow_cpu=bool(getattr(args, "allow_cpu", False)), env=getattr(args, "env", None),
         fetch_dir=Path(args.output).resolve() if getattr(args, "output", None) else None, timeout_s=args.timeout,
         host_timeout_s=args.host_timeout, max_fail_percentage=getattr(args, "max_fail_percentage", None),
+        serve_index=args.serve_index,
     )
 
 

@@ -13,6 +13,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem, UnsatisfiableError
 from tfgpu_install.files import atomic_write
 from tfgpu_install.fleet.inventory import list_hosts
+from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror
 from tfgpu_install.fleet.playbook import (
     PlaybookRun,
     collections_root,
@@ -50,6 +51,7 @@ class FleetRequest:
     timeout_s: Optional[float] = None  # the whole run (default: from the per-host bound, hosts and forks)
     host_timeout_s: float = 3600.0  # one tfgpu-install run on one host
     max_fail_percentage: Optional[int] = None
+    serve_index: Optional[str] = None  # ADDR[:PORT]: serve a pull-through index to the nodes from here
 
 
 @dataclass
@@ -92,11 +94,11 @@ def _tool_wheel(ctx: Context, root: Path) -> Path:
     return found[0]
 
 
-def _common_vars(req: FleetRequest, wheel: Path) -> dict[str, Any]:
+def _common_vars(req: FleetRequest, wheel: Path, index_url: Optional[str] = None) -> dict[str, Any]:
     extra: dict[str, Any] = {"tfgpu_wheel": str(wheel), "tfgpu_profile": req.profile,
                              "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.host_timeout_s)}
-    if req.index_url:
-        extra["tfgpu_index_url"] = req.index_url
+    if index_url or req.index_url:
+        extra["tfgpu_index_url"] = index_url or req.index_url
     if req.env:
         extra["tfgpu_env"] = req.env
     return extra
@@ -117,6 +119,24 @@ class _Fleet:
         self.rc = 0
         self.forks = req.forks or default_forks(len(self.hosts))
         self.timeout_s = req.timeout_s or run_timeout(req.host_timeout_s, len(self.hosts), self.forks, req.serial)
+        self.mirror: Optional[FleetMirror] = None
+        self.index_url = req.index_url
+        if req.serve_index:
+            bind, _, port = req.serve_index.partition(":") if req.serve_index.count(":") == 1 else (
+                req.serve_index, "", "")
+            self.mirror = FleetMirror(req.index_url or DEFAULT_UPSTREAM, ctx.cache_dir / "fleet-mirror", bind,
+                                      int(port) if port.isdigit() else 0)
+            self.index_url = self.mirror.start()
+
+    def __enter__(self) -> "_Fleet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.mirror is not None:
+            self.mirror.stop()
+
+    def common_vars(self) -> dict[str, Any]:
+        return _common_vars(self.req, self.wheel, self.index_url)
 
     def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
         results_dir = self.work / "results" / tag
@@ -134,19 +154,22 @@ class _Fleet:
         return self.work / f"{tag}-playbook.log"
 
     def report(self, mode: str, hosts: list[HostResult], tag: str, **kw: Any) -> FleetReport:
-        return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), **kw)
+        extra = dict(kw.pop("extra", {}))
+        if self.mirror is not None:
+            extra["mirror"] = {"url": self.index_url, "upstream": self.mirror.upstream, **self.mirror.stats.to_json()}
+        return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), extra=extra, **kw)
 
 
 def fleet_install(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
     if req.snapshot is not None:
         return fleet_restore(ctx, req, on_result)
-    f = _Fleet(ctx, req)
-    extra = _common_vars(req, f.wheel)
-    same: Optional[dict[str, Any]] = None
-    if req.same:
-        extra["tfgpu_profile"], same = _same_profile(f, req, extra)
-    hosts = f.play("install", extra, on_result, req.check, "install")
-    return f.report("install", hosts, "install", same=same)
+    with _Fleet(ctx, req) as f:
+        extra = f.common_vars()
+        same: Optional[dict[str, Any]] = None
+        if req.same:
+            extra["tfgpu_profile"], same = _same_profile(f, req, extra)
+        hosts = f.play("install", extra, on_result, req.check, "install")
+        return f.report("install", hosts, "install", same=same)
 
 
 def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -193,28 +216,28 @@ def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[
 
 
 def fleet_status(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
-    f = _Fleet(ctx, req)
-    hosts = f.play("status", _common_vars(req, f.wheel), on_result, False, "status")
-    return f.report("status", hosts, "status")
+    with _Fleet(ctx, req) as f:
+        hosts = f.play("status", f.common_vars(), on_result, False, "status")
+        return f.report("status", hosts, "status")
 
 
 def fleet_snapshot(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
-    f = _Fleet(ctx, req)
-    fetch_dir = req.fetch_dir or (f.work / "snapshots")
-    extra = {**_common_vars(req, f.wheel), "tfgpu_fetch_dir": str(fetch_dir)}
-    hosts = f.play("snapshot", extra, on_result, req.check, "snapshot")
-    files = {r.name: str(fetch_dir / f"{r.name}.tfgpu.yaml") for r in hosts if r.ok}
-    return f.report("snapshot", hosts, "snapshot", extra={"snapshots": files})
+    with _Fleet(ctx, req) as f:
+        fetch_dir = req.fetch_dir or (f.work / "snapshots")
+        extra = {**f.common_vars(), "tfgpu_fetch_dir": str(fetch_dir)}
+        hosts = f.play("snapshot", extra, on_result, req.check, "snapshot")
+        files = {r.name: str(fetch_dir / f"{r.name}.tfgpu.yaml") for r in hosts if r.ok}
+        return f.report("snapshot", hosts, "snapshot", extra={"snapshots": files})
 
 
 def fleet_restore(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
     assert req.snapshot is not None
-    f = _Fleet(ctx, req)
-    extra = {**_common_vars(req, f.wheel), "tfgpu_snapshot_file": str(req.snapshot)}
-    if req.offline:
-        extra["tfgpu_bundle_dir"] = str(_bundle(f, req))
-    hosts = f.play("restore", extra, on_result, req.check, "restore")
-    return f.report("restore", hosts, "restore", extra={"snapshot": str(req.snapshot), "offline": req.offline})
+    with _Fleet(ctx, req) as f:
+        extra = {**f.common_vars(), "tfgpu_snapshot_file": str(req.snapshot)}
+        if req.offline:
+            extra["tfgpu_bundle_dir"] = str(_bundle(f, req))
+        hosts = f.play("restore", extra, on_result, req.check, "restore")
+        return f.report("restore", hosts, "restore", extra={"snapshot": str(req.snapshot), "offline": req.offline})
 
 
 def _bundle(f: _Fleet, req: FleetRequest) -> Path:
