@@ -205,15 +205,23 @@ class FleetMirror:
             def log_message(self, format: str, *args: object) -> None:
                 return None
 
+            head = False
+
             def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if self.head:
+                    return
                 self.wfile.write(body)
                 with mirror._lock:
                     mirror.stats.served_bytes += len(body)
                     mirror.stats.served_requests += 1
+
+            def do_HEAD(self) -> None:  # uv asks before it reads a wheel
+                self.head = True
+                self.do_GET()
 
             def do_GET(self) -> None:
                 parts = [unquote(p) for p in urlsplit(self.path).path.split("/") if p]
@@ -238,6 +246,8 @@ class FleetMirror:
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(size))
                 self.end_headers()
+                if self.head:
+                    return
                 sent = 0
                 with path.open("rb") as f:
                     for chunk in iter(lambda: f.read(CHUNK), b""):
