@@ -113,3 +113,15 @@ def test_rewrite_keeps_the_hash_drops_metadata_and_foreign_schemes() -> None:
 def test_a_non_http_upstream_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         FleetMirror("file:///srv/index", tmp_path, "127.0.0.1")
+
+
+def test_head_answers_the_size_and_sends_no_body(mirror: tuple[FleetMirror, str]) -> None:
+    """uv asks HEAD before it reads a wheel."""
+    m, url = mirror
+    page = urllib.request.urlopen(url + "beta/", timeout=30).read().decode()
+    href = page.split('href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
+    served = m.stats.served_bytes
+    req = urllib.request.Request(url.rsplit("/simple/", 1)[0] + href, method="HEAD")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert int(r.headers["Content-Length"]) > 0 and r.read() == b""
+    assert m.stats.served_bytes == served

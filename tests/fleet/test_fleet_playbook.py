@@ -11,7 +11,15 @@ import pytest
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import steps_applied
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.fleet.inventory import hosts_in
-from tfgpu_install.fleet.playbook import PlaybookRun, collections_root, playbook_argv, playbook_env, site_playbook
+from tfgpu_install.fleet.playbook import (
+    PlaybookRun,
+    collections_root,
+    default_forks,
+    playbook_argv,
+    playbook_env,
+    run_timeout,
+    site_playbook,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,3 +94,26 @@ def test_an_interrupted_run_stops_the_playbook_process_group(tmp_path: Path) -> 
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     stop_playbook(tmp_path / "missing.pid", worker)  # nothing started: nothing to stop
+
+
+def test_results_as_hosts_finish_free_strategy_pipelining_unless_the_user_chose() -> None:
+    root = collections_root({})
+    env = playbook_env(root, {})
+    assert env["ANSIBLE_STRATEGY"] == "free" and env["ANSIBLE_PIPELINING"] == "True"
+    assert env["ANSIBLE_CALLBACKS_ENABLED"] == "tfgpu.install.tfgpu_results"
+    theirs = playbook_env(root, {"ANSIBLE_STRATEGY": "linear", "ANSIBLE_CALLBACKS_ENABLED": "profile_tasks"})
+    assert theirs["ANSIBLE_STRATEGY"] == "linear"
+    assert theirs["ANSIBLE_CALLBACKS_ENABLED"] == "profile_tasks,tfgpu.install.tfgpu_results"
+
+
+def test_forks_follow_the_inventory_and_the_run_bound_its_waves() -> None:
+    assert (default_forks(1), default_forks(40), default_forks(1000)) == (1, 40, 64)
+    one_wave = run_timeout(3600, 40, 40)
+    assert run_timeout(3600, 1000, 64) == 16 * (3600 + 300) + 120  # ceil(1000 / 64) waves
+    assert run_timeout(3600, 40, 40, serial=10) == 4 * (3600 + 300) + 120 > one_wave
+
+
+def test_max_fail_percentage_reaches_the_play(tmp_path: Path) -> None:
+    run = PlaybookRun(tmp_path / "hosts", "install", tmp_path / "results", {}, serial=10, max_fail_percentage=20)
+    extra = json.loads(playbook_argv("ansible-playbook", Path("site.yml"), run)[5])
+    assert (extra["tfgpu_serial"], extra["tfgpu_max_fail_percentage"]) == (10, 20)
