@@ -88,6 +88,11 @@ def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> Non
     assert (second["changed"], second["applied"], second["verified"]) == (False, [], True)
     assert "changed=0" in done.stdout.split("PLAY RECAP")[1]
 
+    done, status = play(site, tfgpu_mode="status")  # fleet status: the last verified stack
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert status["changed"] is False and status["verified"] is True
+    assert (status["tensorflow"]["tensorflow"], status["tensorflow"]["cuda"]) == ("2.99.0", "12.3")
+
 
 def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) -> None:
     done, failed = play(site, tfgpu_profile="no-such-profile")
