@@ -5,7 +5,8 @@ on the fleet's own network) in front of the upstream index (--index-url, else Py
 only its URL: the tool's bootstrap (its own dependencies too) and every env install go through it,
 so they never reach the upstream index. Each project page and each file is fetched from upstream
 once, however many nodes ask at the same time (one lock per file: the others wait for that download),
-kept under the controller's cache, and served to every node from there.
+kept under the controller's cache, and served to every node from there (at most MAX_CONCURRENT_SENDS
+files at once; the other requests wait their turn).
 
 Pages are rewritten so that each file link points back here as /files/<token>/<filename>, the token
 being the sha256 of the upstream URL the page named; only tokens from pages this mirror fetched are
@@ -36,6 +37,8 @@ MAX_PAGE_BYTES = 16 << 20  # a project page (PyPI's largest are a few MB)
 MAX_FILE_BYTES = 8 << 30  # one file (the largest CUDA wheels are ~3 GB)
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 20.0, 120.0
 CHUNK = 1 << 20
+# Files sent at once (the others queue): the nodes fetch concurrently, the controller's link is shared.
+MAX_CONCURRENT_SENDS = 64
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _FILENAME = re.compile(r"^[A-Za-z0-9._+!-]{1,255}$")
 _ANCHOR = re.compile(r"<a\s[^>]*>", re.IGNORECASE)
@@ -116,6 +119,7 @@ class FleetMirror:
         self._server: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self._session: Any = None
+        self._sends = threading.BoundedSemaphore(MAX_CONCURRENT_SENDS)
 
     # --- upstream ---------------------------------------------------------------------------
 
@@ -249,7 +253,7 @@ class FleetMirror:
                 if self.head:
                     return
                 sent = 0
-                with path.open("rb") as f:
+                with mirror._sends, path.open("rb") as f:
                     for chunk in iter(lambda: f.read(CHUNK), b""):
                         self.wfile.write(chunk)
                         sent += len(chunk)
