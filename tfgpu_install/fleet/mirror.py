@@ -218,10 +218,10 @@ class FleetMirror:
                 self.end_headers()
                 if self.head:
                     return
-                self.wfile.write(body)
-                with mirror._lock:
+                with mirror._lock:  # counted before the client can have read it
                     mirror.stats.served_bytes += len(body)
                     mirror.stats.served_requests += 1
+                self.wfile.write(body)
 
             def do_HEAD(self) -> None:  # uv asks before it reads a wheel
                 self.head = True
@@ -252,14 +252,13 @@ class FleetMirror:
                 self.end_headers()
                 if self.head:
                     return
-                sent = 0
+                with mirror._lock:
+                    mirror.stats.served_requests += 1
                 with mirror._sends, path.open("rb") as f:
                     for chunk in iter(lambda: f.read(CHUNK), b""):
+                        with mirror._lock:  # counted before the client can have read it
+                            mirror.stats.served_bytes += len(chunk)
                         self.wfile.write(chunk)
-                        sent += len(chunk)
-                with mirror._lock:
-                    mirror.stats.served_bytes += sent
-                    mirror.stats.served_requests += 1
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
