@@ -117,3 +117,34 @@ def test_max_fail_percentage_reaches_the_play(tmp_path: Path) -> None:
     run = PlaybookRun(tmp_path / "hosts", "install", tmp_path / "results", {}, serial=10, max_fail_percentage=20)
     extra = json.loads(playbook_argv("ansible-playbook", Path("site.yml"), run)[5])
     assert (extra["tfgpu_serial"], extra["tfgpu_max_fail_percentage"]) == (10, 20)
+
+
+def test_ctrl_c_keeps_the_rows_already_written_and_stops_the_run(tmp_path: Path) -> None:
+    """A stand-in ansible-playbook writes node1's row, then hangs; Ctrl-C arrives as node1 reports:
+    the run is stopped, node1's row is kept, node2 reads "not finished"."""
+    import os
+
+    from tfgpu_install.fleet.playbook import INTERRUPTED, run_playbook
+    from tfgpu_install.fleet.results import HostResult, collect
+    from tfgpu_install.runner import SubprocessRunner
+
+    results = tmp_path / "results"
+    tool = tmp_path / "ansible-playbook"
+    tool.write_text('#!/bin/sh\necho $$ > "$PIDS/tool.pid"\n'
+                    'echo \'{"host": "node1", "mode": "install", "result": {"changed": true}}\' > "$RESULTS/node1.json"\n'
+                    "exec sleep 300\n")
+    tool.chmod(0o755)
+    seen: list[str] = []
+
+    def on_result(r: HostResult) -> None:
+        seen.append(r.name)
+        raise KeyboardInterrupt  # the user's Ctrl-C, right after the first row
+
+    run = PlaybookRun(tmp_path / "hosts", "install", results)
+    done = run_playbook(SubprocessRunner(), str(tool), Path("site.yml"), run,
+                        {**os.environ, "RESULTS": str(results), "PIDS": str(tmp_path)}, ["node1", "node2"], on_result)
+    assert done.returncode == INTERRUPTED and seen == ["node1"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "tool.pid").read_text()), 0)
+    rows = collect(results, ["node1", "node2"], {}, "interrupted")
+    assert [(r.name, r.state) for r in rows] == [("node1", "changed"), ("node2", "not finished")]

@@ -2,8 +2,9 @@
 an Ansible inventory, run by ansible-playbook (the `fleet` extra), with a live per-host table.
 
 Exit codes: 0 every host ok; 7 (STEP_FAILED) one or more hosts failed, were refused (a restore's
-exit 12 on that host) or unreachable (each one's reason is in its row); 6 ansible-core missing;
-5 a bad inventory; 4 `--same` found no release every host can run."""
+exit 12 on that host), unreachable or not finished (each one's reason is in its row); 6 ansible-core
+missing; 5 a bad inventory; 4 `--same` found no release every host can run; 130 Ctrl-C (the table
+still lists every host that finished)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def _request(args: argparse.Namespace) -> "FleetRequest":
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.fleet.run import fleet_install, fleet_restore, fleet_snapshot, fleet_status
+    from tfgpu_install.fleet.run import FleetInterrupted, fleet_install, fleet_restore, fleet_snapshot, fleet_status
     from tfgpu_install.fleet.table import LiveTable
 
     by_mode = {"install": fleet_install, "status": fleet_status, "snapshot": fleet_snapshot,
@@ -135,7 +136,12 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     def on_result(r: "HostResult") -> None:
         live.add(r)
 
-    report = by_mode[req.mode](ctx, req, on_result)
+    try:
+        report = by_mode[req.mode](ctx, req, on_result)
+    except FleetInterrupted as stop:  # Ctrl-C: the rows so far, the rest "not finished"; exit 130
+        done = _result(stop.report)
+        done.data["interrupted"] = True
+        return Result(done.data, done.blocks, exit_code=int(ExitCode.INTERRUPTED))
     return _result(report)
 
 

@@ -17,6 +17,9 @@ from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.fleet.results import HostResult, host_result, read_result
 from tfgpu_install.runner import Completed, Runner
 
+# The exit status a run stopped by Ctrl-C reports (ExitCode.INTERRUPTED).
+INTERRUPTED = 130
+
 # How often the live table looks for new per-host result files.
 POLL_S = 0.5
 # How long an interrupted ansible-playbook gets to stop its workers before SIGKILL.
@@ -168,8 +171,11 @@ def run_playbook(
             worker.join(POLL_S)
             report_new()
     except KeyboardInterrupt:
+        # Ctrl-C: stop ansible-playbook and its workers; the rows already written stay (the caller
+        # reads them, and the hosts without one are "not finished").
         stop_playbook(pidfile, worker)
-        raise
+        got = box.get("done")
+        return Completed(tuple(argv), INTERRUPTED, got.stdout if got else "", "interrupted (Ctrl-C)")
     report_new()
     if "error" in box:
         raise box["error"]

@@ -15,6 +15,7 @@ from tfgpu_install.files import atomic_write
 from tfgpu_install.fleet.inventory import list_hosts
 from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror
 from tfgpu_install.fleet.playbook import (
+    INTERRUPTED,
     PlaybookRun,
     collections_root,
     default_forks,
@@ -52,6 +53,14 @@ class FleetRequest:
     host_timeout_s: float = 3600.0  # one tfgpu-install run on one host
     max_fail_percentage: Optional[int] = None
     serve_index: Optional[str] = None  # ADDR[:PORT]: serve a pull-through index to the nodes from here
+
+
+class FleetInterrupted(Exception):
+    """Ctrl-C during a playbook run: the report holds every row written so far (the rest: not finished)."""
+
+    def __init__(self, report: "FleetReport") -> None:
+        super().__init__("interrupted")
+        self.report = report
 
 
 @dataclass
@@ -148,7 +157,12 @@ class _Fleet:
         self.rc = done.returncode
         stopped = f"the whole run reached its bound ({self.timeout_s:.0f} s, --timeout) and was stopped" \
             if done.returncode == TIMED_OUT else None
-        return collect(results_dir, self.hosts, parse_recap(done.stdout), stopped)
+        if done.returncode == INTERRUPTED:
+            stopped = "the run was interrupted (Ctrl-C) before this host finished"
+        rows = collect(results_dir, self.hosts, parse_recap(done.stdout), stopped)
+        if done.returncode == INTERRUPTED:
+            raise FleetInterrupted(self.report(mode, rows, tag))
+        return rows
 
     def log(self, tag: str) -> Path:
         return self.work / f"{tag}-playbook.log"
