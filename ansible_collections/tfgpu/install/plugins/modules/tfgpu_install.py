@@ -28,8 +28,8 @@ options:
     description:
       - V(install) provisions and verifies.
       - V(status) is read-only C(status --json) (the last verified TF, CUDA and cuDNN).
-      - V(plan) bootstraps the tool if needed and runs C(install --dry-run); the env is not touched and
-        C(changed) is false (what C(fleet install --same) plans with).
+      - V(plan) bootstraps the tool if needed and runs C(install --dry-run); the env is not touched
+        (C(changed) only when the tool venv was installed); what C(fleet install --same) plans with.
   profile:
     type: str
     default: stable
@@ -240,7 +240,7 @@ def main():
                      and s.get("id") == "verify.run"]
     verified = not doc.get("dry_run") and any(v in ("applied", "done", "unchanged") for v in verify_states)
     if p["mode"] == "plan":
-        changed = False
+        changed = bootstrapped  # the env is untouched; the tool venv may have been (re)installed
     elif module.check_mode:
         changed = bool(pending) or would
     else:
