@@ -1,4 +1,8 @@
-"""scripts/fleet-demo --hosts N [--json] [--keep]: a real fleet on this one machine.
+"""scripts/fleet-demo --hosts N [--json] [--keep] [--bench [--rootfs debootstrap]]: a real fleet on this one machine.
+
+--bench: one clean `fleet install` on N identical hosts (1-20) through the controller's index, reporting
+wall_s, upstream_bytes, served_bytes and hosts[].seconds/state; --rootfs debootstrap gives each host its own
+Debian root filesystem (debootstrap, cached; an overlay per host, sshd chrooted in it), else the shared root.
 
 Each host is a network namespace on a private bridge (10.254.77.0/24, nothing else) with its own
 mount namespace (own /root, /tmp and /etc/machine-id, bind-mounted) running its own sshd (key auth,
@@ -138,8 +142,8 @@ def ensure_sshd() -> str:
 class Fleet:
     """Namespaces, the bridge, sshd processes and mounts; teardown() undoes whatever was made."""
 
-    def __init__(self, work: Path, n: int) -> None:
-        self.work, self.n = work, n
+    def __init__(self, work: Path, n: int, rootfs: Optional[Path] = None) -> None:
+        self.work, self.n, self.rootfs = work, n, rootfs
         self.tag = f"fd{os.getpid() % 100000}"
         self.namespaces: list[str] = []
         self.links: list[str] = []
@@ -200,6 +204,17 @@ class Fleet:
         script = (f"mount --bind {d / 'home'} /root && mount --bind {d / 'tmp'} /tmp && "
                   f"mount --bind {d / 'machine-id'} /etc/machine-id && mkdir -p /run/sshd && "
                   f"exec {sshd} -D -e -f {cfg}")
+        if self.rootfs is not None:
+            # Its own root filesystem: the debootstrapped tree under a per-host overlay (its own /usr, Python,
+            # glibc, /root, /etc/machine-id); the demo's work dir (keys, knowledge) is bound in at the same path.
+            root, upper = d / "root", d / "upper"
+            for sub in (root, upper / "etc", upper / "run" / "sshd", d / "ovwork"):
+                sub.mkdir(parents=True, exist_ok=True)
+            shutil.copy(d / "machine-id", upper / "etc" / "machine-id")
+            script = (f"mount -t overlay overlay -o lowerdir={self.rootfs},upperdir={upper},workdir={d / 'ovwork'} "
+                      f"{root} && mount -t proc proc {root}/proc && mount --bind /dev {root}/dev && "
+                      f"mkdir -p {root}{self.work} && mount --bind {self.work} {root}{self.work} && "
+                      f"exec chroot {root} /usr/sbin/sshd -D -e -f {cfg}")
         proc = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
                                  "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=open(d / "sshd.log", "w"), text=True, start_new_session=True)
@@ -240,7 +255,8 @@ class Fleet:
         lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
                   f"ansible_ssh_common_args='{common_ssh}'",
                   *([] if slow is not None else ["ansible_python_interpreter=/usr/bin/python3"]),
-                  f"tfgpu_python={sys.executable if sys.executable.startswith('/usr/') else '/usr/bin/python3'}", ""]
+                  "tfgpu_python=" + ("/usr/bin/python3" if self.rootfs is not None or not sys.executable.startswith("/usr/")
+                                     else sys.executable), ""]
         path.write_text("\n".join(lines))
         return path
 
@@ -315,7 +331,36 @@ def bytes_of(doc: dict[str, Any]) -> dict[str, Optional[int]]:
     return {"upstream_bytes": m.get("upstream_bytes"), "served_bytes": m.get("served_bytes")}
 
 
-def scenario(work: Path, n: int, show: bool, bench: bool = False) -> dict[str, Any]:
+ROOTFS_CACHE = Path("/var/tmp/tfgpu-fleet-demo-rootfs")
+ROOTFS_RELEASE = "bookworm"
+
+
+def debootstrapped() -> tuple[Optional[Path], str]:
+    """A Debian root filesystem for the hosts (debootstrap from Debian's mirror, kept under /var/tmp
+    between runs), or None and why not (the demo then runs with the shared root)."""
+    tree = ROOTFS_CACHE / ROOTFS_RELEASE
+    if (tree / "usr" / "sbin" / "sshd").exists() and (tree / "usr" / "bin" / "python3").exists():
+        return tree, f"debootstrap {ROOTFS_RELEASE} (cached), one overlay per host"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if shutil.which("debootstrap") is None:
+        done = sh("apt-get", "install", "-y", "-qq", "debootstrap", check=False, timeout=600, env=env)
+        if done.returncode != 0:
+            return None, f"shared (no debootstrap: {done.stderr.strip()[-200:]})"
+    partial = ROOTFS_CACHE / f"{ROOTFS_RELEASE}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    ROOTFS_CACHE.mkdir(parents=True, exist_ok=True)
+    log(f"debootstrap {ROOTFS_RELEASE} (minbase, python3, python3-venv, openssh-server): a few minutes, once")
+    done = sh("debootstrap", "--variant=minbase", "--include=python3,python3-venv,openssh-server",
+              ROOTFS_RELEASE, str(partial), "http://deb.debian.org/debian", check=False, timeout=1800, env=env)
+    if done.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        return None, f"shared (debootstrap failed: {done.stdout.strip()[-200:]})"
+    os.replace(partial, tree)
+    return tree, f"debootstrap {ROOTFS_RELEASE}, one overlay per host"
+
+
+def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Optional[Path] = None,
+             rootfs_note: str = "shared") -> dict[str, Any]:
     from tests.support.fleet_index import build_index, serve
 
     sshd = ensure_sshd()
@@ -325,7 +370,7 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False) -> dict[str, A
     from tests.support.install_kit import write_knowledge
 
     write_knowledge(knowledge, DEMO_MATRIX)
-    f = Fleet(work, n)
+    f = Fleet(work, n, rootfs)
     server = None
     try:
         log(f"bringing up {n} hosts on {BRIDGE} ({SUBNET}.0/24)")
@@ -353,7 +398,7 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False) -> dict[str, A
             inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False, ghost=False, mixed=False)
             log(f"fleet install on {n} host(s), one fresh controller cache")
             wall, doc = timed_fleet(["install", "-i", str(inv), *common], env)
-            return {"engine": doc["engine"], "mode": "bench", "root_filesystems": "shared", "n": n,
+            return {"engine": doc["engine"], "mode": "bench", "root_filesystems": rootfs_note, "n": n,
                     "wall_s": wall, **bytes_of(doc), "mirror": doc.get("mirror"), "hosts": host_rows(doc)}
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
         inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False)
@@ -429,6 +474,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
     p.add_argument("--check", action="store_true", help="only say whether this machine can run the demo")
+    p.add_argument("--rootfs", choices=["shared", "debootstrap"], default="shared",
+                   help="with --bench: the hosts share this machine's root (default), or each has its own Debian "
+                   "root filesystem (debootstrap, overlay per host; falls back to shared if it cannot be made)")
     p.add_argument("--bench", action="store_true",
                    help="one clean `fleet install` on N identical hosts (1-20): wall_s, upstream_bytes, served_bytes, "
                    "hosts[].seconds (scripts of the README's fleet table)")
@@ -450,7 +498,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     work = Path(tempfile.mkdtemp(prefix="tfgpu-fleet-demo-", dir="/var/tmp"))
     try:
-        result = scenario(work, a.hosts, show=not a.json and not a.bench, bench=a.bench)
+        rootfs, note = debootstrapped() if a.bench and a.rootfs == "debootstrap" else (None, "shared")
+        if a.rootfs == "debootstrap" and rootfs is None:
+            log(f"no own root filesystems: {note}")
+        result = scenario(work, a.hosts, show=not a.json and not a.bench, bench=a.bench, rootfs=rootfs,
+                          rootfs_note=note)
     except KeyboardInterrupt:
         log("interrupted: torn down")
         return 130
