@@ -1,4 +1,8 @@
-"""scripts/fleet-demo --hosts N [--json] [--keep]: a real fleet on this one machine.
+"""scripts/fleet-demo --hosts N [--json] [--keep] [--bench [--rootfs debootstrap]]: a real fleet on this one machine.
+
+--bench: one clean `fleet install` on N identical hosts (1-20) through the controller's index, reporting
+wall_s, upstream_bytes, served_bytes and hosts[].seconds/state; --rootfs debootstrap gives each host its own
+Debian root filesystem (debootstrap, cached; an overlay per host, sshd chrooted in it), else the shared root.
 
 Each host is a network namespace on a private bridge (10.254.77.0/24, nothing else) with its own
 mount namespace (own /root, /tmp and /etc/machine-id, bind-mounted) running its own sshd (key auth,
@@ -42,6 +46,7 @@ BRIDGE_IP = f"{SUBNET}.1"
 GHOST_IP = f"{SUBNET}.250"  # on the bridge, nobody there: the unreachable host
 SSH_TIMEOUT_S = 5
 STEP_TIMEOUT_S = 600  # bound on each fleet command
+KILLED_RUN_TIMEOUT_S = 120  # the whole-run bound of the run that is stopped halfway
 KILL_HOST, OLD_HOST = "node3", "node2"
 
 DEMO_MATRIX = """\
@@ -137,8 +142,8 @@ def ensure_sshd() -> str:
 class Fleet:
     """Namespaces, the bridge, sshd processes and mounts; teardown() undoes whatever was made."""
 
-    def __init__(self, work: Path, n: int) -> None:
-        self.work, self.n = work, n
+    def __init__(self, work: Path, n: int, rootfs: Optional[Path] = None) -> None:
+        self.work, self.n, self.rootfs = work, n, rootfs
         self.tag = f"fd{os.getpid() % 100000}"
         self.namespaces: list[str] = []
         self.links: list[str] = []
@@ -199,6 +204,17 @@ class Fleet:
         script = (f"mount --bind {d / 'home'} /root && mount --bind {d / 'tmp'} /tmp && "
                   f"mount --bind {d / 'machine-id'} /etc/machine-id && mkdir -p /run/sshd && "
                   f"exec {sshd} -D -e -f {cfg}")
+        if self.rootfs is not None:
+            # Its own root filesystem: the debootstrapped tree under a per-host overlay (its own /usr, Python,
+            # glibc, /root, /etc/machine-id); the demo's work dir (keys, knowledge) is bound in at the same path.
+            root, upper = d / "root", d / "upper"
+            for sub in (root, upper / "etc", upper / "run" / "sshd", d / "ovwork"):
+                sub.mkdir(parents=True, exist_ok=True)
+            shutil.copy(d / "machine-id", upper / "etc" / "machine-id")
+            script = (f"mount -t overlay overlay -o lowerdir={self.rootfs},upperdir={upper},workdir={d / 'ovwork'} "
+                      f"{root} && mount -t proc proc {root}/proc && mount --bind /dev {root}/dev && "
+                      f"mkdir -p {root}{self.work} && mount --bind {self.work} {root}{self.work} && "
+                      f"exec chroot {root} /usr/sbin/sshd -D -e -f {cfg}")
         proc = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
                                  "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=open(d / "sshd.log", "w"), text=True, start_new_session=True)
@@ -213,8 +229,10 @@ class Fleet:
             time.sleep(0.2)
         raise RuntimeError(f"sshd on {self.name(i)} did not come up (see {self.work}/hosts/{self.name(i)}/sshd.log)")
 
-    def inventory(self, path: Path, index_url: str, knowledge: Path, kill: bool) -> Path:
-        """INI inventory: the hosts, their per-host environment (the mixed fleet), and `ghost`."""
+    def inventory(self, path: Path, index_url: str, knowledge: Path, kill: bool, ghost: bool = True,
+                  slow: Optional[Path] = None, mixed: bool = True) -> Path:
+        """INI inventory: the hosts, their per-host environment (the mixed fleet), and `ghost`.
+        slow: node1's Python is this wrapper (it sleeps first): a host that never finishes."""
         common_ssh = (f"-o UserKnownHostsFile={self.ssh_dir / 'known_hosts'} -o StrictHostKeyChecking=yes "
                       f"-o ConnectTimeout={SSH_TIMEOUT_S} -o BatchMode=yes -o ServerAliveInterval=5")
         lines = ["[gpu]"]
@@ -224,17 +242,24 @@ class Fleet:
                 "PIP_CONFIG_FILE": "/dev/null", "UV_NO_CONFIG": "1",
                 "TFGPU_OVERRIDE_DRIVER": "550.54.14",
             }
-            if self.name(i) == OLD_HOST:
+            if mixed and self.name(i) == OLD_HOST:
                 env.update(TFGPU_OVERRIDE_DRIVER="535.104.05", TFGPU_OVERRIDE_GLIBC="2.17")
             if kill and self.name(i) == KILL_HOST:
                 # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
                 env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "faultsite")
-            lines.append(f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'")
-        lines.append(f"ghost ansible_host={GHOST_IP}")
+            line = f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'"
+            if slow is not None and i == 1:
+                line += f" ansible_python_interpreter={slow}"
+            lines.append(line)
+        if ghost:
+            lines.append(f"ghost ansible_host={GHOST_IP}")
         lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
-                  f"ansible_ssh_common_args='{common_ssh}'", "ansible_python_interpreter=/usr/bin/python3",
-                  f"tfgpu_python={sys.executable if sys.executable.startswith('/usr/') else '/usr/bin/python3'}", ""]
+                  f"ansible_ssh_common_args='{common_ssh}'",
+                  *([] if slow is not None else ["ansible_python_interpreter=/usr/bin/python3"]),
+                  "tfgpu_python=" + ("/usr/bin/python3"
+                                     if self.rootfs is not None or not sys.executable.startswith("/usr/")
+                                     else sys.executable), ""]
         path.write_text("\n".join(lines))
         return path
 
@@ -286,7 +311,59 @@ def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["name"]: h for h in doc["hosts"]}
 
 
-def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
+def free_port(address: str) -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+def timed_fleet(args: list[str], env: dict[str, str]) -> tuple[float, dict[str, Any]]:
+    start = time.monotonic()
+    _, doc = fleet(args, env)
+    return round(time.monotonic() - start, 1), doc
+
+
+def host_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": h["name"], "state": h.get("state"), "seconds": h.get("seconds"),
+             "tensorflow": h.get("tensorflow"), "error": h.get("error"), "message": h.get("message")}
+            for h in doc["hosts"]]
+
+
+def bytes_of(doc: dict[str, Any]) -> dict[str, Optional[int]]:
+    m = doc.get("mirror") or {}
+    return {"upstream_bytes": m.get("upstream_bytes"), "served_bytes": m.get("served_bytes")}
+
+
+ROOTFS_CACHE = Path("/var/tmp/tfgpu-fleet-demo-rootfs")
+ROOTFS_RELEASE = "bookworm"
+
+
+def debootstrapped() -> tuple[Optional[Path], str]:
+    """A Debian root filesystem for the hosts (debootstrap from Debian's mirror, kept under /var/tmp
+    between runs), or None and why not (the demo then runs with the shared root)."""
+    tree = ROOTFS_CACHE / ROOTFS_RELEASE
+    if (tree / "usr" / "sbin" / "sshd").exists() and (tree / "usr" / "bin" / "python3").exists():
+        return tree, f"debootstrap {ROOTFS_RELEASE} (cached), one overlay per host"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if shutil.which("debootstrap") is None:
+        done = sh("apt-get", "install", "-y", "-qq", "debootstrap", check=False, timeout=600, env=env)
+        if done.returncode != 0:
+            return None, f"shared (no debootstrap: {done.stderr.strip()[-200:]})"
+    partial = ROOTFS_CACHE / f"{ROOTFS_RELEASE}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    ROOTFS_CACHE.mkdir(parents=True, exist_ok=True)
+    log(f"debootstrap {ROOTFS_RELEASE} (minbase, python3, python3-venv, openssh-server): a few minutes, once")
+    done = sh("debootstrap", "--variant=minbase", "--include=python3,python3-venv,openssh-server",
+              ROOTFS_RELEASE, str(partial), "http://deb.debian.org/debian", check=False, timeout=1800, env=env)
+    if done.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        return None, f"shared (debootstrap failed: {done.stdout.strip()[-200:]})"
+    os.replace(partial, tree)
+    return tree, f"debootstrap {ROOTFS_RELEASE}, one overlay per host"
+
+
+def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Optional[Path] = None,
+             rootfs_note: str = "shared") -> dict[str, Any]:
     from tests.support.fleet_index import build_index, serve
 
     sshd = ensure_sshd()
@@ -296,13 +373,17 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
     from tests.support.install_kit import write_knowledge
 
     write_knowledge(knowledge, DEMO_MATRIX)
-    f = Fleet(work, n)
+    f = Fleet(work, n, rootfs)
     server = None
     try:
         log(f"bringing up {n} hosts on {BRIDGE} ({SUBNET}.0/24)")
         f.up(sshd)
-        server = serve(index_root, BRIDGE_IP)
-        index_url = f"http://{BRIDGE_IP}:{server.server_address[1]}/simple"
+        # The upstream index listens on the controller's loopback only: the nodes cannot reach it, they get
+        # everything through the fleet's own index (--serve-index on the bridge), each file fetched once.
+        server = serve(index_root, "127.0.0.1")
+        upstream_url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+        mirror_port = free_port(BRIDGE_IP)
+        index_url = f"http://{BRIDGE_IP}:{mirror_port}/simple/"
         wheel_dir = work / "dist"
         sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w",
            str(wheel_dir), timeout=600)
@@ -310,16 +391,23 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         env = dict(os.environ, TFGPU_STATE_DIR=str(work / "controller" / "state"),
                    TFGPU_CACHE_DIR=str(work / "controller" / "cache"), TFGPU_DATA_DIR=str(work / "controller" / "data"),
                    TFGPU_PROFILES_DIR=str(knowledge), PIP_CONFIG_FILE="/dev/null",
-                   PIP_TRUSTED_HOST=BRIDGE_IP,  # the bundle's pip: the demo's index is plain http on the bridge
+                   PIP_TRUSTED_HOST="127.0.0.1",  # the bundle's pip: the demo's upstream is plain http
                    ANSIBLE_HOME=str(work / "controller" / "ansible"),
                    ANSIBLE_LOCAL_TEMP=str(work / "controller" / "ansible" / "tmp"), PYTHONPATH=str(REPO),
                    PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+        common = ["--wheel", str(wheel), "--index-url", upstream_url, "--serve-index", f"{BRIDGE_IP}:{mirror_port}",
+                  "--allow-cpu", "--timeout", str(STEP_TIMEOUT_S)]
+        if bench:
+            inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False, ghost=False, mixed=False)
+            log(f"fleet install on {n} host(s), one fresh controller cache")
+            wall, doc = timed_fleet(["install", "-i", str(inv), *common], env)
+            return {"engine": doc["engine"], "mode": "bench", "root_filesystems": rootfs_note, "n": n,
+                    "wall_s": wall, **bytes_of(doc), "mirror": doc.get("mirror"), "hosts": host_rows(doc)}
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
         inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False)
-        common = ["--wheel", str(wheel), "--index-url", index_url, "--allow-cpu", "--timeout", str(STEP_TIMEOUT_S)]
 
         log(f"fleet install ({KILL_HOST} killed mid-install, ghost unreachable)")
-        _, first = fleet(["install", "-i", str(first_inv), *common], env)
+        first_wall, first = timed_fleet(["install", "-i", str(first_inv), *common], env)
         log("fleet install again (resumes the killed host)")
         _, resume = fleet(["install", "-i", str(inv), *common], env)
         log("fleet install a third time (nothing may change)")
@@ -327,24 +415,35 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
         if show:  # the human form: the live table (stderr), then the final table and summary
             for action in ("install", "status"):
                 done = subprocess.run([sys.executable, "-m", "tfgpu_install", "fleet", action, "-i", str(inv),
-                                       *common[:4]]
+                                       *common[:6]]
                                       + (["--allow-cpu"] if action == "install" else []), env={**env, "COLUMNS": "120"},
                                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S + 60)
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")
         log("fleet install --same --check (one release every host can run)")
         _, same = fleet(["install", "-i", str(inv), "--same", "--check", *common], env)
         log("fleet snapshot, then restore node1's snapshot on every host")
-        _, snaps = fleet(["snapshot", "-i", str(inv), "--limit", "node1", "--wheel", str(wheel),
-                          "--index-url", index_url, "-o", str(work / "snapshots")], env)
+        _, snaps = fleet(["snapshot", "-i", str(inv), "--limit", "node1", *common[:6], "-o", str(work / "snapshots")],
+                         env)
         snap_file = snaps["snapshots"]["node1"]
         # Offline: the controller bundles every wheel once (`snapshot bundle`), ships it, nodes use only it.
         _, restored = fleet(["restore", "-i", str(inv), snap_file, "--offline", *common], env)
+        # A run stopped halfway keeps every finished host's row: node1's Python sleeps first, the whole
+        # run's bound (--timeout) stops ansible-playbook; the other hosts' rows were written as each finished.
+        slow = work / "slow-python"
+        slow.write_text("#!/bin/sh\nsleep 3600\nexec /usr/bin/python3 \"$@\"\n")
+        slow.chmod(0o755)
+        slow_inv = f.inventory(work / "hosts-slow.ini", index_url, knowledge, kill=False, ghost=False, slow=slow)
+        log(f"fleet status with node1 stuck, stopped by --timeout {KILLED_RUN_TIMEOUT_S}")
+        _, killed = fleet(["status", "-i", str(slow_inv), "--wheel", str(wheel), "--index-url", upstream_url,
+                           "--serve-index", f"{BRIDGE_IP}:{mirror_port}", "--timeout", str(KILLED_RUN_TIMEOUT_S)], env)
         first_h, resume_h, second_h, restore_h = (by_name(d) for d in (first, resume, second, restored))
         hosts = []
         for name in [f.name(i) for i in range(1, n + 1)] + ["ghost"]:
             h = resume_h.get(name, {})
             hosts.append({
-                "name": name, "machine_id": h.get("machine_id"), "ok": bool(h.get("ok")),
+                "name": name, "state": first_h.get(name, {}).get("state"),
+                "seconds": first_h.get(name, {}).get("seconds"), "machine_id": h.get("machine_id"),
+                "ok": bool(h.get("ok")),
                 "changed": bool(first_h.get(name, {}).get("changed") or h.get("changed")),
                 "tensorflow": h.get("tensorflow"), "restored": bool(restore_h.get(name, {}).get("restored")),
                 "first_run": first_h.get(name, {}).get("state"), "resumed": bool(h.get("changed")),
@@ -353,7 +452,12 @@ def scenario(work: Path, n: int, show: bool) -> dict[str, Any]:
             })
         return {
             "engine": first["engine"],
+            "root_filesystems": "shared",
+            "wall_s": first_wall,
+            **bytes_of(first),
             "hosts": hosts,
+            "killed_run": {h["name"]: h.get("state") for h in killed["hosts"]},
+            "killed_run_summary": killed.get("summary"),
             "second_run_changed": sum(1 for h in second["hosts"] if h.get("changed")),
             "snapshot": snap_file,
             "offline_bundle": restored.get("offline"),
@@ -375,6 +479,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
     p.add_argument("--check", action="store_true", help="only say whether this machine can run the demo")
+    p.add_argument("--rootfs", choices=["shared", "debootstrap"], default="shared",
+                   help="with --bench: the hosts share this machine's root (default), or each has its own Debian "
+                   "root filesystem (debootstrap, overlay per host; falls back to shared if it cannot be made)")
+    p.add_argument("--bench", action="store_true",
+                   help="one clean `fleet install` on N identical hosts (1-20): wall_s, upstream_bytes, served_bytes, "
+                   "hosts[].seconds (scripts of the README's fleet table)")
     a = p.parse_args(argv)
     reason = why_not()
     if a.check:
@@ -383,8 +493,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if reason is not None:
         log(f"cannot run here: {reason}")
         return 3
-    if not 3 <= a.hosts <= 20:
-        log("--hosts must be 3..20 (the scenario needs an old host and a killed host)")
+    if not (1 if a.bench else 3) <= a.hosts <= 20:
+        log("--hosts must be 3..20 (the scenario needs an old host and a killed host), 1..20 with --bench")
         return 2
 
     def stop(signum: int, frame: Any) -> None:
@@ -393,7 +503,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     work = Path(tempfile.mkdtemp(prefix="tfgpu-fleet-demo-", dir="/var/tmp"))
     try:
-        result = scenario(work, a.hosts, show=not a.json)
+        rootfs, note = debootstrapped() if a.bench and a.rootfs == "debootstrap" else (None, "shared")
+        if a.rootfs == "debootstrap" and rootfs is None:
+            log(f"no own root filesystems: {note}")
+        result = scenario(work, a.hosts, show=not a.json and not a.bench, bench=a.bench, rootfs=rootfs,
+                          rootfs_note=note)
     except KeyboardInterrupt:
         log("interrupted: torn down")
         return 130

@@ -92,6 +92,8 @@ def test_install_noop_status_rollback(
     sdoc = json.loads(status.stdout)
     assert sdoc["complete"] is True and sdoc["verification"]["ok"] is True
     assert sdoc["verification"]["gpu_verified"] is False
+    # the stack verification checked (what `fleet status` shows)
+    assert (sdoc["verification"]["tensorflow"], sdoc["verification"]["cuda"]) == (choice["tensorflow"], choice["cuda"])
 
     back = run_cli(["rollback", "-y", "--env", str(env_dir), "--json"], env)
     assert back.returncode == 0, back.stderr

@@ -59,6 +59,7 @@ def play(site: dict[str, Any], *args: str, **extra: Any) -> tuple["subprocess.Co
     variables = {**site["vars"], **extra}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_HOME=str(site["tmp"] / "ansible-home"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="tfgpu.install.tfgpu_results",
                PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
     done = subprocess.run(["ansible-playbook", "-i", str(site["hosts"]), "site.yml", "-e", json.dumps(variables),
                            *args], cwd=PLAYBOOKS, env=env, capture_output=True, text=True, timeout=600,
@@ -87,6 +88,11 @@ def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> Non
     assert (second["changed"], second["applied"], second["verified"]) == (False, [], True)
     assert "changed=0" in done.stdout.split("PLAY RECAP")[1]
 
+    done, status = play(site, tfgpu_mode="status")  # fleet status: the last verified stack
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert status["changed"] is False and status["verified"] is True
+    assert (status["tensorflow"]["tensorflow"], status["tensorflow"]["cuda"]) == ("2.99.0", "12.3")
+
 
 def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) -> None:
     done, failed = play(site, tfgpu_profile="no-such-profile")
@@ -95,3 +101,54 @@ def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) 
     assert (failed["error"], failed["exit_code"]) == ("bad-input", 5)
     assert "no-such-profile" in failed["msg"] and "known profiles" in failed["hint"]
     assert "[bad-input]" in done.stdout and "-- fix:" in done.stdout
+
+
+def test_check_mode_on_a_node_with_nothing_installed_writes_nothing(site: dict[str, Any]) -> None:
+    """--check must not bootstrap the tool venv nor ship anything: it says a real run would."""
+    wheel = site["tmp"] / "dist" / "tfgpu_install-0.0.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"not installed in check mode")
+    venv, remote = site["tmp"] / "fresh-tool", site["tmp"] / "remote"
+    done, planned = play(site, "--check", tfgpu_tool_venv=str(venv), tfgpu_wheel=str(wheel))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert planned["changed"] is True and planned["planned"] is False and planned["would_bootstrap"] is True
+    assert "bootstrap" in planned["msg"]
+    assert not venv.exists() and not remote.exists() and not (site["tmp"] / "env").exists()
+
+
+def test_snapshot_reports_changed_only_on_change(site: dict[str, Any]) -> None:
+    done, _ = play(site)
+    assert done.returncode == 0, done.stdout[-3000:]
+    done, first = play(site, tfgpu_mode="snapshot", tfgpu_fetch_dir=str(site["tmp"] / "fetched"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert first["changed"] is True and first["id"]
+    kept = Path(first["path"]).read_text()
+    done, second = play(site, tfgpu_mode="snapshot", tfgpu_fetch_dir=str(site["tmp"] / "fetched"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert second["changed"] is False and second["id"] == first["id"]
+    assert Path(second["path"]).read_text() == kept  # the unchanged env keeps its snapshot file
+    # check mode exports to compare and writes nothing: still unchanged
+    done, checked = play(site, "--check", tfgpu_mode="snapshot", tfgpu_fetch_dir=str(site["tmp"] / "fetched"))
+    assert done.returncode == 0 and checked["changed"] is False
+
+
+def test_facts_module_gives_group_by_its_keys(site: dict[str, Any]) -> None:
+    playbook = site["tmp"] / "facts.yml"
+    playbook.write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - tfgpu.install.tfgpu_facts:\n        tool_venv: '{{ tfgpu_tool_venv }}'\n"
+        "        tool_env: '{{ tfgpu_env_vars }}'\n"
+        "    - ansible.builtin.group_by:\n        key: \"tfgpu_tool_{{ ansible_facts.tfgpu.tool }}\"\n"
+        "    - ansible.builtin.debug:\n"
+        "        msg: \"FACTS={{ ansible_facts.tfgpu | to_json }} GROUPS={{ group_names }}\"\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_HOME=str(site["tmp"] / "ansible-home"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(REPO), PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
+    done = subprocess.run(["ansible-playbook", "-i", str(site["hosts"]), str(playbook), "-e",
+                           json.dumps(site["vars"])], env=env, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "tfgpu_tool_True" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if "FACTS=" in x)
+    facts = json.loads(line.split("FACTS=", 1)[1].split(" GROUPS=")[0].rstrip('"').replace('\\"', '"'))
+    assert facts["tool"] is True and "gpus" in facts and "glibc" in facts and facts["machine_id"]

@@ -56,3 +56,18 @@ def test_contradictory_flags_are_usage_errors(tmp_env: dict[str, str], args: lis
                                               capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(["fleet", "install", "-i", "hosts", *args], tmp_env, capsys)
     assert (code, doc["error"]) == (2, "usage") and words in doc["message"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--timeout", "nan"], "'nan' is not a number of seconds"),
+    (["--host-timeout", "0"], "'0' is not a number of seconds"),
+    (["--timeout", "inf"], "'inf' is not a number of seconds"),
+    (["--forks", "0"], "'0' is not a whole number"),
+    (["--serial", "-2"], "'-2' is not a whole number"),
+    (["--max-fail-percentage", "150"], "'150' is not a whole percentage"),
+])
+def test_bad_numbers_are_usage_errors_before_anything_runs(tmp_env: dict[str, str], args: list[str], words: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(["fleet", "install", "-i", "hosts", *args], tmp_env, capsys)
+    assert (code, doc["error"]) == (2, "usage") and words in doc["message"]
+    assert not (Path(tmp_env["TFGPU_STATE_DIR"]) / "fleet").exists()

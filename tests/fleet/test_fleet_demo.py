@@ -86,3 +86,22 @@ def test_same_plans_the_release_every_host_can_run(demo: dict) -> None:
     assert same["planned"] == {"node1": "2.98.0", "node2": "2.98.0", "node3": "2.98.0"}
     assert "node1 alone would run TF 2.99.0" in same["explain"]
     assert any(line.startswith("held back by node2") for line in same["explain"])
+
+
+def test_the_benchmark_keys_and_one_download_for_the_fleet(demo: dict) -> None:
+    """The nodes reach only the controller's index (the upstream listens on its loopback)."""
+    assert demo["root_filesystems"] == "shared"
+    assert demo["wall_s"] > 0 and demo["upstream_bytes"] > 0
+    # 3 hosts installed through it (one was killed mid-install): more went out than came in.
+    assert demo["served_bytes"] > demo["upstream_bytes"]
+    for h in demo["hosts"]:
+        assert {"state", "seconds"} <= set(h)
+    assert all(h["seconds"] is not None for h in demo["hosts"] if h["name"] in ("node1", "node2"))
+
+
+def test_a_run_stopped_halfway_keeps_every_finished_hosts_row(demo: dict) -> None:
+    """node1 never answers; --timeout stops the whole run; the others' rows were written as they finished."""
+    states = demo["killed_run"]
+    assert states["node1"] == "not finished"
+    assert states["node2"] == states["node3"] == "ok"
+    assert demo["killed_run_summary"]["not_finished"] == 1

@@ -11,7 +11,15 @@ import pytest
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import steps_applied
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.fleet.inventory import hosts_in
-from tfgpu_install.fleet.playbook import PlaybookRun, collections_root, playbook_argv, playbook_env, site_playbook
+from tfgpu_install.fleet.playbook import (
+    PlaybookRun,
+    collections_root,
+    default_forks,
+    playbook_argv,
+    playbook_env,
+    run_timeout,
+    site_playbook,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,3 +94,58 @@ def test_an_interrupted_run_stops_the_playbook_process_group(tmp_path: Path) -> 
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     stop_playbook(tmp_path / "missing.pid", worker)  # nothing started: nothing to stop
+
+
+def test_results_as_hosts_finish_free_strategy_pipelining_unless_the_user_chose() -> None:
+    root = collections_root({})
+    env = playbook_env(root, {})
+    assert env["ANSIBLE_STRATEGY"] == "free" and env["ANSIBLE_PIPELINING"] == "True"
+    assert env["ANSIBLE_CALLBACKS_ENABLED"] == "tfgpu.install.tfgpu_results"
+    theirs = playbook_env(root, {"ANSIBLE_STRATEGY": "linear", "ANSIBLE_CALLBACKS_ENABLED": "profile_tasks"})
+    assert theirs["ANSIBLE_STRATEGY"] == "linear"
+    assert theirs["ANSIBLE_CALLBACKS_ENABLED"] == "profile_tasks,tfgpu.install.tfgpu_results"
+
+
+def test_forks_follow_the_inventory_and_the_run_bound_its_waves() -> None:
+    assert (default_forks(1), default_forks(40), default_forks(1000)) == (1, 40, 64)
+    one_wave = run_timeout(3600, 40, 40)
+    assert run_timeout(3600, 1000, 64) == 16 * (3600 + 300) + 120  # ceil(1000 / 64) waves
+    assert run_timeout(3600, 40, 40, serial=10) == 4 * (3600 + 300) + 120 > one_wave
+
+
+def test_max_fail_percentage_reaches_the_play(tmp_path: Path) -> None:
+    run = PlaybookRun(tmp_path / "hosts", "install", tmp_path / "results", {}, serial=10, max_fail_percentage=20)
+    extra = json.loads(playbook_argv("ansible-playbook", Path("site.yml"), run)[5])
+    assert (extra["tfgpu_serial"], extra["tfgpu_max_fail_percentage"]) == (10, 20)
+
+
+def test_ctrl_c_keeps_the_rows_already_written_and_stops_the_run(tmp_path: Path) -> None:
+    """A stand-in ansible-playbook writes node1's row, then hangs; Ctrl-C arrives as node1 reports:
+    the run is stopped, node1's row is kept, node2 reads "not finished"."""
+    import os
+
+    from tfgpu_install.fleet.playbook import INTERRUPTED, run_playbook
+    from tfgpu_install.fleet.results import HostResult, collect
+    from tfgpu_install.runner import SubprocessRunner
+
+    results = tmp_path / "results"
+    tool = tmp_path / "ansible-playbook"
+    tool.write_text('#!/bin/sh\necho $$ > "$PIDS/tool.pid"\n'
+                    'echo \'{"host": "node1", "mode": "install", "result": {"changed": true}}\''
+                    ' > "$RESULTS/node1.json"\n'
+                    "exec sleep 300\n")
+    tool.chmod(0o755)
+    seen: list[str] = []
+
+    def on_result(r: HostResult) -> None:
+        seen.append(r.name)
+        raise KeyboardInterrupt  # the user's Ctrl-C, right after the first row
+
+    run = PlaybookRun(tmp_path / "hosts", "install", results)
+    done = run_playbook(SubprocessRunner(), str(tool), Path("site.yml"), run,
+                        {**os.environ, "RESULTS": str(results), "PIDS": str(tmp_path)}, ["node1", "node2"], on_result)
+    assert done.returncode == INTERRUPTED and seen == ["node1"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "tool.pid").read_text()), 0)
+    rows = collect(results, ["node1", "node2"], {}, "interrupted")
+    assert [(r.name, r.state) for r in rows] == [("node1", "changed"), ("node2", "not finished")]

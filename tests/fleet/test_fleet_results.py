@@ -65,7 +65,8 @@ def test_collect_marks_hosts_without_a_file(tmp_path: Path) -> None:
     rows = collect(tmp_path, ["node1", "ghost", "node3"], parse_recap(RECAP))
     assert [(r.name, r.state) for r in rows] == [("node1", "changed"), ("ghost", "unreachable"), ("node3", "unknown")]
     assert rows[1].hint and "ssh" in rows[1].hint
-    assert summary(rows) == {"hosts": 3, "ok": 1, "changed": 1, "failed": 1, "refused": 0, "unreachable": 1}
+    assert summary(rows) == {"hosts": 3, "ok": 1, "changed": 1, "failed": 1, "refused": 0, "unreachable": 1,
+                             "not_finished": 0}
     assert summary_line(rows).startswith("3 host(s): 1 ok (1 changed), 1 failed, 0 refused, 1 unreachable")
 
 
@@ -89,3 +90,69 @@ def test_check_mode_rows_say_would_change_and_verify_nothing() -> None:
                           "tensorflow": {"tensorflow": "2.98.0"}, "host": {"machine_id": "ef" * 16}}}
     r = host_result("node1", planned)
     assert (r.state, r.ok, r.changed, r.verified, r.tensorflow) == ("would change", True, True, None, "2.98.0")
+
+
+# Ansible's messages (its wording in ansible-core 2.19's ssh connection and copy action) when the ssh
+# login works but the home is read-only, and when the node's disk fills during the wheel's copy.
+READ_ONLY_HOME = {
+    "host": "node2", "mode": "install", "check_mode": False,
+    "result": {"failed": True, "unreachable": True, "changed": False,
+               "task": "A directory for what the controller ships",
+               "msg": "Failed to create temporary directory. In some cases, you may have been able to authenticate and "
+                      "did not have permissions on the target directory. Consider changing the remote tmp path in "
+                      "ansible.cfg to a path rooted in \"/tmp\", for more error information use -vvv. Failed command "
+                      "was: ( umask 77 && mkdir -p \"` echo ~/.ansible/tmp `\" ), exited with result 1, stderr "
+                      "output: mkdir: cannot create directory '/root/.ansible': Read-only file system\n"},
+}
+DISK_FULL = {
+    "host": "node3", "mode": "install", "check_mode": False,
+    "result": {"failed": True, "changed": False, "error": "ansible-task",
+               "msg": "Ship the tfgpu-install wheel: [Errno 28] No space left on device: b'/root/.cache/tfgpu-fleet/"
+                      "tfgpu_install-0.1.0-py3-none-any.whl'"},
+}
+
+
+def test_a_read_only_home_is_not_an_ssh_problem() -> None:
+    r = host_result("node2", READ_ONLY_HOME)
+    assert (r.state, r.error) == ("failed", "read-only-fs")
+    assert r.message and "Read-only file system" in r.message  # Ansible's own words on the row
+    assert r.hint and "ansible_remote_tmp" in r.hint and "ssh" not in r.hint
+
+
+def test_a_full_disk_is_named_with_ansibles_message() -> None:
+    r = host_result("node3", DISK_FULL)
+    assert (r.state, r.error) == ("failed", "disk-full")
+    assert r.message and "No space left on device" in r.message and "Ship the tfgpu-install wheel" in r.message
+
+
+def test_a_real_ssh_failure_stays_unreachable() -> None:
+    doc = {"host": "ghost", "mode": "install", "result": {
+        "unreachable": True, "msg": "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port 22: "
+        "No route to host"}}
+    r = host_result("ghost", doc)
+    assert (r.state, r.error) == ("unreachable", "unreachable")
+    assert r.message and "No route to host" in r.message
+
+
+def test_hosts_without_a_row_after_a_stopped_run_are_not_finished(tmp_path: Path) -> None:
+    (tmp_path / "node1.json").write_text(json.dumps(INSTALLED))
+    rows = collect(tmp_path, ["node1", "node2"], {}, stopped="the whole run reached its bound (60 s, --timeout)")
+    assert [(r.name, r.state) for r in rows] == [("node1", "changed"), ("node2", "not finished")]
+    assert rows[1].message and "--timeout" in rows[1].message and not rows[1].ok
+    assert summary(rows)["not_finished"] == 1 and summary(rows)["failed"] == 0
+    assert "1 not finished" in summary_line(rows)
+
+
+def test_hosts_never_started_by_ansible_are_not_finished_not_failed(tmp_path: Path) -> None:
+    """A --serial batch that failed whole ends the play: later hosts never ran (no recap line)."""
+    rows = collect(tmp_path, ["node1", "node9"], {"node1": {"failed": 1, "ok": 2}})
+    assert [(r.name, r.state) for r in rows] == [("node1", "unknown"), ("node9", "not finished")]
+
+
+def test_an_oversized_result_file_is_no_result(tmp_path: Path) -> None:
+    from tfgpu_install.fleet.results import MAX_RESULT_BYTES, read_result
+
+    path = tmp_path / "node1.json"
+    with path.open("wb") as f:
+        f.truncate(MAX_RESULT_BYTES + 10)  # sparse: no memory, no disk
+    assert read_result(path) is None

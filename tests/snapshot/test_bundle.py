@@ -107,3 +107,43 @@ def test_bundle_needs_hashes_and_a_new_directory(
 def test_platform_tags_follow_the_snapshot_host() -> None:
     assert platform_tags(make()) == ["manylinux_2_35_x86_64", "manylinux2014_x86_64"]
     assert platform_tags(make(host=S.HostContract())) == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+
+
+def test_an_extra_wheel_the_manifest_does_not_list_is_refused(
+    source_env: Provisioned, bundled: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wheel dropped into wheels/ would be on the offline install's find-links: refuse the bundle."""
+    _, out = bundled
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    donor = sorted((copy / "wheels").glob("absl_py-*.whl"))[0]
+    shutil.copy(donor, copy / "wheels" / "evil_pkg-1.0-py3-none-any.whl")
+    target = tmp_path / "restored"
+    code, err = cli(["snapshot", "restore", str(copy), "--offline", str(copy), "--env", str(target), "-y",
+                     "--allow-cpu"], source_env.environ, capsys)
+    assert code == ExitCode.DOWNLOAD, err
+    assert err["error"] == "bundle-corrupt" and "evil_pkg-1.0-py3-none-any.whl" in err["message"]
+    assert not target.exists()
+
+
+def test_an_extra_wheel_listed_in_an_edited_manifest_is_refused(
+    source_env: Provisioned, bundled: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The manifest itself edited to carry a wheel the snapshot does not list: still refused."""
+    from tfgpu_install.files import sha256_file
+
+    _, out = bundled
+    copy = tmp_path / "bundle"
+    shutil.copytree(out, copy)
+    donor = sorted((copy / "wheels").glob("absl_py-*.whl"))[0]
+    extra = copy / "wheels" / "evil_pkg-1.0-py3-none-any.whl"
+    shutil.copy(donor, extra)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"]["wheels/" + extra.name] = sha256_file(extra)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    target = tmp_path / "restored"
+    code, err = cli(["snapshot", "restore", str(copy), "--offline", str(copy), "--env", str(target), "-y",
+                     "--allow-cpu"], source_env.environ, capsys)
+    assert code == ExitCode.DOWNLOAD, err
+    assert err["error"] == "bundle-incomplete" and "evil_pkg" in err["message"]
+    assert not target.exists()

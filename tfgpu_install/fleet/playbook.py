@@ -17,6 +17,9 @@ from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.fleet.results import HostResult, host_result, read_result
 from tfgpu_install.runner import Completed, Runner
 
+# The exit status a run stopped by Ctrl-C reports (ExitCode.INTERRUPTED).
+INTERRUPTED = 130
+
 # How often the live table looks for new per-host result files.
 POLL_S = 0.5
 # How long an interrupted ansible-playbook gets to stop its workers before SIGKILL.
@@ -34,7 +37,8 @@ class PlaybookRun:
     forks: Optional[int] = None
     serial: Optional[int] = None
     check: bool = False
-    timeout_s: float = 3600.0
+    timeout_s: float = 3600.0  # the whole run
+    max_fail_percentage: Optional[int] = None
 
 
 def collections_root(environ: Mapping[str, str]) -> Path:
@@ -63,6 +67,8 @@ def playbook_argv(tool: str, playbook: Path, run: PlaybookRun) -> list[str]:
     extra.update(tfgpu_mode=run.mode, tfgpu_results_dir=str(run.results_dir))
     if run.serial:
         extra["tfgpu_serial"] = run.serial
+    if run.max_fail_percentage is not None:
+        extra["tfgpu_max_fail_percentage"] = run.max_fail_percentage
     argv = [tool, "-i", str(run.inventory), str(playbook), "-e", json.dumps(extra, sort_keys=True)]
     if run.limit:
         argv += ["--limit", run.limit]
@@ -73,11 +79,35 @@ def playbook_argv(tool: str, playbook: Path, run: PlaybookRun) -> list[str]:
     return argv
 
 
+# Hosts worked on at once when --forks is not given: one per host, up to this (each fork is an ssh
+# client waiting on its node; the work runs on the nodes).
+MAX_DEFAULT_FORKS = 64
+RESULTS_CALLBACK = "tfgpu.install.tfgpu_results"
+
+
+def default_forks(hosts: int) -> int:
+    return max(1, min(hosts, MAX_DEFAULT_FORKS))
+
+
+def run_timeout(host_timeout_s: float, hosts: int, forks: int, serial: Optional[int] = None) -> float:
+    """The whole run's default bound: each wave of hosts may take the per-host bound (plus the ship and
+    probe around it), and there are ceil(hosts / min(forks, batch)) waves."""
+    at_once = max(1, min(forks, serial or hosts, hosts))
+    waves = -(-hosts // at_once)
+    return waves * (host_timeout_s + 300.0) + 120.0
+
+
 def playbook_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    """The collection on Ansible's search path; bounded ssh waits unless the user set their own."""
+    """The collection on Ansible's search path; each host's row written as it finishes (the results
+    callback, the free strategy); pipelining; bounded ssh waits. The user's own settings win."""
     env = {"ANSIBLE_COLLECTIONS_PATH": str(root), "ANSIBLE_RETRY_FILES_ENABLED": "False",
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
     env["ANSIBLE_TIMEOUT"] = environ.get("ANSIBLE_TIMEOUT", "20")
+    env["ANSIBLE_STRATEGY"] = environ.get("ANSIBLE_STRATEGY", "free")
+    env["ANSIBLE_PIPELINING"] = environ.get("ANSIBLE_PIPELINING", "True")
+    enabled = [c.strip() for c in environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]
+    env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join(enabled + ([RESULTS_CALLBACK] if RESULTS_CALLBACK not in enabled
+                                                           else []))
     return env
 
 
@@ -145,8 +175,11 @@ def run_playbook(
             worker.join(POLL_S)
             report_new()
     except KeyboardInterrupt:
+        # Ctrl-C: stop ansible-playbook and its workers; the rows already written stay (the caller
+        # reads them, and the hosts without one are "not finished").
         stop_playbook(pidfile, worker)
-        raise
+        got = box.get("done")
+        return Completed(tuple(argv), INTERRUPTED, got.stdout if got else "", "interrupted (Ctrl-C)")
     report_new()
     if "error" in box:
         raise box["error"]

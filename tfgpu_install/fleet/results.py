@@ -32,7 +32,8 @@ def parse_recap(stdout: str) -> dict[str, dict[str, int]]:
 @dataclass(frozen=True)
 class HostResult:
     name: str
-    state: str  # ok | changed | would change (check mode) | failed | refused | unreachable | unknown
+    # ok | changed | would change (check mode) | failed | refused | unreachable | not finished | unknown
+    state: str
     ok: bool
     changed: bool
     machine_id: Optional[str] = None
@@ -68,13 +69,57 @@ def _choice(result: Mapping[str, Any]) -> dict[str, Any]:
     return choice if isinstance(choice, dict) else {}
 
 
+# Ansible's own words for a failure that is not the network, and what they mean (checked in order).
+_CAUSES = (
+    ("Read-only file system", "read-only-fs",
+     "a filesystem the node writes to is read-only (Ansible's remote_tmp under the home, the tool venv or the env): "
+     "remount it read-write, or point ansible_remote_tmp / tfgpu_tool_venv / --env at a writable directory"),
+    ("No space left on device", "disk-full",
+     "free space on the node, or point ansible_remote_tmp / tfgpu_tool_venv / --env at a larger filesystem"),
+    ("Disk quota exceeded", "disk-full", "the ssh user's disk quota on the node is full"),
+    ("Failed to create temporary directory", "remote-tmp",
+     "Ansible could log in but not create its temp dir: set ansible_remote_tmp to a directory the ssh user can "
+     "write (e.g. /tmp/.ansible-USER)"),
+)
+
+
+def cause(message: str) -> Optional[tuple[str, str]]:
+    """(error reference, hint) when Ansible's message names a cause on the node, not the network."""
+    for words, error, hint in _CAUSES:
+        if words in message:
+            return error, hint
+    return None
+
+
+def _text(value: Any, limit: int = 2000) -> Optional[str]:
+    """A message for the table: strings only, the tail kept (Ansible puts the cause last)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
 def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
-    """One host's row from the file the role wrote: {"host", "mode", "check_mode", "result": module result}."""
+    """One host's row from its result file: {"host", "mode", "check_mode", "result": module result}."""
     result = doc.get("result") or {}
+    result = result if isinstance(result, dict) else {}
     mode = str(doc.get("mode") or "install")
     host = result.get("host") or {}
+    host = host if isinstance(host, dict) else {}
     failed = bool(result.get("failed"))
     unreachable = bool(result.get("unreachable"))
+    message = _text(result.get("msg")) if failed or unreachable else None
+    error = result.get("error") if failed else None
+    hint = result.get("hint") if failed else None
+    found = cause(message or "") if (unreachable or error in (None, "ansible-task", "tool-failed")) else None
+    if unreachable and found:
+        # Logged in, but could not work there (a read-only or full home): not the network.
+        unreachable, failed = False, True
+    if found:
+        error, hint = found
+    elif unreachable:
+        error = "unreachable"
+        hint = "check that the host is up and `ssh` to it works with the inventory's settings"
     changed = bool(result.get("changed")) and not failed
     refused = bool(result.get("refused"))
     if unreachable:
@@ -107,9 +152,9 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
         verified=result.get("verified") if mode in ("install", "status") and not doc.get("check_mode") else None,
         seconds=result.get("seconds"),
         restored=restored,
-        error=result.get("error") if failed else None,
-        message=result.get("msg") if failed else None,
-        hint=result.get("hint") if failed else None,
+        error=error,
+        message=message,
+        hint=hint,
         exit_code=result.get("exit_code") if failed else None,
         reasons=tuple(str(r) for r in result.get("reasons") or ()),
         applied=tuple(str(a) for a in result.get("applied") or ()),
@@ -117,30 +162,46 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
     )
 
 
-def unreached(name: str, recap: Mapping[str, int]) -> HostResult:
-    """A host with no result file: unreachable (the recap says so) or stopped before our module ran."""
+def unreached(name: str, recap: Mapping[str, int], stopped: Optional[str] = None) -> HostResult:
+    """A host with no result file: unreachable (the recap says so), never finished (the run was stopped,
+    or Ansible never started it: a --serial batch that failed whole ends the play), or unknown."""
     if recap.get("unreachable"):
         return HostResult(name, "unreachable", ok=False, changed=False, error="unreachable",
                           message="ansible could not reach this host over ssh",
                           hint="check that the host is up and `ssh` to it works with the inventory's settings")
+    if stopped is not None or not recap:
+        why = stopped or "the play ended before this host's turn (a --serial batch failed, or max_fail_percentage)"
+        return HostResult(name, "not finished", ok=False, changed=False, error="not-finished",
+                          message=f"no result: {why}",
+                          hint="re-run the same command: finished hosts report unchanged, this one resumes")
     return HostResult(name, "unknown", ok=False, changed=False, error="no-result",
                       message="the play stopped on this host before tfgpu-install reported",
                       hint="see the playbook log for the task that failed")
 
 
-def collect(results_dir: Path, hosts: Sequence[str], recap: Mapping[str, Mapping[str, int]]) -> list[HostResult]:
-    """One row per inventory host, in inventory order."""
+def collect(results_dir: Path, hosts: Sequence[str], recap: Mapping[str, Mapping[str, int]],
+            stopped: Optional[str] = None) -> list[HostResult]:
+    """One row per inventory host, in inventory order. `stopped`: why the run ended early (killed, timed
+    out), if it did: hosts without a row then read "not finished"."""
     rows = []
     for name in hosts:
         path = results_dir / f"{name}.json"
         doc = read_result(path)
-        rows.append(host_result(name, doc) if doc is not None else unreached(name, recap.get(name, {})))
+        rows.append(host_result(name, doc) if doc is not None else unreached(name, recap.get(name, {}), stopped))
     return rows
+
+
+# A result file is a module's JSON: bounded like every input we read.
+MAX_RESULT_BYTES = 8 << 20
 
 
 def read_result(path: Path) -> Optional[dict[str, Any]]:
     try:
-        doc = json.loads(path.read_text())
+        with path.open("rb") as f:
+            raw = f.read(MAX_RESULT_BYTES + 1)
+        if len(raw) > MAX_RESULT_BYTES:
+            return None
+        doc = json.loads(raw)
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

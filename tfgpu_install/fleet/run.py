@@ -13,16 +13,21 @@ from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem, UnsatisfiableError
 from tfgpu_install.files import atomic_write
 from tfgpu_install.fleet.inventory import list_hosts
+from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror
 from tfgpu_install.fleet.playbook import (
+    INTERRUPTED,
     PlaybookRun,
     collections_root,
+    default_forks,
     engine_version,
     playbook_env,
     run_playbook,
+    run_timeout,
     site_playbook,
 )
 from tfgpu_install.fleet.results import HostResult, collect, parse_recap
 from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
+from tfgpu_install.runner import TIMED_OUT
 
 OnResult = Callable[[HostResult], None]
 
@@ -44,7 +49,18 @@ class FleetRequest:
     allow_cpu: bool = False
     env: Optional[str] = None
     fetch_dir: Optional[Path] = None  # snapshot: where the host snapshots land
-    timeout_s: float = 3600.0
+    timeout_s: Optional[float] = None  # the whole run (default: from the per-host bound, hosts and forks)
+    host_timeout_s: float = 3600.0  # one tfgpu-install run on one host
+    max_fail_percentage: Optional[int] = None
+    serve_index: Optional[str] = None  # ADDR[:PORT]: serve a pull-through index to the nodes from here
+
+
+class FleetInterrupted(Exception):
+    """Ctrl-C during a playbook run: the report holds every row written so far (the rest: not finished)."""
+
+    def __init__(self, report: "FleetReport") -> None:
+        super().__init__("interrupted")
+        self.report = report
 
 
 @dataclass
@@ -87,11 +103,11 @@ def _tool_wheel(ctx: Context, root: Path) -> Path:
     return found[0]
 
 
-def _common_vars(req: FleetRequest, wheel: Path) -> dict[str, Any]:
+def _common_vars(req: FleetRequest, wheel: Path, index_url: Optional[str] = None) -> dict[str, Any]:
     extra: dict[str, Any] = {"tfgpu_wheel": str(wheel), "tfgpu_profile": req.profile,
-                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.timeout_s)}
-    if req.index_url:
-        extra["tfgpu_index_url"] = req.index_url
+                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.host_timeout_s)}
+    if index_url or req.index_url:
+        extra["tfgpu_index_url"] = index_url or req.index_url
     if req.env:
         extra["tfgpu_env"] = req.env
     return extra
@@ -110,34 +126,64 @@ class _Fleet:
         self.wheel = req.wheel or _tool_wheel(ctx, self.root)
         self.work = ctx.state_dir / "fleet"
         self.rc = 0
+        self.forks = req.forks or default_forks(len(self.hosts))
+        self.timeout_s = req.timeout_s or run_timeout(req.host_timeout_s, len(self.hosts), self.forks, req.serial)
+        self.mirror: Optional[FleetMirror] = None
+        self.index_url = req.index_url
+        if req.serve_index:
+            bind, _, port = req.serve_index.partition(":") if req.serve_index.count(":") == 1 else (
+                req.serve_index, "", "")
+            self.mirror = FleetMirror(req.index_url or DEFAULT_UPSTREAM, ctx.cache_dir / "fleet-mirror", bind,
+                                      int(port) if port.isdigit() else 0)
+            self.index_url = self.mirror.start()
+
+    def __enter__(self) -> "_Fleet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.mirror is not None:
+            self.mirror.stop()
+
+    def common_vars(self) -> dict[str, Any]:
+        return _common_vars(self.req, self.wheel, self.index_url)
 
     def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
         results_dir = self.work / "results" / tag
-        run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.req.forks,
-                          self.req.serial, check, self.req.timeout_s)
+        run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.forks,
+                          self.req.serial, check, self.timeout_s, self.req.max_fail_percentage)
         done = run_playbook(self.ctx.runner, self.playbook_tool, site_playbook(self.root), run, self.env,
                             self.hosts, on_result)
         atomic_write(self.log(tag), done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr else ""))
         self.rc = done.returncode
-        return collect(results_dir, self.hosts, parse_recap(done.stdout))
+        stopped = f"the whole run reached its bound ({self.timeout_s:.0f} s, --timeout) and was stopped" \
+            if done.returncode == TIMED_OUT else None
+        if done.returncode == INTERRUPTED:
+            stopped = "the run was interrupted (Ctrl-C) before this host finished"
+        rows = collect(results_dir, self.hosts, parse_recap(done.stdout), stopped)
+        if done.returncode == INTERRUPTED:
+            raise FleetInterrupted(self.report(mode, rows, tag))
+        return rows
 
     def log(self, tag: str) -> Path:
         return self.work / f"{tag}-playbook.log"
 
     def report(self, mode: str, hosts: list[HostResult], tag: str, **kw: Any) -> FleetReport:
-        return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), **kw)
+        extra = dict(kw.pop("extra", {}))
+        if self.mirror is not None:
+            extra["mirror"] = {"url": self.index_url, "upstream": self.mirror.upstream, **self.mirror.stats.to_json()}
+        return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), extra=extra, **kw)
 
 
 def fleet_install(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
     if req.snapshot is not None:
         return fleet_restore(ctx, req, on_result)
-    f = _Fleet(ctx, req)
-    extra = _common_vars(req, f.wheel)
-    same: Optional[dict[str, Any]] = None
-    if req.same:
-        extra["tfgpu_profile"], same = _same_profile(f, req, extra)
-    hosts = f.play("install", extra, on_result, req.check, "install")
-    return f.report("install", hosts, "install", same=same)
+    with _Fleet(ctx, req) as f:
+        extra = f.common_vars()
+        same: Optional[dict[str, Any]] = None
+        if req.same:
+            extra["tfgpu_profile"], same = _same_profile(f, req, extra)
+        hosts = f.play("install", extra, on_result, req.check, "install")
+        return f.report("install", hosts, "install", same=same)
 
 
 def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -149,15 +195,29 @@ def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[
     profile = req.profile
     first: Optional[dict[str, Optional[str]]] = None
     limited_by: tuple[str, ...] = ()
+    unanswered: dict[str, str] = {}
     for round_no in range(len(f.hosts) + 1):
-        planned = f.play("install", {**extra, "tfgpu_profile": profile}, lambda r: None, True, f"same-{round_no}")
-        reachable = {r.name: r.tensorflow for r in planned if r.state != "unreachable"}
-        first = first or reachable
-        step = next_round(reachable)
+        # A real run bootstraps the tool and plans (install --dry-run, the env untouched); --check plans
+        # with the tools already there and writes nothing.
+        planned = f.play("install", {**extra, "tfgpu_profile": profile, "tfgpu_install_mode": "plan"},
+                         lambda r: None, req.check, f"same-{round_no}")
+        # The common release is computed over the hosts that answered; the rest are listed with their errors
+        # (and get their own row in the install that follows).
+        for r in planned:
+            if not r.ok:
+                unanswered.setdefault(r.name, f"[{r.error}] {r.message}")
+        answered = {r.name: r.tensorflow for r in planned if r.ok and r.name not in unanswered}
+        if not answered:
+            raise UnsatisfiableError("no host answered the --same planning round: " + "; ".join(
+                f"{h}: {e}" for h, e in unanswered.items()), hint="fix the hosts' errors, or drop --same")
+        first = first or answered
+        step = next_round(answered)
         if step.common is not None:
             limited_by = limited_by or step.limited_by
-            return profile, {"tensorflow": step.common, "profile": profile,
-                             "explain": explain(step.common, first, limited_by), "rounds": round_no + 1}
+            lines = explain(step.common, first, limited_by)
+            lines += [f"{h} did not answer (not counted): {e}" for h, e in unanswered.items()]
+            return profile, {"tensorflow": step.common, "profile": profile, "explain": lines,
+                             "rounds": round_no + 1, "answered": sorted(answered), "unanswered": unanswered}
         if step.ceiling is None:
             raise UnsatisfiableError(
                 "no TensorFlow release fits every host: " + ", ".join(step.missing) + " can run none under the "
@@ -170,28 +230,28 @@ def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[
 
 
 def fleet_status(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
-    f = _Fleet(ctx, req)
-    hosts = f.play("status", _common_vars(req, f.wheel), on_result, False, "status")
-    return f.report("status", hosts, "status")
+    with _Fleet(ctx, req) as f:
+        hosts = f.play("status", f.common_vars(), on_result, False, "status")
+        return f.report("status", hosts, "status")
 
 
 def fleet_snapshot(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
-    f = _Fleet(ctx, req)
-    fetch_dir = req.fetch_dir or (f.work / "snapshots")
-    extra = {**_common_vars(req, f.wheel), "tfgpu_fetch_dir": str(fetch_dir)}
-    hosts = f.play("snapshot", extra, on_result, req.check, "snapshot")
-    files = {r.name: str(fetch_dir / f"{r.name}.tfgpu.yaml") for r in hosts if r.ok}
-    return f.report("snapshot", hosts, "snapshot", extra={"snapshots": files})
+    with _Fleet(ctx, req) as f:
+        fetch_dir = req.fetch_dir or (f.work / "snapshots")
+        extra = {**f.common_vars(), "tfgpu_fetch_dir": str(fetch_dir)}
+        hosts = f.play("snapshot", extra, on_result, req.check, "snapshot")
+        files = {r.name: str(fetch_dir / f"{r.name}.tfgpu.yaml") for r in hosts if r.ok}
+        return f.report("snapshot", hosts, "snapshot", extra={"snapshots": files})
 
 
 def fleet_restore(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:
     assert req.snapshot is not None
-    f = _Fleet(ctx, req)
-    extra = {**_common_vars(req, f.wheel), "tfgpu_snapshot_file": str(req.snapshot)}
-    if req.offline:
-        extra["tfgpu_bundle_dir"] = str(_bundle(f, req))
-    hosts = f.play("restore", extra, on_result, req.check, "restore")
-    return f.report("restore", hosts, "restore", extra={"snapshot": str(req.snapshot), "offline": req.offline})
+    with _Fleet(ctx, req) as f:
+        extra = {**f.common_vars(), "tfgpu_snapshot_file": str(req.snapshot)}
+        if req.offline:
+            extra["tfgpu_bundle_dir"] = str(_bundle(f, req))
+        hosts = f.play("restore", extra, on_result, req.check, "restore")
+        return f.report("restore", hosts, "restore", extra={"snapshot": str(req.snapshot), "offline": req.offline})
 
 
 def _bundle(f: _Fleet, req: FleetRequest) -> Path:

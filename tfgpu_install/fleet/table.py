@@ -8,7 +8,7 @@ from typing import Optional, Sequence, TextIO
 from tfgpu_install.fleet.results import HostResult
 
 COLUMNS = ("host", "GPUs", "driver", "TF", "CUDA", "cuDNN", "state", "verified", "seconds")
-_WIDTHS = (14, 18, 12, 8, 6, 6, 11, 9, 7)
+_WIDTHS = (14, 18, 12, 8, 6, 6, 12, 9, 7)
 
 
 def _yes_no(value: Optional[bool]) -> str:
@@ -32,11 +32,12 @@ def _line(cells: Sequence[str]) -> str:
 
 
 def summary(results: Sequence[HostResult]) -> dict[str, int]:
-    counts = {"hosts": len(results), "ok": 0, "changed": 0, "failed": 0, "refused": 0, "unreachable": 0}
+    counts = {"hosts": len(results), "ok": 0, "changed": 0, "failed": 0, "refused": 0, "unreachable": 0,
+              "not_finished": 0}
     for r in results:
         counts["ok"] += int(r.ok)
         counts["changed"] += int(r.changed)
-        key = r.state if r.state in ("failed", "refused", "unreachable") else None
+        key = r.state.replace(" ", "_") if r.state in ("failed", "refused", "unreachable", "not finished") else None
         if key:
             counts[key] += 1
         elif not r.ok:
@@ -47,7 +48,8 @@ def summary(results: Sequence[HostResult]) -> dict[str, int]:
 def summary_line(results: Sequence[HostResult]) -> str:
     c = summary(results)
     return (f"{c['hosts']} host(s): {c['ok']} ok ({c['changed']} changed), {c['failed']} failed, "
-            f"{c['refused']} refused, {c['unreachable']} unreachable")
+            f"{c['refused']} refused, {c['unreachable']} unreachable"
+            + (f", {c['not_finished']} not finished" if c["not_finished"] else ""))
 
 
 class LiveTable:

@@ -71,6 +71,11 @@ def wheel_problems(snap: Snapshot, wheels: dict[str, str]) -> list[str]:
         if nv:
             found[nv] = digest
     problems = []
+    wanted = {(p.key, p.version) for p in snap.packages} | {(p.key, _norm_version(p.version)) for p in snap.packages}
+    for fname in sorted(wheels):
+        nv = wheel_name_version(fname)
+        if nv is None or (nv not in wanted and (nv[0], _norm_version(nv[1])) not in wanted):
+            problems.append(f"an extra wheel {fname} that the snapshot does not list")
     for p in snap.packages:
         got = found.get((p.key, p.version)) or found.get((p.key, _norm_version(p.version)))
         if got is None:
@@ -179,6 +184,14 @@ def verify(bundle: Path) -> tuple[Snapshot, dict[str, Any]]:
         raise BadInputError(f"{bundle / MANIFEST} is damaged: {exc}", "make the bundle again",
                             ref="not-a-bundle") from exc
     bad = []
+    # Every file must be one the manifest lists: an unlisted wheel would be on the offline install's
+    # find-links. (Directories are walked without following links.)
+    listed = set(files) | {MANIFEST}
+    for root, dirs, names in os.walk(bundle):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = os.path.relpath(os.path.join(root, name), bundle)
+            if rel not in listed:
+                bad.append(f"{rel}: not in the manifest")
     for rel, digest in sorted(files.items()):
         p = bundle / rel
         if ".." in Path(rel).parts or not p.is_file():

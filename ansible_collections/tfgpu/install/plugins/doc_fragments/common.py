@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: tfgpu-install developers
+# MIT License (see LICENSE)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,29 +12,35 @@ class ModuleDocFragment(object):
 options:
   wheel:
     type: path
-    description: "the tfgpu-install wheel on the node (bootstrapped into I(tool_venv) once per wheel)"
+    description: The tfgpu-install wheel on the node (bootstrapped into O(tool_venv) once per wheel).
   tool_venv:
     type: path
     default: ~/.local/share/tfgpu-install/tool
-    description: "the tool's own venv on the node"
+    description: The tool's own venv on the node.
   python:
     type: str
     default: python3
-    description: "the interpreter that makes the tool venv"
+    description: The interpreter that makes the tool venv.
   index_url:
     type: str
-    description: "package index for the tool's dependencies and the env's packages"
+    description: The package index for the tool's dependencies and the env's packages.
   find_links:
     type: path
-    description: "a wheel directory for the tool's bootstrap instead of an index"
-  environment:
+    description: A wheel directory for the tool's bootstrap instead of an index.
+  tool_env:
     type: dict
     default: {}
-    description: "environment for the tool (TFGPU_*, UV_*, PIP_*)"
-  timeout:
+    aliases: [environment]
+    description:
+      - Environment for the tool (TFGPU_*, UV_*, PIP_*).
+      - The alias C(environment) is kept for old plays; it is not the task keyword of that name.
+  tool_timeout:
     type: int
     default: 1800
-    description: "seconds before a tfgpu-install run is killed"
+    aliases: [timeout]
+    description:
+      - Seconds before one tfgpu-install run on this node is killed (the per-host bound).
+      - The alias C(timeout) is kept for old plays; it is not the task keyword of that name.
 """
 
     # The options of the modules that provision an env (tfgpu_install, tfgpu_restore).
@@ -41,10 +49,10 @@ options:
   allow_cpu:
     type: bool
     default: false
-    description: "no usable GPU here is not an error (TF verified on the CPU)"
+    description: No usable GPU here is not an error (TF verified on the CPU).
   extra_args:
     type: list
     elements: str
     default: []
-    description: "more tfgpu-install flags (e.g. --assume-driver)"
+    description: More tfgpu-install flags (e.g. C(--assume-driver)).
 """

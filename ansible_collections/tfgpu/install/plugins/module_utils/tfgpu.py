@@ -4,7 +4,8 @@ shipped (into its own venv), running it with --json, and mapping its result to A
 
 The node needs no internet: the tool's dependencies come from the package index (or a wheel
 directory) the play gives it. A re-run with the same wheel skips the bootstrap (its sha256 is
-recorded next to the venv)."""
+recorded next to the venv). Check mode writes nothing on the node: no venv, no stamp (a missing
+tool is reported as a change a real run would make)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -30,8 +31,26 @@ COMMON_ARGS = dict(
     python=dict(type="str", default="python3"),
     index_url=dict(type="str", required=False),
     find_links=dict(type="path", required=False),
-    environment=dict(type="dict", default={}),
-    timeout=dict(type="int", default=1800),
+    # Named so they do not shadow the task keywords `environment` and `timeout` (the old names stay aliases).
+    tool_env=dict(type="dict", default={}, aliases=["environment"]),
+    tool_timeout=dict(type="int", default=1800, aliases=["timeout"]),
+)
+
+# The options of the modules that provision an env (tfgpu_install, tfgpu_restore).
+PROVISION_ARGS = dict(
+    allow_cpu=dict(type="bool", default=False),
+    extra_args=dict(type="list", elements="str", default=[]),
+)
+
+# Words in an error that name its real cause (checked before the generic hints).
+_CAUSES = (
+    ("Read-only file system", "read-only-fs", "the node's filesystem is read-only there: point tool_venv (and "
+     "the env) at a writable directory, or remount it read-write"),
+    ("No space left on device", "disk-full", "free space on the node (the tool venv, the env and uv's cache need "
+     "it), or point tool_venv and the env at a larger filesystem"),
+    ("Disk quota exceeded", "disk-full", "the user's disk quota on the node is full: free space or raise it"),
+    ("Permission denied", "permission-denied", "the ssh user cannot write there: point tool_venv at a directory "
+     "it owns"),
 )
 
 # How much of a failed command's output goes back to the controller.
@@ -52,8 +71,24 @@ def _sha256(path):
 
 def _env(params):
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (params.get("environment") or {}).items()})
+    env.update({str(k): str(v) for k, v in (params.get("tool_env") or {}).items()})
     return env
+
+
+def cause(text, default_error, default_hint):
+    """(error reference, hint) for a failed command: its real cause when the output names one."""
+    for words, error, hint in _CAUSES:
+        if words in (text or ""):
+            return error, hint
+    return default_error, default_hint
+
+
+def write_temp(module, name, text):
+    """A file in Ansible's own per-task temp dir on the node (removed when the module ends)."""
+    path = os.path.join(module.tmpdir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
 
 
 def bootstrap(module):
@@ -69,16 +104,28 @@ def bootstrap(module):
         module.fail_json(msg="tfgpu-install is not on this node and no wheel was given",
                          error="tool-missing", hint="pass wheel: (the role ships dist/tfgpu_install-*.whl)")
     stamp = os.path.join(venv, ".tfgpu-wheel-sha256")
-    digest = _sha256(wheel)
-    if os.path.exists(tool) and os.path.exists(stamp):
+    digest = _sha256(wheel) if os.path.exists(wheel) else None
+    if os.path.exists(tool) and os.path.exists(stamp) and digest:
         with open(stamp) as f:
             if f.read().strip() == digest:
                 return tool, False
+    if module.check_mode:
+        # A real run would (re)install the tool; check mode writes nothing. The plan runs with the
+        # tool already there, if any; a node without one has nothing to plan with.
+        return (tool if os.path.exists(tool) else None), True
+    if digest is None:
+        module.fail_json(msg="the tool's wheel %s is not on this node" % wheel, error="tool-missing",
+                         hint="ship it first (the tfgpu.install.tfgpu role does)")
     env = _env(p)
     rc, out, err = module.run_command([p["python"], "-m", "venv", venv], environ_update=env)
     if rc != 0:
-        module.fail_json(msg="could not create the tool venv %s: %s" % (venv, (err or out)[-_TAIL:]),
-                         error="tool-bootstrap", hint="install python3-venv on the node, or set python:")
+        text = err or out
+        if "ensurepip" in text or "No module named venv" in text:
+            error, hint = "tool-bootstrap", "install python3-venv on the node, or set python:"
+        else:
+            error, hint = cause(text, "tool-bootstrap", "install python3-venv on the node, or set python:")
+        module.fail_json(msg="could not create the tool venv %s: %s" % (venv, text[-_TAIL:]),
+                         error=error, hint=hint)
     pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     if p.get("find_links"):
         pip += ["--no-index", "--find-links", p["find_links"]]
@@ -89,10 +136,10 @@ def bootstrap(module):
             pip += ["--trusted-host", urlparse(p["index_url"]).hostname or ""]
     rc, out, err = module.run_command(pip + [wheel], environ_update=env)
     if rc != 0:
+        error, hint = cause(err or out, "tool-bootstrap", "check index_url/find_links: the node installs the "
+                            "tool's dependencies from there")
         module.fail_json(msg="could not install %s into %s: %s"
-                         % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]),
-                         error="tool-bootstrap", hint="check index_url/find_links: the node installs the tool's "
-                         "dependencies from there")
+                         % (os.path.basename(wheel), venv, (err or out)[-_TAIL:]), error=error, hint=hint)
     with open(stamp + ".tmp", "w") as f:
         f.write(digest + "\n")
     os.replace(stamp + ".tmp", stamp)
@@ -105,8 +152,8 @@ def run_tool(module, tool, args):
     env = _env(p)
     argv = [tool] + list(args) + ["--json"]
     # run_command has no timeout of its own: coreutils' timeout bounds a wedged run.
-    if p.get("timeout"):
-        argv = ["timeout", "--kill-after=10", str(p["timeout"])] + argv
+    if p.get("tool_timeout"):
+        argv = ["timeout", "--kill-after=10", str(p["tool_timeout"])] + argv
     rc, out, err = module.run_command(argv, environ_update=env)
     doc = None
     try:
@@ -120,14 +167,17 @@ def fail(module, rc, doc, out, err, **extra):
     """failed, with our error reference, message and hint (the --json error document)."""
     doc = doc if isinstance(doc, dict) else {}
     message = doc.get("message") or ("tfgpu-install exited %d: %s" % (rc, (err or out)[-_TAIL:]))
-    module.fail_json(msg=message, error=doc.get("error") or "tool-failed", hint=doc.get("hint"),
+    error, hint = doc.get("error"), doc.get("hint")
+    if not error:
+        error, hint = cause(message, "tool-failed", hint)
+    module.fail_json(msg=message, error=error, hint=hint,
                      exit_code=rc, stderr_tail=(err or "")[-_TAIL:], seconds=elapsed(), **extra)
 
 
 def host_facts(module, tool):
-    """driver, GPUs, glibc and machine id of this node (probe --json; read-only)."""
-    rc, doc, _, _ = run_tool(module, tool, ["probe"])
-    facts = {"machine_id": None, "driver": None, "gpus": [], "glibc": None}
+    """driver, GPUs (with compute capability), glibc and machine id of this node (probe --json; read-only)."""
+    facts = {"machine_id": None, "driver": None, "gpus": [], "gpu_details": [], "glibc": None, "cuda_driver": None}
+    doc = run_tool(module, tool, ["probe"])[1] if tool else None
     try:
         with open("/etc/machine-id") as f:
             facts["machine_id"] = f.read().strip() or None
@@ -136,8 +186,12 @@ def host_facts(module, tool):
     # probe exits 3 (NO_GPU) on a host without a usable GPU and still prints what it found.
     if isinstance(doc, dict) and "driver" in doc:
         facts["driver"] = (doc.get("driver") or {}).get("version")
-        facts["gpus"] = [g.get("name") for g in doc.get("gpus") or [] if isinstance(g, dict)]
+        gpus = [g for g in doc.get("gpus") or [] if isinstance(g, dict)]
+        facts["gpus"] = [g.get("name") for g in gpus]
+        facts["gpu_details"] = [{"name": g.get("name"), "compute_capability": g.get("compute_capability"),
+                                 "memory_mib": g.get("memory_mib")} for g in gpus]
         facts["glibc"] = (doc.get("host") or {}).get("glibc")
+        facts["cuda_driver"] = (doc.get("driver") or {}).get("max_cuda")
     return facts
 
 
@@ -146,3 +200,19 @@ def steps_applied(doc):
     when there is one. Step states: applied | undone | done | unchanged | pending | failed."""
     steps = doc.get("steps") if isinstance(doc, dict) else None
     return [s.get("id") for s in steps or [] if isinstance(s, dict) and s.get("status") in ("applied", "undone")]
+
+
+def exit_without_tool(module, host, **extra):
+    """Check mode on a node without the tool: nothing to plan with, and a real run would bootstrap it."""
+    module.exit_json(changed=True, planned=False, bootstrapped=False, would_bootstrap=True, host=host,
+                     seconds=elapsed(), dry_run=True, applied=[], pending=["tool.bootstrap"],
+                     msg="tfgpu-install is not on this node: a real run would bootstrap it, then plan "
+                     "(check mode writes nothing, so there is no plan yet)", **extra)
+
+
+def stack_diff(before, after):
+    """Diff mode: TensorFlow / CUDA / cuDNN before (last verified) and after (chosen), one line each."""
+    def text(stack):
+        return "".join("%s: %s\n" % (k, stack.get(k) or "-") for k in ("tensorflow", "cuda", "cudnn"))
+    return {"before": text(before or {}), "after": text(after or {}),
+            "before_header": "last verified", "after_header": "chosen"}

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: tfgpu-install developers
+# MIT License (see LICENSE)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -7,56 +9,174 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: tfgpu_install
 short_description: A verified TensorFlow GPU environment on this host (tfgpu-install install --json)
+version_added: 0.1.0
+author: tfgpu-install developers (@tfgpu-install)
 description:
   - Bootstraps tfgpu-install from a wheel the controller shipped into its own venv (no internet needed
-    beyond I(index_url) or I(find_links)), then runs C(tfgpu-install install -y --json).
-  - C(changed) is true only when a step applied. Check mode runs C(install --dry-run) (the plan and each
-    step's state; the env is not touched; the tool venv is still bootstrapped so the plan can run) and
-    reports C(changed) when a step would run.
+    beyond O(index_url) or O(find_links)), then runs C(tfgpu-install install -y --json).
+  - C(changed) is true only when a step applied.
+  - Check mode runs C(install --dry-run) with the tool already on the node and writes nothing on the node
+    (no tool venv, no env); on a node without the tool it reports C(changed) (a real run would bootstrap
+    it) and RV(planned=false).
   - On failure, C(error), C(msg) and C(hint) are tfgpu-install's error reference, message and fix;
     C(exit_code) its documented exit code.
 options:
   mode:
     type: str
-    choices: [install, status]
+    choices: [install, status, plan]
     default: install
-    description: "status: read-only C(status --json)"
+    description:
+      - V(install) provisions and verifies.
+      - V(status) is read-only C(status --json) (the last verified TF, CUDA and cuDNN).
+      - V(plan) bootstraps the tool if needed and runs C(install --dry-run); the env is not touched
+        (C(changed) only when the tool venv was installed); what C(fleet install --same) plans with.
   profile:
     type: str
     default: stable
-    description: "a profile name or a policy file on the node"
+    description: A profile name, or a policy file on the node.
+  profile_text:
+    type: str
+    description:
+      - A policy file's content (written to Ansible's per-task temp dir on the node, removed afterwards).
+      - Takes precedence over O(profile).
   env:
     type: path
-    description: "the target env (default: the tool's own default path)"
-extends_documentation_fragment: [tfgpu.install.common, tfgpu.install.common.provision]
+    description: The target env (default is the tool's own default path).
+extends_documentation_fragment:
+  - tfgpu.install.common
+  - tfgpu.install.common.provision
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Runs C(install --dry-run); nothing is written on the node.
+  diff_mode:
+    support: full
+    details: The TensorFlow, CUDA and cuDNN versions before (last verified) and after (chosen).
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: TensorFlow with GPU support, verified, from a shipped wheel and a private index
+  tfgpu.install.tfgpu_install:
+    wheel: /tmp/tfgpu_install-0.1.0-py3-none-any.whl
+    index_url: http://mirror.internal:8080/simple/
+    profile: stable
+  register: tf
+
+- name: What the env holds now (read-only)
+  tfgpu.install.tfgpu_install:
+    mode: status
 """
 
 RETURN = r"""
-changed: {description: true when a step applied, type: bool}
-applied: {description: ids of the steps that applied, type: list}
-tensorflow: {description: "chosen TF / CUDA / cuDNN / Python", type: dict}
-resolution: {description: the resolution (choice, reasons, rejected), type: dict}
-steps: {description: each step and its state, type: list}
-verified: {description: the env passed verification (now or before), type: bool}
-host: {description: machine_id, driver, gpus, glibc of this host, type: dict}
+applied:
+  description: Ids of the steps that applied (or undid) something.
+  returned: mode is install or plan
+  type: list
+  elements: str
+  sample: [env.create, packages.install, verify.run]
+pending:
+  description: Ids of the steps that would run (check mode, plan).
+  returned: mode is install or plan
+  type: list
+  elements: str
+  sample: [env.create]
+env:
+  description: The env's path on the node.
+  returned: success
+  type: str
+  sample: /home/user/.local/share/tfgpu-install/envs/tf-2.16
+tensorflow:
+  description: The chosen TensorFlow, CUDA, cuDNN and Python (status, the last verified ones).
+  returned: success
+  type: dict
+  sample: {tensorflow: "2.16.1", cuda: "12.3", cudnn: "8.9", python: "3.11"}
+resolution:
+  description: The resolution (choice, reasons, rejected).
+  returned: mode is install or plan
+  type: dict
+steps:
+  description: Each step and its state.
+  returned: mode is install or plan
+  type: list
+  elements: dict
+dry_run:
+  description: The run was a plan (check mode or V(plan)).
+  returned: mode is install or plan
+  type: bool
+planned:
+  description: False when check mode had no tool on the node to plan with.
+  returned: always
+  type: bool
+gpu_verified:
+  description: TensorFlow ran on the GPU during verification.
+  returned: mode is install
+  type: bool
+verified:
+  description: The env passed verification (in this run or an earlier one; status, the last record).
+  returned: success
+  type: bool
+status:
+  description: C(tfgpu-install status --json) (steps, verification).
+  returned: mode is status
+  type: dict
+host:
+  description: machine_id, driver, gpus, gpu_details (name, compute_capability, memory_mib), glibc, cuda_driver.
+  returned: always
+  type: dict
+bootstrapped:
+  description: The tool venv was (re)installed in this run.
+  returned: always
+  type: bool
+would_bootstrap:
+  description: Check mode only, a real run would (re)install the tool venv.
+  returned: check mode
+  type: bool
+seconds:
+  description: Seconds the module ran.
+  returned: always
+  type: float
+  sample: 41.2
+error:
+  description: tfgpu-install's error reference (or the cause found in the output, e.g. read-only-fs, disk-full).
+  returned: failure
+  type: str
+  sample: bad-input
+hint:
+  description: The fix.
+  returned: failure
+  type: str
+exit_code:
+  description: tfgpu-install's documented exit code.
+  returned: failure
+  type: int
+  sample: 5
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
     COMMON_ARGS,
+    PROVISION_ARGS,
     bootstrap,
     elapsed,
+    exit_without_tool,
     fail,
     host_facts,
     run_tool,
+    stack_diff,
     steps_applied,
+    write_temp,
 )
 
 
-def _install_args(p, check_mode):
-    args = ["install", "-y", "--profile", p["profile"]]
-    if check_mode:
+def _install_args(module, dry_run):
+    p = module.params
+    profile = write_temp(module, "profile.yaml", p["profile_text"]) if p.get("profile_text") else p["profile"]
+    args = ["install", "-y", "--profile", profile]
+    if dry_run:
         args.append("--dry-run")
     if p.get("env"):
         args += ["--env", p["env"]]
@@ -67,52 +187,84 @@ def _install_args(p, check_mode):
     return args + list(p["extra_args"])
 
 
+def _status(module, tool):
+    p = module.params
+    rc, doc, out, err = run_tool(module, tool, ["status"] + (["--env", p["env"]] if p.get("env") else []))
+    return rc, doc if isinstance(doc, dict) else None, out, err
+
+
+def _last_verified(doc):
+    v = (doc or {}).get("verification") or {}
+    return {k: v.get(k) for k in ("tensorflow", "cuda", "cudnn")} if v.get("ok") else {}
+
+
 def main():
     spec = dict(COMMON_ARGS)
+    spec.update(PROVISION_ARGS)
     spec.update(
-        mode=dict(type="str", choices=["install", "status"], default="install"),
+        mode=dict(type="str", choices=["install", "status", "plan"], default="install"),
         profile=dict(type="str", default="stable"),
+        profile_text=dict(type="str", required=False),
         env=dict(type="path", required=False),
-        allow_cpu=dict(type="bool", default=False),
-        extra_args=dict(type="list", elements="str", default=[]),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
     tool, bootstrapped = bootstrap(module)
+    would = bootstrapped and module.check_mode
+    bootstrapped = bootstrapped and not module.check_mode
     host = host_facts(module, tool)
+    if tool is None:
+        exit_without_tool(module, host, tensorflow={})
     if p["mode"] == "status":
-        args = ["status"] + (["--env", p["env"]] if p.get("env") else [])
-        rc, doc, out, err = run_tool(module, tool, args)
+        rc, doc, out, err = _status(module, tool)
         if rc != 0:
             fail(module, rc, doc, out, err, host=host)
+        stack = _last_verified(doc)
         module.exit_json(seconds=elapsed(), changed=False, status=doc, host=host, bootstrapped=bootstrapped,
+                         would_bootstrap=would, planned=True, env=(doc or {}).get("env"),
+                         tensorflow={k: stack.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
                          verified=bool(((doc or {}).get("verification") or {}).get("ok")))
-    rc, doc, out, err = run_tool(module, tool, _install_args(p, module.check_mode))
+    before = _last_verified(_status(module, tool)[1]) if module._diff else {}
+    dry_run = module.check_mode or p["mode"] == "plan"
+    rc, doc, out, err = run_tool(module, tool, _install_args(module, dry_run))
     if rc != 0:
         fail(module, rc, doc, out, err, host=host, bootstrapped=bootstrapped)
     doc = doc or {}
     applied = steps_applied(doc)
-    # Check mode reports what a real run would do: changed when a step is pending.
-    pending = [s.get("id") for s in doc.get("steps") or [] if s.get("status") == "pending"]
+    # Check mode reports what a real run would do: changed when a step is pending (or the tool is stale).
+    pending = [s.get("id") for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("status") == "pending"]
     choice = (doc.get("resolution") or {}).get("choice") or {}
+    after = {k: choice.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")}
     # exit 0 after a real run means the verify step passed, now or in an earlier run (unchanged env).
-    verify_states = [s.get("status") for s in doc.get("steps") or [] if s.get("id") == "verify.run"]
+    verify_states = [s.get("status") for s in doc.get("steps") or [] if isinstance(s, dict)
+                     and s.get("id") == "verify.run"]
     verified = not doc.get("dry_run") and any(v in ("applied", "done", "unchanged") for v in verify_states)
-    module.exit_json(
+    if p["mode"] == "plan":
+        changed = bootstrapped  # the env is untouched; the tool venv may have been (re)installed
+    elif module.check_mode:
+        changed = bool(pending) or would
+    else:
+        changed = bool(applied) or bootstrapped
+    result = dict(
         seconds=elapsed(),
-        changed=bool(pending) if doc.get("dry_run") else bool(applied),
+        changed=changed,
         applied=applied,
         pending=pending,
         env=doc.get("env"),
-        tensorflow={k: choice.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
+        tensorflow=after,
         resolution=doc.get("resolution"),
         steps=doc.get("steps"),
         dry_run=bool(doc.get("dry_run")),
         gpu_verified=doc.get("gpu_verified"),
         verified=bool(verified),
+        planned=True,
         host=host,
         bootstrapped=bootstrapped,
+        would_bootstrap=would,
     )
+    if module._diff:
+        result["diff"] = stack_diff(before, after if (pending or applied) else before)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
