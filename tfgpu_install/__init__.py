@@ -1,3 +1,3 @@
 """tfgpu-install: a verified TensorFlow GPU environment from one command."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
