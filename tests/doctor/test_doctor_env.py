@@ -163,3 +163,54 @@ def test_a_broken_tensorflow_import_is_the_tensorflow_layer(
     assert tf["status"] == "failed" and "this build of TensorFlow is broken" in tf["summary"], tf
     assert doc["broken"]["name"] == "import tensorflow"
     assert {_layers(doc)[n]["status"] for n in ("cuda-runtime", "cudnn", "cublas")} == {"not checked"}
+
+
+def _wheel_env(root: Path, graph_recorded: bool) -> Path:
+    """A real venv holding the three CUDA wheels' layout (gcc-built libraries, dist-info with
+    METADATA and RECORD): cuDNN 9's RECORD lists libcudnn_graph.so.9 when `graph_recorded`."""
+    import sys
+
+    env = root / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, capture_output=True)
+    sp = sorted(env.glob("lib/python3*/site-packages"))[-1]
+    wheels = {"nvidia_cuda_runtime_cu12-12.3.101": ("cuda_runtime", ["libcudart.so.12"]),
+              "nvidia_cublas_cu12-12.3.4.1": ("cublas", ["libcublas.so.12", "libcublasLt.so.12"]),
+              "nvidia_cudnn_cu12-9.1.0.70": ("cudnn", ["libcudnn.so.9"] + (["libcudnn_graph.so.9"] * graph_recorded))}
+    for dist, (sub, sonames) in wheels.items():
+        info = sp / f"{dist}.dist-info"
+        info.mkdir()
+        name, version = dist.rsplit("-", 1)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n")
+        for so in sonames:
+            build_shared_lib(sp / "nvidia" / sub / "lib" / so, so)
+        (info / "RECORD").write_text("".join(f"nvidia/{sub}/lib/{so},,\n" for so in sonames))
+    return env
+
+
+def test_a_cudnn9_sub_library_its_wheel_installed_and_now_missing_is_named(
+    tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = _wheel_env(tmp_path, graph_recorded=True)
+    graph = _libdir(env, "cudnn") / "libcudnn_graph.so.9"
+    with _moved_away(graph, tmp_path):
+        code, doc = cli(["doctor", "--env", str(env)], tmp_env, capsys)
+    assert code == ExitCode.DIAGNOSED, doc
+    cudnn = _layers(doc)["cudnn"]
+    assert cudnn["status"] == "failed" and cudnn["summary"].startswith("libcudnn_graph.so.9 is missing from"), cudnn
+    assert cudnn["libraries"] == {"libcudnn.so.9": "loads", "libcudnn_graph.so.9": "missing"}
+    assert _layers(doc)["cuda-runtime"]["libraries"] == {"libcudart.so.12": "loads"}
+
+    code, doc = cli(["doctor", "--env", str(env)], tmp_env, capsys)  # back in place: loads, no cause there
+    assert _layers(doc)["cudnn"]["libraries"]["libcudnn_graph.so.9"] == "loads", doc
+    assert _layers(doc)["cudnn"]["status"] == "not checked"
+    assert _layers(doc)["tensorflow"]["status"] == "failed"  # no TensorFlow in this env: that is the cause
+    assert code == ExitCode.DIAGNOSED and doc["broken"]["name"] == "tensorflow"
+
+
+def test_a_sub_library_the_wheel_never_shipped_is_not_asked_for(
+    tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = _wheel_env(tmp_path, graph_recorded=False)
+    code, doc = cli(["doctor", "--env", str(env)], tmp_env, capsys)
+    cudnn = _layers(doc)["cudnn"]
+    assert cudnn["status"] == "not checked" and cudnn["libraries"] == {"libcudnn.so.9": "loads"}, cudnn
