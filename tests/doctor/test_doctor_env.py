@@ -214,3 +214,41 @@ def test_a_sub_library_the_wheel_never_shipped_is_not_asked_for(
     code, doc = cli(["doctor", "--env", str(env)], tmp_env, capsys)
     cudnn = _layers(doc)["cudnn"]
     assert cudnn["status"] == "not checked" and cudnn["libraries"] == {"libcudnn.so.9": "loads"}, cudnn
+
+
+def _gpu_walk(tmp_env: dict[str, str], env: Path, sonames: list[str]) -> Any:
+    """The walk on a machine whose driver answers (planted /proc, /dev and a recorded nvidia-smi);
+    the env's Python runs for real (the import probe and the library load)."""
+    from tests.support.doctor_layouts import make_ctx, plant_driver_ok, recorded_smi, replay
+    from tfgpu_install.doctor.chain import walk
+    from tfgpu_install.doctor.rules import load_rules
+    from tfgpu_install.runner import SubprocessRunner
+    from tfgpu_install.steps.libraries import _LOAD_SCRIPT
+
+    plant_driver_ok(Path(tmp_env["TFGPU_ROOT"]))
+    python = str(env / "bin" / "python")
+    runner = replay(recorded_smi("case_027"), python=python)
+    real = SubprocessRunner()
+    # a replayed command gets no environment: the wheels' lib dirs as load_failures puts them
+    dirs = ":".join(str(d) for d in sorted(env.glob("lib/python3*/site-packages/nvidia/*/lib")))
+    runner.responses[(python, "-I", "-S", "-c", _LOAD_SCRIPT, *sonames)] = lambda key: real.run(
+        key, env={"LD_LIBRARY_PATH": dirs}, timeout=120)
+    return walk(make_ctx(tmp_env, runner), load_rules(), env=str(env))
+
+
+def test_with_a_gpu_the_gpu_layers_are_read_and_the_first_failing_layer_is_the_cause(
+    tmp_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = _wheel_env(tmp_path, graph_recorded=False)
+    with _moved_away(_libdir(env, "cudnn") / "libcudnn.so.9", tmp_path):
+        rep = _gpu_walk(tmp_env, env, ["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12"])
+    with_gpu = {v.name: v for v in rep.layers}
+    assert [v.name for v in rep.layers] == list(table.default_layers())
+    assert with_gpu["hardware"].status == with_gpu["driver"].status == "ok", rep.layers
+    assert with_gpu["cuda-runtime"].status == "not checked", with_gpu["cuda-runtime"]
+    assert "545.29.06" in with_gpu["driver"].summary
+    cudnn = with_gpu["cudnn"]
+    assert cudnn.status == "failed" and cudnn.summary.startswith("libcudnn.so.9 is missing from"), cudnn
+    assert rep.broken is not None and rep.broken.name == "cudnn libraries"  # before the missing TensorFlow
+    assert with_gpu["cuda-runtime"].status == "not checked" and "verify --env" in with_gpu["cuda-runtime"].why
+    assert with_gpu["tensorflow"].status == "not checked" and "cudnn" in with_gpu["tensorflow"].why

@@ -100,15 +100,15 @@ def first_failed(layers: tuple[LayerVerdict, ...]) -> Optional[LayerVerdict]:
 def _gpu_seen(w: Walk) -> bool:
     from tfgpu_install.facts import gpu as smi
 
-    return w.reading is not None and w.reading.state == smi.OK and bool(w.gpus or w.reading.gpus)
+    return w.reading is not None and w.reading.state == smi.OK  # the driver answered (a GPU to answer for)
 
 
 def _gpu_verdict(w: Walk, name: str, stopped: Optional[Check]) -> LayerVerdict:
     hardware = name == table.NAMES[0]
     count = len(w.gpus or (w.reading.gpus if w.reading is not None else ()))
     if hardware and (_gpu_seen(w) or w.pci_nvidia):
-        return LayerVerdict(name, PASSED, f"nvidia-smi lists {count} GPU(s)" if _gpu_seen(w)
-                            else "an NVIDIA device is on the PCI bus")
+        return LayerVerdict(name, PASSED, (f"nvidia-smi lists {count} GPU(s)" if count else "nvidia-smi answers")
+                            if _gpu_seen(w) else "an NVIDIA device is on the PCI bus")
     if not hardware and stopped is not None and stopped.layer == "driver":
         return LayerVerdict(name, FAILED, stopped.summary, cause=stopped.cause, fix=stopped.fix,
                             evidence=stopped.evidence, check=stopped)
@@ -160,44 +160,45 @@ def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
     if not plan.cuda:
         return {}  # no CUDA wheels in the env (a CPU-only --allow-cpu env may still have them: examined)
     wanted = expected_libraries(plan.cuda, plan.cudnn)
-    per_layer: dict[str, list[str]] = {}
-    missing: dict[str, list[str]] = {}
-    present: list[str] = []
+    per_layer: dict[str, list[str]] = {}  # layer -> the sonames it needs, in load order
+    problem: dict[str, str] = {}  # soname -> why it is not in place ("... is missing from DIR")
     for name, wheel in _WHEEL.items():
         libs = [lib for lib in wanted if lib.package.startswith(wheel + "-")]
         if not libs:
             continue
         per_layer[name] = [lib.soname for lib in libs]
-        for f in find_problems(env, libs):
-            if f.problem is None:
-                present.append(f.lib.soname)
-            else:
-                missing.setdefault(name, []).append(f.problem)
+        problem.update({f.lib.soname: f.problem for f in find_problems(env, libs) if f.problem is not None})
         if name == "cudnn" and any(lib.soname.endswith(".so.9") for lib in libs):
-            have, lost = _cudnn9_parts(env)
-            per_layer[name] += have + [p.split(" ")[0] for p in lost]
-            present += have
-            if lost:
-                missing.setdefault(name, []).extend(lost)
+            have, lost, libdir = _cudnn9_parts(env)
+            per_layer[name] += have + lost
+            problem.update({so: f"{so} is missing from {libdir}" for so in lost})
+    present = [so for sonames in per_layer.values() for so in sonames if so not in problem]
     failed = load_failures(w.ctx, env, present) if present else {}
     out: dict[str, LayerVerdict] = {}
     for name, sonames in per_layer.items():
-        seen = {so: ("loads" if so in present and so not in failed else failed.get(so, "missing")) for so in sonames}
-        bad = missing.get(name, []) + [f"{so} does not load: {failed[so]}" for so in sonames if so in failed]
+        seen = {so: _label(problem[so]) if so in problem else failed.get(so, "loads") for so in sonames}
+        bad = [problem[so] if so in problem else f"{so} does not load: {failed[so]}"
+               for so in sonames if so in problem or so in failed]
         if not bad:
-            out[name] = LayerVerdict(name, PASSED, f"{', '.join(sonames)} load from {env.path}", libraries=seen)
+            out[name] = LayerVerdict(name, PASSED, f"{', '.join(sonames)} load (the env's {_WHEEL[name]} wheel)",
+                                     libraries=seen)
             continue
         wheel = next(lib.package for lib in wanted if lib.package.startswith(_WHEEL[name] + "-"))
         out[name] = LayerVerdict(
             name, FAILED, bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
             cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
-                  f"{_WHEEL[name]} wheel, and {'it is' if len(bad) == 1 else 'they are'} not all there or not "
-                  "loadable: TensorFlow would not use the GPU (or abort on first use).",
+                  f"{_WHEEL[name]} wheel, and {'one is' if len(bad) == 1 else f'{len(bad)} are'} missing or do not "
+                  "load: TensorFlow would not use the GPU (or abort on first use).",
             fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
                 f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "
                 "lists the damaged files.",
             evidence=tuple(bad), libraries=seen)
     return out
+
+
+def _label(problem: str) -> str:
+    """What the JSON says of a library not in place: "missing", or why it is not the one (soname, truncated)."""
+    return "missing" if " is missing from " in problem else problem
 
 
 def _recorded_plan(w: Walk) -> Optional["CheckPlan"]:
@@ -214,9 +215,10 @@ def _recorded_plan(w: Walk) -> Optional["CheckPlan"]:
     return CheckPlan.from_json(record["plan"]) if record and record.get("plan") else None
 
 
-def _cudnn9_parts(env: "TargetEnv") -> tuple[list[str], list[str]]:
-    """cuDNN 9's run-time sub-libraries (libcudnn_graph.so.9 ...): ([present], ["NAME is missing from DIR"]).
-    A required one is missing when the cuDNN wheel's RECORD says it installed it and the file is gone."""
+def _cudnn9_parts(env: "TargetEnv") -> tuple[list[str], list[str], Path]:
+    """cuDNN 9's run-time sub-libraries (libcudnn_graph.so.9 ...): ([present], [missing], their dir).
+    A required one is missing when the cuDNN wheel's RECORD says it installed it and the file is gone
+    (a wheel that never shipped it is not asked for)."""
     from tfgpu_install.envlayout import dist_info_dirs, record_rows
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import CUDNN9_OPTIONAL, CUDNN9_SUBLIBS
 
@@ -224,11 +226,11 @@ def _cudnn9_parts(env: "TargetEnv") -> tuple[list[str], list[str]]:
     recorded: set[str] = set()
     for d in dist_info_dirs(env.path):
         if d.name.lower().startswith("nvidia_cudnn"):
-            recorded |= {Path(row[0]).name for row in record_rows(d / "RECORD") or [] if row and
-                         row[0].startswith("nvidia/cudnn/lib/")}
+            recorded |= {Path(row[0]).name for row in record_rows(d / "RECORD") or []
+                         if row and row[0].startswith("nvidia/cudnn/lib/")}
     have = [n for n in CUDNN9_SUBLIBS + CUDNN9_OPTIONAL if (libdir / n).is_file()]
-    lost = [f"{n} is missing from {libdir}" for n in CUDNN9_SUBLIBS if n in recorded and n not in have]
-    return have, lost
+    lost = [n for n in CUDNN9_SUBLIBS if n in recorded and n not in have]
+    return have, lost, libdir
 
 
 # ------------------------------------------------------------------ tensorflow
