@@ -199,6 +199,9 @@ def test_a_cudnn9_sub_library_its_wheel_installed_and_now_missing_is_named(
     assert cudnn["status"] == "failed" and cudnn["summary"].startswith("libcudnn_graph.so.9 is missing from"), cudnn
     assert cudnn["libraries"] == {"libcudnn.so.9": "loads", "libcudnn_graph.so.9": "missing"}
     assert _layers(doc)["cuda-runtime"]["libraries"] == {"libcudart.so.12": "loads"}
+    assert [c for c in doc["checks"] if c["status"] == "broken"] == [doc["broken"]]  # one cause, the first
+    assert _layers(doc)["tensorflow"] == {**_layers(doc)["tensorflow"], "status": "not checked",
+                                          "summary": "not judged"}  # verify stops there too
 
     code, doc = cli(["doctor", "--env", str(env)], tmp_env, capsys)  # back in place: loads, no cause there
     assert _layers(doc)["cudnn"]["libraries"]["libcudnn_graph.so.9"] == "loads", doc

@@ -66,11 +66,16 @@ def _follow_verify(w: Walk, broken: Optional[Check],
     fails is the diagnosis, unless the walk stopped on the host below the env (that comes first).
     No GPU or driver here: the env's own layers (its libraries, `import tensorflow`) are still
     examined, as `verify --env` does on the CPU (a missing numpy is a cause with or without a GPU)."""
-    if host is None and w.env_files is None:
+    before_env = host is None and w.env_files is None  # no GPU: the walk stopped before the env
+    if before_env:
         _load_env(w)
-        for step in (check_env, check_import):
-            w.checks += [c for c in step(w) if c.layer == "import"]  # the device list needs a GPU
-    layers = verify_layers(w, [c for c in w.checks if c.layer == "import"], stopped=host)
+
+    def import_checks() -> list[Check]:
+        if before_env:  # the env and `import tensorflow`; the device list needs a GPU
+            w.checks.extend(c for step in (check_env, check_import) for c in step(w) if c.layer == "import")
+        return [c for c in w.checks if c.layer == "import"]
+
+    layers = verify_layers(w, import_checks, stopped=host)
     failed = first_failed(layers)
     if host is not None or failed is None:
         return broken, layers

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from tfgpu_install.doctor.walkstate import BROKEN, OK, Check, Walk
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as table
@@ -62,10 +62,12 @@ class LayerVerdict:
                 "evidence": list(self.evidence), "libraries": dict(self.libraries)}
 
 
-def verify_layers(w: Walk, import_checks: list[Check], stopped: Optional[Check] = None) -> tuple[LayerVerdict, ...]:
+def verify_layers(w: Walk, import_checks: Callable[[], list[Check]],
+                  stopped: Optional[Check] = None) -> tuple[LayerVerdict, ...]:
     """The default layers of the table, in order, for the env of this walk. `import_checks`: the
-    walk's env/import checks; `stopped`: a host check the walk found broken below the env (the
-    env's layers are then not examined: that cause comes first)."""
+    walk's env/import checks (asked for only when the layers below them did not fail); `stopped`:
+    a host check the walk found broken below the env (the env's layers are then not judged: that
+    cause comes first)."""
     env = w.env_files
     libs = _library_verdicts(w) if env is not None and env.exists and env.python and stopped is None else {}
     out: list[LayerVerdict] = []
@@ -74,7 +76,7 @@ def verify_layers(w: Walk, import_checks: list[Check], stopped: Optional[Check] 
         if not lay.default:
             continue
         if failed is not None:
-            out.append(LayerVerdict(lay.name, NOT_CHECKED, "not examined",
+            out.append(LayerVerdict(lay.name, NOT_CHECKED, "not judged",
                                     why=f"layer {failed.number} ({failed.name}) failed first: fix it, then run "
                                         "doctor again"))
             continue
@@ -83,7 +85,7 @@ def verify_layers(w: Walk, import_checks: list[Check], stopped: Optional[Check] 
         elif lay.name in _WHEEL:
             v = _with_gpu_part(w, libs.get(lay.name) or _not_examined(lay.name, w, stopped))
         else:
-            v = _tensorflow_verdict(w, import_checks, stopped)
+            v = _tensorflow_verdict(w, import_checks() if stopped is None else [], stopped)
         out.append(v)
         if v.status == FAILED:
             failed = v
@@ -180,15 +182,17 @@ def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
         bad = [problem[so] if so in problem else f"{so} does not load: {failed[so]}"
                for so in sonames if so in problem or so in failed]
         if not bad:
-            out[name] = LayerVerdict(name, PASSED, f"{', '.join(sonames)} load (the env's {_WHEEL[name]} wheel)",
+            out[name] = LayerVerdict(name, PASSED, f"{', '.join(sonames)} load{'s' if len(sonames) == 1 else ''} "
+                                     f"(the env's {_WHEEL[name]} wheel)",
                                      libraries=seen)
             continue
         wheel = next(lib.package for lib in wanted if lib.package.startswith(_WHEEL[name] + "-"))
+        how_many = "one is missing or does" if len(bad) == 1 else f"{len(bad)} are missing or do"
         out[name] = LayerVerdict(
             name, FAILED, bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
             cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
-                  f"{_WHEEL[name]} wheel, and {'one is' if len(bad) == 1 else f'{len(bad)} are'} missing or do not "
-                  "load: TensorFlow would not use the GPU (or abort on first use).",
+                  f"{_WHEEL[name]} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
+                  "on first use).",
             fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
                 f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "
                 "lists the damaged files.",
