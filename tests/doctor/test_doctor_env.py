@@ -255,3 +255,14 @@ def test_with_a_gpu_the_gpu_layers_are_read_and_the_first_failing_layer_is_the_c
     assert rep.broken is not None and rep.broken.name == "cudnn libraries"  # before the missing TensorFlow
     assert with_gpu["cuda-runtime"].status == "not checked" and "verify --env" in with_gpu["cuda-runtime"].why
     assert with_gpu["tensorflow"].status == "not checked" and "cudnn" in with_gpu["tensorflow"].why
+
+
+def test_a_directory_that_is_no_python_env_is_named_not_its_libraries(
+    tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "not-an-env").mkdir()
+    code, doc = cli(["doctor", "--env", str(tmp_path / "not-an-env")], tmp_env, capsys)
+    assert code == ExitCode.DIAGNOSED, doc
+    got = _layers(doc)
+    assert got["cudnn"]["status"] == "not checked" and "no Python environment" in got["cudnn"]["why"], got
+    assert got["tensorflow"]["status"] == "failed" and "is not a Python environment" in got["tensorflow"]["summary"]

@@ -128,8 +128,8 @@ def _not_examined(name: str, w: Walk, stopped: Optional[Check]) -> LayerVerdict:
     if stopped is not None:
         return LayerVerdict(name, NOT_CHECKED, "not examined",
                             why=f"the walk stopped at {stopped.name} ({stopped.summary}): fix that first")
-    if w.env_files is None or not w.env_files.exists:
-        return LayerVerdict(name, NOT_CHECKED, "not examined", why="no env to examine")
+    if w.env_files is None or not w.env_files.exists or not w.env_files.python:
+        return LayerVerdict(name, NOT_CHECKED, "not examined", why="no Python environment to load its libraries in")
     return LayerVerdict(name, NOT_CHECKED, f"the env has no {_WHEEL[name]} wheel",
                         why="its libraries come from elsewhere (the system, or a CPU-only env): verify loads "
                             "them on a GPU")
