@@ -145,11 +145,23 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
     blocks: list[Block] = [Heading("tfgpu-install doctor: bottom-up")]
     blocks.append(table("", ("layer", "check", "status", "seen"),
                         [(_layer_title(rules, c.layer), c.name, c.status, c.summary) for c in report.checks]))
+    if report.layers:
+        blocks.append(table(f"The layers of `tfgpu-install verify --env {env}`", ("#", "layer", "status", "seen"),
+                            [(str(v.number), v.name, v.status, v.summary + (f" [{v.why}]" if v.why else ""))
+                             for v in report.layers]))
+    unchecked = [v.name for v in report.layers if v.status == "not checked"]
     if report.no_gpu:
         absent = next(c for c in report.checks if c.status == ABSENT)
         status, code = "no-gpu", ExitCode.NO_GPU
-        blocks += [Text(f"No NVIDIA GPU or driver found: {absent.summary}", "warn"),
-                   Text(f"What it means: {absent.cause}"), Text(f"What to do: {absent.fix}")]
+        blocks.append(Text(f"No NVIDIA GPU or driver found: {absent.summary}", "warn"))
+        if report.layers:  # the env was examined, in part: say which part, never "nothing is broken"
+            passed = [v.name for v in report.layers if v.status == "ok"]
+            blocks.append(Text(f"The env's own layers found no cause ({', '.join(passed) or 'none'} ok); not checked "
+                               f"here: {', '.join(unchecked)}. That is not a clean bill: run `tfgpu-install verify "
+                               f"--env {env}` on a machine with the GPU.", "warn"))
+        else:
+            blocks.append(Text(f"What it means: {absent.cause}"))
+        blocks.append(Text(f"What to do: {absent.fix}"))
     elif report.broken is not None:
         b = report.broken
         status, code = "broken", ExitCode.DIAGNOSED
@@ -160,6 +172,9 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
         blocks.append(Text("Layers above this one were not checked: fix this first, then run doctor again.", "dim"))
     else:
         status, code = "healthy", ExitCode.OK
+        if unchecked:
+            blocks.append(Text(f"Not checked by doctor: {', '.join(unchecked)} (their GPU calls are "
+                               f"`tfgpu-install verify --env {env}`'s).", "warn"))
         blocks.append(Text("Every layer checked is fine. If training is slow with low GPU-Util, the input pipeline is "
                            "the usual bottleneck: tf.data .cache() and .prefetch(tf.data.AUTOTUNE).", "ok"))
     warnings = [c for c in report.checks if c.status == WARN]
@@ -171,6 +186,7 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
         "broken": report.broken.to_json() if report.broken else None,
         "checks": [c.to_json() for c in report.checks],
         "warnings": [c.to_json() for c in warnings],
+        "layers": [v.to_json() for v in report.layers],  # verify's layers, by name: ok / failed / not checked
     }
     return Result(data=data, blocks=blocks, exit_code=int(code))
 

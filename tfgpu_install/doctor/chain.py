@@ -24,6 +24,7 @@ from tfgpu_install.doctor.system_layers import (
     check_wsl_linux_driver,
     gather_host,
 )
+from tfgpu_install.doctor.verify_layers import LayerVerdict, first_failed, verify_layers
 from tfgpu_install.doctor.walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
 
 __all__ = ["walk", "ChainReport", "Check", "OK", "WARN", "BROKEN", "ABSENT", "SKIP"]
@@ -40,35 +41,48 @@ def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport
         lambda w: [check_visible_devices(w)], check_env, check_import, check_compute_capability, check_ptxas,
     ]
     broken = None
-    for step in steps:
+    host_broken = False  # the walk broke below the env's own checks (driver, toolkit, CPU, libraries)
+    for i, step in enumerate(steps):
         for c in step(w):
             if c is None:
                 continue
             w.checks.append(c)
             if c.status in (BROKEN, ABSENT):
-                broken = c
+                broken, host_broken = c, c.status == BROKEN and i < steps.index(check_env)
                 break
         if broken is not None:
             break
-    if broken is not None and broken.status == ABSENT and env is not None:
-        broken = _env_without_gpu(w) or broken
+    layers: tuple[LayerVerdict, ...] = ()
+    if env is not None:
+        broken, layers = _follow_verify(w, broken, broken if host_broken else None)
     return ChainReport(tuple(w.checks), broken if broken and broken.status == BROKEN else None,
-                       no_gpu=bool(broken and broken.status == ABSENT), wsl=w.wsl, container=w.container)
+                       no_gpu=bool(broken and broken.status == ABSENT), wsl=w.wsl, container=w.container,
+                       layers=layers)
 
 
-def _env_without_gpu(w: Walk) -> Optional[Check]:
-    """No GPU or driver here, but an env was named: its own layers (the env, `import
-    tensorflow`) are still checked, as `verify --env` does on the CPU, and a broken one is the
-    diagnosis (a missing numpy is a cause with or without a GPU)."""
-    _load_env(w)
-    for step in (check_env, check_import):
-        for c in step(w):
-            if c.layer != "import":
-                continue  # the device list needs a GPU: nothing to say without one
-            w.checks.append(c)
-            if c.status == BROKEN:
-                return c
-    return None
+def _follow_verify(w: Walk, broken: Optional[Check],
+                   host: Optional[Check]) -> tuple[Optional[Check], tuple[LayerVerdict, ...]]:
+    """The layers of `verify --env` (verify_layers.py), with or without a GPU; the first that
+    fails is the diagnosis, unless the walk stopped on the host below the env (that comes first).
+    No GPU or driver here: the env's own layers (its libraries, `import tensorflow`) are still
+    examined, as `verify --env` does on the CPU (a missing numpy is a cause with or without a GPU)."""
+    before_env = host is None and w.env_files is None  # no GPU: the walk stopped before the env
+    if before_env:
+        _load_env(w)
+
+    def import_checks() -> list[Check]:
+        if before_env:  # the env and `import tensorflow`; the device list needs a GPU
+            w.checks.extend(c for step in (check_env, check_import) for c in step(w) if c.layer == "import")
+        return [c for c in w.checks if c.layer == "import"]
+
+    layers = verify_layers(w, import_checks, stopped=host)
+    failed = first_failed(layers)
+    if host is not None or failed is None:
+        return broken, layers
+    cause = failed.as_check()
+    if cause not in w.checks:
+        w.checks.append(cause)
+    return cause, layers
 
 
 def _load_env(w: Walk) -> list[Check]:

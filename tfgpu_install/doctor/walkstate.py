@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.doctor.envcheck import EnvFiles, ImportProbe
@@ -67,6 +67,7 @@ class ChainReport:
     no_gpu: bool  # no NVIDIA GPU and no driver at all: a calm "nothing to diagnose"
     wsl: bool
     container: bool
+    layers: tuple[Any, ...] = ()  # doctor --env: verify_layers.LayerVerdict per layer of verify's table
 
     @property
     def warnings(self) -> tuple[Check, ...]:
