@@ -59,6 +59,19 @@ def test_torn_folded_and_legacy_entries(tmp_path: Path) -> None:
     assert installed_dists(tmp_path / "missing") == {}
 
 
+def test_a_folded_value_with_whitespace_only_lines_does_not_end_the_headers(tmp_path: Path) -> None:
+    """hatchling writes a multi-paragraph License into the headers, its empty lines indented (comm,
+    traitlets, jupyter-client): a whitespace-only line continues the value; the Requires-Dist after it
+    still counts, as importlib reads it."""
+    sp = tmp_path / "site-packages"
+    _dist_info(sp, "comm-0.2.3.dist-info",
+               "Metadata-Version: 2.4\nName: comm\nVersion: 0.2.3\nLicense: BSD 3-Clause License\n        \n"
+               "        Copyright (c) 2022, Jupyter\n        \nRequires-Dist: traitlets>=4\n\nlong description\n")
+    got = installed_dists(sp)
+    assert got["comm"].requires == ("traitlets>=4",)
+    assert got["comm"].requires == tuple(_reference(sp)["comm"][1])
+
+
 _token = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(
     lambda t: t[0].isalnum())
 

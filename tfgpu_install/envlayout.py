@@ -79,8 +79,8 @@ def _read_metadata(path: Path) -> Optional[InstalledDist]:
         return None
     fields: list[list[str]] = []
     for line in text.splitlines():
-        if not line.strip():
-            break
+        if not line:
+            break  # only an empty line ends the headers: a whitespace-only one continues a folded value
         if line[0] in " \t" and fields:
             fields[-1][1] += " " + line.strip()
             continue
