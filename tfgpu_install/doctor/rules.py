@@ -197,6 +197,33 @@ def _compile(value: Any, key: str, name: str, line: int) -> tuple["re.Pattern[st
     return tuple(out)
 
 
+def _options(f: dict[str, Any], name: str, rid: str, line: int) -> tuple[bool, int, str]:
+    """harmless, specificity and fix_kind, each checked (with its default when absent)."""
+    harmless, hl = f.get("harmless", (False, line))
+    if not isinstance(harmless, bool):
+        raise BadInputError(f"{name}:{hl}: rule {rid!r}: harmless must be true or false")
+    spec, spl = f.get("specificity", (50, line))
+    if not isinstance(spec, int) or isinstance(spec, bool) or not 0 <= spec <= 100:
+        raise BadInputError(f"{name}:{spl}: rule {rid!r}: specificity must be an integer 0-100")
+    fix_kind, fkl = f.get("fix_kind", ("command", line))
+    if fix_kind not in FIX_KINDS:
+        raise BadInputError(f"{name}:{fkl}: rule {rid!r}: fix_kind must be one of {FIX_KINDS}")
+    return harmless, spec, str(fix_kind)
+
+
+def _check_placeholders(f: dict[str, Any], patterns: tuple[re.Pattern[str], ...], name: str, rid: str) -> None:
+    """Every {placeholder} must be a named group of every pattern, so a rendered cause never says "?"."""
+    for key in ("cause", "fix"):
+        names = placeholders(f[key][0])
+        for pat in patterns:
+            missing = names - set(pat.groupindex)
+            if missing:
+                raise BadInputError(
+                    f"{name}:{f[key][1]}: rule {rid!r}: `{key}` uses {{{sorted(missing)[0]}}} "
+                    f"but pattern {pat.pattern!r} has no such named group"
+                )
+
+
 def _rule(node: Any, name: str, layer_ids: list[str]) -> Rule:
     f = _fields(node, name, "rule")
     line = node.start_mark.line + 1
@@ -215,15 +242,7 @@ def _rule(node: Any, name: str, layer_ids: list[str]) -> Rule:
     sev, sl = f["severity"]
     if sev not in SEVERITIES:
         raise BadInputError(f"{name}:{sl}: rule {rid!r}: severity must be one of {SEVERITIES}, got {sev!r}")
-    harmless, hl = f.get("harmless", (False, line))
-    if not isinstance(harmless, bool):
-        raise BadInputError(f"{name}:{hl}: rule {rid!r}: harmless must be true or false")
-    spec, spl = f.get("specificity", (50, line))
-    if not isinstance(spec, int) or isinstance(spec, bool) or not 0 <= spec <= 100:
-        raise BadInputError(f"{name}:{spl}: rule {rid!r}: specificity must be an integer 0-100")
-    fix_kind, fkl = f.get("fix_kind", ("command", line))
-    if fix_kind not in FIX_KINDS:
-        raise BadInputError(f"{name}:{fkl}: rule {rid!r}: fix_kind must be one of {FIX_KINDS}")
+    harmless, spec, fix_kind = _options(f, name, rid, line)
     source, srl = f["source"]
     if not isinstance(source, str) or not source.startswith("https://"):
         raise BadInputError(f"{name}:{srl}: rule {rid!r}: source must be an https:// URL")
@@ -236,16 +255,7 @@ def _rule(node: Any, name: str, layer_ids: list[str]) -> Rule:
     yields, yl = f.get("yields_to", ([], line))
     if not isinstance(yields, list) or not all(isinstance(y, str) for y in yields):
         raise BadInputError(f"{name}:{yl}: rule {rid!r}: yields_to must be a list of rule ids")
-    # Every {placeholder} must be a named group of every pattern, so a rendered cause never says "?".
-    for key in ("cause", "fix"):
-        names = placeholders(f[key][0])
-        for pat in patterns:
-            missing = names - set(pat.groupindex)
-            if missing:
-                raise BadInputError(
-                    f"{name}:{f[key][1]}: rule {rid!r}: `{key}` uses {{{sorted(missing)[0]}}} "
-                    f"but pattern {pat.pattern!r} has no such named group"
-                )
+    _check_placeholders(f, patterns, name, rid)
     return Rule(
         id=rid, layer=layer, severity=sev, patterns=patterns, cause=f["cause"][0].strip(),
         fix=f["fix"][0].strip(), source=source, harmless=harmless, specificity=spec, requires=requires,

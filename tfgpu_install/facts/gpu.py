@@ -72,7 +72,8 @@ _RE_NVML_LIB = re.compile(r"NVML library version:\s*(" + _VERSION + r")")
 # What each failure prints (lower case). Found with str.find on the lower-cased text: a case-insensitive
 # regex alternation took seconds on a 50 MB log.
 _FAILURE_NEEDLES = (
-    "no devices were found", "couldn't communicate with the nvidia driver", "could not communicate with the nvidia driver",
+    "no devices were found", "couldn't communicate with the nvidia driver",
+    "could not communicate with the nvidia driver",
     "driver/library version mismatch", "failed to initialize nvml", "nvidia-smi: command not found",
     "nvidia-smi: not found", "gpu is lost", "unable to determine the device handle for gpu",
     "couldn't find libnvidia-ml.so", "could not find libnvidia-ml.so",
@@ -288,8 +289,9 @@ def parse_nvidia_smi(text: str) -> SmiReading:
     several pasted together (a saved file, a colleague's paste). Never raises."""
     try:
         return _parse_nvidia_smi(text if isinstance(text, str) else "")
-    except Exception:  # a parser bug must not take the probe down: report unrecognized
-        return SmiReading(state=UNRECOGNIZED, message="nvidia-smi output could not be read")
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not take the probe down: recorded, unrecognized
+        return SmiReading(state=UNRECOGNIZED,
+                          message=f"nvidia-smi output could not be read ({type(exc).__name__}: {exc})")
 
 
 @dataclass(frozen=True)

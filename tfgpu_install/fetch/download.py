@@ -316,6 +316,32 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _request(session: "requests.Session", url: str, timeout: float, have: int) -> "requests.Response":
+    """GET the body from byte `have` on; a refused connection is final, any other failure resumable."""
+    import requests
+
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    try:
+        return session.get(url, stream=True, timeout=timeout, headers=headers)
+    except requests.ConnectionError as exc:
+        if "refused" in str(exc).lower() or "Max retries" in str(exc):
+            raise _connect_error(url, exc) from exc
+        raise _Interrupted(exc) from exc
+    except requests.RequestException as exc:
+        raise _Interrupted(exc) from exc
+
+
+def _expected_total(resp: "requests.Response", have: int, size: Optional[int], part: Path, url: str) -> Optional[int]:
+    """The whole file's size: the manifest's, else what the server announces; a server announcing
+    more than the manifest allows is refused before a byte is written."""
+    announced = resp.headers.get("Content-Length", "")
+    if size is not None and announced.isdigit() and have + int(announced) > size:
+        _oversized(part, url, size, f"the server announces {have + int(announced)} bytes")
+    if size is None and announced.isdigit():
+        return have + int(announced)
+    return size
+
+
 def _stream(
     ctx: Context,
     session: "requests.Session",
@@ -335,17 +361,7 @@ def _stream(
     if size is not None and have > size:
         part.unlink()  # longer than the file can be: not ours to resume
         have = 0
-    headers: dict[str, str] = {}
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    try:
-        resp = session.get(url, stream=True, timeout=timeout, headers=headers)
-    except requests.ConnectionError as exc:
-        if "refused" in str(exc).lower() or "Max retries" in str(exc):
-            raise _connect_error(url, exc) from exc
-        raise _Interrupted(exc) from exc
-    except requests.RequestException as exc:
-        raise _Interrupted(exc) from exc
+    resp = _request(session, url, timeout, have)
     with resp:
         if resp.status_code == 416 and have:
             # Our part covers the whole file already (or the server forgot it): start over.
@@ -359,12 +375,7 @@ def _stream(
             _hash_into(digest, part)  # the head already on disk, once
         else:
             have = 0  # the server ignored Range: take the whole body again
-        total = size
-        announced = resp.headers.get("Content-Length", "")
-        if size is not None and announced.isdigit() and have + int(announced) > size:
-            _oversized(part, url, size, f"the server announces {have + int(announced)} bytes")
-        if total is None and announced.isdigit():
-            total = have + int(announced)
+        total = _expected_total(resp, have, size, part, url)
         ctx.progress(label, float(have), float(total) if total else None)
         try:
             with open(part, "ab" if resumed else "wb") as fh:
