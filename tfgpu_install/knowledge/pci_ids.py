@@ -45,7 +45,8 @@ class PciGpuEntry:
 
 
 _RE_DEVICE = re.compile(r"^\t([0-9a-fA-F]{4})\s+(.+?)\s*$")
-_RE_BRACKET = re.compile(r"^(\S+)\s*\[(.+)\]\s*$")
+# "GA102 [GeForce RTX 3090]"; newer entries also give the board code: "AD103M / GN21-X11 [GeForce RTX 4090 Laptop GPU]".
+_RE_BRACKET = re.compile(r"^(\S+)(?:\s+/\s+\S+)*\s*\[(.+)\]\s*$")
 
 
 def parse_pci_ids(text: str) -> list[PciDevice]:
