@@ -251,6 +251,15 @@ def test_old_driver_and_old_gpu_nothing_fits_with_remedies() -> None:
     assert any(r.startswith("CPU-only TensorFlow: pip install tensorflow==2.21.0") for r in res.remedies)
 
 
+def test_a_fermi_gpu_is_not_told_to_build_tensorflow_from_source() -> None:
+    """cc 2.x: no TensorFlow ever ran there, so the remedy says so instead of suggesting a source build."""
+    res = resolve(machine("390.157", (gpu("GeForce GTX 580", "2.0"),)), KN, LATEST)
+    assert res.choice is None
+    fermi = [r for r in res.remedies if "GeForce GTX 580" in r]
+    assert fermi and all("build TensorFlow from source" not in r for r in fermi)
+    assert any("no TensorFlow release, prebuilt or built from source, runs on it" in r for r in fermi)
+
+
 def test_driver_too_old_for_a_fine_gpu_names_the_minimum_driver() -> None:
     res = resolve(machine("384.66", gpus_named("GeForce GTX 1080 Ti"), pythons=("3.11.4",)), KN, LATEST)
     assert res.choice is None

@@ -358,13 +358,25 @@ def _remedies(
                    f"{span(py.pythons)}) or conda/micromamba to provide it, then run plan again")
     if gpu_mode and all("gpu" in kinds(fs) for _, fs, _ in evaluated) and evaluated:
         bad = {f.gpu_index for _, fs, _ in evaluated for f in failures(fs) if f.kind == "gpu"}
-        names = [f"GPU {d.gpu.index} ({d.gpu.name}, cc {d.cc})" for d in m.devices if d.gpu.index in bad]
-        out.append(f"{', '.join(names)}: no prebuilt TensorFlow GPU release in this profile has kernels for it; "
-                   f"build TensorFlow from source for its compute capability, or use the CPU")
+        devices = [d for d in m.devices if d.gpu.index in bad]
+        names = [f"GPU {d.gpu.index} ({d.gpu.name}, cc {d.cc})" for d in devices if not _before_tf(d.cc)]
+        never = [f"GPU {d.gpu.index} ({d.gpu.name}, cc {d.cc})" for d in devices if _before_tf(d.cc)]
+        if names:
+            out.append(f"{', '.join(names)}: no prebuilt TensorFlow GPU release in this profile has kernels for "
+                       f"it; build TensorFlow from source for its compute capability, or use the CPU")
+        if never:
+            out.append(f"{', '.join(never)}: no TensorFlow release, prebuilt or built from source, runs on "
+                       f"it (TensorFlow's GPU support starts at compute capability 3.0); use the CPU")
     cpu = next((r for r, fs, _ in evaluated if kinds(fs) <= {"driver", "gpu", "cuda", "defect"}), None)
     if cpu is not None:
         out.append(f"CPU-only TensorFlow: pip install tensorflow=={cpu.tensorflow} (no GPU acceleration)")
     return out
+
+
+def _before_tf(cc: Optional[str]) -> bool:
+    """A compute capability below 3.0 (Tesla architecture, Fermi): TensorFlow never had GPU kernels
+    for it (its GPU docs start at 3.0, and CUDA 9, which TF 1.5+ needs, dropped Fermi)."""
+    return cc is not None and version_key(cc) < version_key("3.0")
 
 
 def _driver_remedy(r: Release, knowledge: Knowledge, m: Machine) -> str:
