@@ -99,13 +99,13 @@ def _text(value: Any, limit: int = 2000) -> Optional[str]:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
-    """One host's row from its result file: {"host", "mode", "check_mode", "result": module result}."""
-    result = doc.get("result") or {}
-    result = result if isinstance(result, dict) else {}
-    mode = str(doc.get("mode") or "install")
-    host = result.get("host") or {}
-    host = host if isinstance(host, dict) else {}
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _failure(result: Mapping[str, Any]) -> tuple[bool, bool, Optional[str], Any, Any]:
+    """(failed, unreachable, message, error, hint): a host that was reached but could not work there
+    (a read-only or full home) is failed, not unreachable; a known cause in the message names the error."""
     failed = bool(result.get("failed"))
     unreachable = bool(result.get("unreachable"))
     message = _text(result.get("msg")) if failed or unreachable else None
@@ -120,22 +120,36 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
     elif unreachable:
         error = "unreachable"
         hint = "check that the host is up and `ssh` to it works with the inventory's settings"
-    changed = bool(result.get("changed")) and not failed
-    refused = bool(result.get("refused"))
+    return failed, unreachable, message, error, hint
+
+
+def _state(unreachable: bool, refused: bool, failed: bool, check_mode: bool, changed: bool) -> str:
+    """The table's one word for the host."""
     if unreachable:
-        state = "unreachable"
-    elif refused:
-        state = "refused"
-    elif failed:
-        state = "failed"
-    elif doc.get("check_mode"):
-        state = "would change" if changed else "ok"
-    else:
-        state = "changed" if changed else "ok"
+        return "unreachable"
+    if refused:
+        return "refused"
+    if failed:
+        return "failed"
+    if check_mode:
+        return "would change" if changed else "ok"
+    return "changed" if changed else "ok"
+
+
+def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
+    """One host's row from its result file: {"host", "mode", "check_mode", "result": module result}."""
+    result = _dict(doc.get("result") or {})
+    mode = str(doc.get("mode") or "install")
+    host = _dict(result.get("host") or {})
+    failed, unreachable, message, error, hint = _failure(result)
+    changed = bool(result.get("changed")) and not failed
+    state = _state(unreachable, bool(result.get("refused")), failed, bool(doc.get("check_mode")), changed)
     choice = _choice(result)
     restored: Optional[bool] = None
     if mode == "restore":
         restored = bool(result.get("restored")) and not failed
+    # A plan (check mode) verified nothing.
+    verifies = mode in ("install", "status") and not doc.get("check_mode")
     return HostResult(
         name=name,
         state=state,
@@ -148,8 +162,7 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
         cuda=choice.get("cuda"),
         cudnn=choice.get("cudnn"),
         python=choice.get("python"),
-        # A plan (check mode) verified nothing.
-        verified=result.get("verified") if mode in ("install", "status") and not doc.get("check_mode") else None,
+        verified=result.get("verified") if verifies else None,
         seconds=result.get("seconds"),
         restored=restored,
         error=error,
