@@ -9,11 +9,14 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.env_list import EnvRow
 
 
 @dataclass(frozen=True)
@@ -93,42 +96,27 @@ def _targets(ctx: Context, req: UninstallRequest, seen: set[tuple[int, int]]) ->
     return [Target(what, path, 0 if path == link else disk_usage(path, seen)) for what, path in found]
 
 
-def uninstall(ctx: Context, req: UninstallRequest) -> Result:
-    from tfgpu_install.app.env_list import env_rows
-    from tfgpu_install.app.env_remove import RemoveRequest, created_by_us, remove_env
-    from tfgpu_install.engine.journal import Journal
-
-    seen: set[tuple[int, int]] = set()
-    rows = env_rows(ctx)
-    made = [r for r in rows if created_by_us(Journal.for_env(ctx, Path(r.path)).entries())]
-    targets = _targets(ctx, req, seen)
-    # an env inside a dir that goes is already in that dir's size
-    outside = [r for r in made if not any(Path(r.path).is_relative_to(t.path) for t in targets)]
-    total = sum(t.size for t in targets) + (sum(r.size_bytes for r in outside) if req.envs else 0)
+def _plan_blocks(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept: list[EnvRow],
+                 total: int) -> list[Block]:
+    """What goes and what stays, shown before the confirmation."""
     blocks: list[Block] = [Heading(f"uninstall tfgpu-install: {human_bytes(total)} to free")]
     listed = [(t.what, str(t.path), human_bytes(t.size) if t.size else "-") for t in targets]
     if req.envs:
         listed += [("env (through its journal)", r.path, human_bytes(r.size_bytes)) for r in made]
     blocks.append(table("what goes", ("what", "path", "size"), listed))
-    kept = [r for r in rows if r not in made or not req.envs]
     if kept:
         blocks.append(Text(f"kept: {len(kept)} env(s), {human_bytes(sum(r.size_bytes for r in kept))} "
                            + ("(not made by tfgpu-install)" if req.envs else "(pass --envs to remove them too)"),
                            "warn"))
     if not req.uv_cache:
         blocks.append(Text("kept: your uv cache (pass --uv-cache to remove it too)", "dim"))
-    data: dict[str, Any] = {
-        "dry_run": req.dry_run, "total_bytes": total,
-        "remove": [{"what": t.what, "path": str(t.path), "size_bytes": t.size} for t in targets],
-        "envs": [r.path for r in made] if req.envs else [], "kept_envs": [r.path for r in kept],
-    }
-    if req.dry_run or not (targets or (req.envs and made)):
-        if not targets and not made:
-            blocks = [Text("nothing of tfgpu-install's is here", "ok")]
-        return Result(data={**data, "removed": []}, blocks=blocks)
-    from tfgpu_install.app.confirm import confirm
+    return blocks
 
-    confirm(ctx, req.yes, blocks)
+
+def _remove(ctx: Context, req: UninstallRequest, targets: list[Target], made: list[EnvRow]) -> list[str]:
+    """Envs through their journals first, then the paths; returns what was removed."""
+    from tfgpu_install.app.env_remove import RemoveRequest, remove_env
+
     removed: list[str] = []
     if req.envs:
         for r in made:
@@ -140,6 +128,41 @@ def uninstall(ctx: Context, req: UninstallRequest) -> Result:
         elif t.path.exists():
             shutil.rmtree(t.path)
         removed.append(str(t.path))
+    return removed
+
+
+def _data(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept: list[EnvRow],
+          total: int) -> dict[str, Any]:
+    return {
+        "dry_run": req.dry_run, "total_bytes": total,
+        "remove": [{"what": t.what, "path": str(t.path), "size_bytes": t.size} for t in targets],
+        "envs": [r.path for r in made] if req.envs else [], "kept_envs": [r.path for r in kept],
+    }
+
+
+def uninstall(ctx: Context, req: UninstallRequest) -> Result:
+    from tfgpu_install.app.env_list import env_rows
+    from tfgpu_install.app.env_remove import created_by_us
+    from tfgpu_install.engine.journal import Journal
+
+    seen: set[tuple[int, int]] = set()
+    rows = env_rows(ctx)
+    made = [r for r in rows if created_by_us(Journal.for_env(ctx, Path(r.path)).entries())]
+    targets = _targets(ctx, req, seen)
+    # an env inside a dir that goes is already in that dir's size
+    outside = [r for r in made if not any(Path(r.path).is_relative_to(t.path) for t in targets)]
+    total = sum(t.size for t in targets) + (sum(r.size_bytes for r in outside) if req.envs else 0)
+    kept = [r for r in rows if r not in made or not req.envs]
+    blocks = _plan_blocks(req, targets, made, kept, total)
+    data = _data(req, targets, made, kept, total)
+    if req.dry_run or not (targets or (req.envs and made)):
+        if not targets and not made:
+            blocks = [Text("nothing of tfgpu-install's is here", "ok")]
+        return Result(data={**data, "removed": []}, blocks=blocks)
+    from tfgpu_install.app.confirm import confirm
+
+    confirm(ctx, req.yes, blocks)
+    removed = _remove(ctx, req, targets, made)
     done: list[Block] = [
         Text(f"tfgpu-install uninstalled: {len(removed)} path(s) removed, {human_bytes(total)} freed", "ok"),
         Text("installed with pip, pipx or `uv tool`? remove the package itself the same way "
