@@ -22,6 +22,7 @@ from tfgpu_install.verify.gpucheck import tfgpucheck_layers as table
 
 if TYPE_CHECKING:
     from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.steps.libraries import ExpectedLib
     from tfgpu_install.verify.host import CheckPlan
 
 PASSED, FAILED, NOT_CHECKED = "ok", "failed", "not checked"
@@ -153,7 +154,7 @@ def _with_gpu_part(w: Walk, v: LayerVerdict) -> LayerVerdict:
 def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
     """name -> verdict on the env's libraries for each library layer (one child process loads them all)."""
     from tfgpu_install.steps.env import TargetEnv
-    from tfgpu_install.steps.libraries import expected_libraries, find_problems, load_failures
+    from tfgpu_install.steps.libraries import expected_libraries, load_failures
     from tfgpu_install.verify.host import plan_from_env
 
     assert w.env_files is not None
@@ -162,8 +163,19 @@ def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
     if not plan.cuda:
         return {}  # no CUDA wheels in the env (a CPU-only --allow-cpu env may still have them: examined)
     wanted = expected_libraries(plan.cuda, plan.cudnn)
-    per_layer: dict[str, list[str]] = {}  # layer -> the sonames it needs, in load order
-    problem: dict[str, str] = {}  # soname -> why it is not in place ("... is missing from DIR")
+    per_layer, problem = _layer_needs(env, wanted)
+    present = [so for sonames in per_layer.values() for so in sonames if so not in problem]
+    failed = load_failures(w.ctx, env, present) if present else {}
+    return {name: _layer_verdict(name, sonames, problem, failed, wanted, env) for name, sonames in per_layer.items()}
+
+
+def _layer_needs(env: "TargetEnv", wanted: list["ExpectedLib"]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(layer -> the sonames it needs, in load order; soname -> why it is not in place ("... is missing from
+    DIR")) for each library layer whose wheel the plan expects."""
+    from tfgpu_install.steps.libraries import find_problems
+
+    per_layer: dict[str, list[str]] = {}
+    problem: dict[str, str] = {}
     for name, wheel in _WHEEL.items():
         libs = [lib for lib in wanted if lib.package.startswith(wheel + "-")]
         if not libs:
@@ -174,30 +186,30 @@ def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
             have, lost, libdir = _cudnn9_parts(env)
             per_layer[name] += have + lost
             problem.update({so: f"{so} is missing from {libdir}" for so in lost})
-    present = [so for sonames in per_layer.values() for so in sonames if so not in problem]
-    failed = load_failures(w.ctx, env, present) if present else {}
-    out: dict[str, LayerVerdict] = {}
-    for name, sonames in per_layer.items():
-        seen = {so: _label(problem[so]) if so in problem else failed.get(so, "loads") for so in sonames}
-        bad = [problem[so] if so in problem else f"{so} does not load: {failed[so]}"
-               for so in sonames if so in problem or so in failed]
-        if not bad:
-            out[name] = LayerVerdict(name, PASSED, f"{', '.join(sonames)} load{'s' if len(sonames) == 1 else ''} "
-                                     f"(the env's {_WHEEL[name]} wheel)",
-                                     libraries=seen)
-            continue
-        wheel = next(lib.package for lib in wanted if lib.package.startswith(_WHEEL[name] + "-"))
-        how_many = "one is missing or does" if len(bad) == 1 else f"{len(bad)} are missing or do"
-        out[name] = LayerVerdict(
-            name, FAILED, bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
-            cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
-                  f"{_WHEEL[name]} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
-                  "on first use).",
-            fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
-                f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "
-                "lists the damaged files.",
-            evidence=tuple(bad), libraries=seen)
-    return out
+    return per_layer, problem
+
+
+def _layer_verdict(name: str, sonames: list[str], problem: dict[str, str], failed: dict[str, str],
+                   wanted: list["ExpectedLib"], env: "TargetEnv") -> LayerVerdict:
+    """One library layer: passed when each of its sonames is in place and loads, else failed with the first."""
+    seen = {so: _label(problem[so]) if so in problem else failed.get(so, "loads") for so in sonames}
+    bad = [problem[so] if so in problem else f"{so} does not load: {failed[so]}"
+           for so in sonames if so in problem or so in failed]
+    if not bad:
+        return LayerVerdict(name, PASSED, f"{', '.join(sonames)} load{'s' if len(sonames) == 1 else ''} "
+                            f"(the env's {_WHEEL[name]} wheel)",
+                            libraries=seen)
+    wheel = next(lib.package for lib in wanted if lib.package.startswith(_WHEEL[name] + "-"))
+    how_many = "one is missing or does" if len(bad) == 1 else f"{len(bad)} are missing or do"
+    return LayerVerdict(
+        name, FAILED, bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+        cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
+              f"{_WHEEL[name]} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
+              "on first use).",
+        fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
+            f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "
+            "lists the damaged files.",
+        evidence=tuple(bad), libraries=seen)
 
 
 def _label(problem: str) -> str:
