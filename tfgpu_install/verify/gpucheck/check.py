@@ -83,18 +83,17 @@ def _progress(fd: int, text: str) -> None:
         os.write(extra, line)
 
 
-def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
-    """Mixed-precision eligibility, CUDA vs nvidia-smi numbering, MirroredStrategy coverage."""
-    out: dict[str, Any] = {}
-    ccs = [d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []]
-    ccs = [c for c in ccs if c]
-    if ccs:
-        ok = all(tuple(int(x) for x in c.split(".")) >= (7, 0) for c in ccs)
-        out["mixed_precision"] = {"eligible": ok, "compute_capabilities": ccs,
-                                  "why": "compute capability >= 7.0 has Tensor Cores (float16 fast)" if ok
-                                  else "a GPU below compute capability 7.0 has no Tensor Cores: mixed precision "
-                                  "would be slower"}
-    # Which nvidia-smi GPU each CUDA device is: NVML's UUIDs / bus ids (never positions in /sys).
+def _mixed_precision(ccs: list[str]) -> dict[str, Any]:
+    """Mixed precision pays only where every GPU has Tensor Cores (compute capability >= 7.0)."""
+    ok = all(tuple(int(x) for x in c.split(".")) >= (7, 0) for c in ccs)
+    return {"eligible": ok, "compute_capabilities": ccs,
+            "why": "compute capability >= 7.0 has Tensor Cores (float16 fast)" if ok
+            else "a GPU below compute capability 7.0 has no Tensor Cores: mixed precision "
+            "would be slower"}
+
+
+def _visible_devices(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Which nvidia-smi GPU each CUDA device is: NVML's UUIDs / bus ids (never positions in /sys)."""
     nv = state.get("nvml") or {}
     mapping = []
     for d in state.get("devices", []):
@@ -113,23 +112,37 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     note = nvml.order_note(mapping, environ)
     if note:
         vis["note"] = note
-    out["visible_devices"] = vis
+    return vis
+
+
+def _ptx_jit(ccs: list[str], archs: list[str]) -> dict[str, Any]:
+    """The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use."""
+    sass, ptx = arch.split_archs(archs)
+    seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
+    described = {c: (f"sass sm_{(a or '').replace('.', '')}" if how == "sass" else
+                     f"ptx compute_{(a or '').replace('.', '')}" if how == "ptx" else "none")
+                 for c, (how, a) in seen.items()}
+    jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
+    none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)
+    note = "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""
+    if none:
+        note = (note + "; " if note else "") + f"no kernels at all for cc {', '.join(none)} in this build"
+    return {"compute_capabilities": jit, "no_kernels": none, "coverage": described,
+            "build_archs": archs, "note": note}
+
+
+def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Mixed-precision eligibility, CUDA vs nvidia-smi numbering, MirroredStrategy coverage."""
+    out: dict[str, Any] = {}
+    ccs = [d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []]
+    ccs = [c for c in ccs if c]
+    if ccs:
+        out["mixed_precision"] = _mixed_precision(ccs)
+    out["visible_devices"] = _visible_devices(state, hw, environ)
     tf_layer = state.get("tf_measured", {})
     archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
     if ccs and archs:
-        # The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use.
-        sass, ptx = arch.split_archs(archs)
-        seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
-        described = {c: (f"sass sm_{(a or '').replace('.', '')}" if how == "sass" else
-                         f"ptx compute_{(a or '').replace('.', '')}" if how == "ptx" else "none")
-                     for c, (how, a) in seen.items()}
-        jit = sorted({c for c, (how, _) in seen.items() if how == "ptx"}, key=arch.cc_key)
-        none = sorted({c for c, (how, _) in seen.items() if how == "none"}, key=arch.cc_key)
-        note = "first run JIT-compiles kernels for minutes (cached afterwards)" if jit else ""
-        if none:
-            note = (note + "; " if note else "") + f"no kernels at all for cc {', '.join(none)} in this build"
-        out["ptx_jit"] = {"compute_capabilities": jit, "no_kernels": none, "coverage": described,
-                          "build_archs": archs, "note": note}
+        out["ptx_jit"] = _ptx_jit(ccs, archs)
     if "mirrored_replicas" in tf_layer:
         gpus = len(tf_layer.get("gpus", []))
         out["mirrored_strategy"] = {"replicas": tf_layer["mirrored_replicas"], "gpus": gpus,
