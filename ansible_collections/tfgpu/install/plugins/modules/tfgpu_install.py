@@ -198,7 +198,7 @@ def _last_verified(doc):
     return {k: v.get(k) for k in ("tensorflow", "cuda", "cudnn")} if v.get("ok") else {}
 
 
-def main():
+def _argument_spec():
     spec = dict(COMMON_ARGS)
     spec.update(PROVISION_ARGS)
     spec.update(
@@ -207,7 +207,42 @@ def main():
         profile_text=dict(type="str", required=False),
         env=dict(type="path", required=False),
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return spec
+
+
+def _exit_status(module, tool, host, bootstrapped, would):
+    """mode=status: the env's last verified stack, read-only (exits)."""
+    rc, doc, out, err = _status(module, tool)
+    if rc != 0:
+        fail(module, rc, doc, out, err, host=host)
+    stack = _last_verified(doc)
+    module.exit_json(seconds=elapsed(), changed=False, status=doc, host=host, bootstrapped=bootstrapped,
+                     would_bootstrap=would, planned=True, env=(doc or {}).get("env"),
+                     tensorflow={k: stack.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
+                     verified=bool(((doc or {}).get("verification") or {}).get("ok")))
+
+
+def _steps_with(doc, key, wanted):
+    """`key` of each of the tool's steps (dicts) whose `wanted` test passes."""
+    return [s.get(key) for s in doc.get("steps") or [] if isinstance(s, dict) and wanted(s)]
+
+
+def _verified(doc):
+    """exit 0 after a real run means the verify step passed, now or in an earlier run (unchanged env)."""
+    verify_states = _steps_with(doc, "status", lambda s: s.get("id") == "verify.run")
+    return not doc.get("dry_run") and any(v in ("applied", "done", "unchanged") for v in verify_states)
+
+
+def _changed(mode, check_mode, pending, applied, bootstrapped, would):
+    if mode == "plan":
+        return bootstrapped  # the env is untouched; the tool venv may have been (re)installed
+    if check_mode:
+        return bool(pending) or would
+    return bool(applied) or bootstrapped
+
+
+def main():
+    module = AnsibleModule(argument_spec=_argument_spec(), supports_check_mode=True)
     p = module.params
     tool, bootstrapped = bootstrap(module)
     would = bootstrapped and module.check_mode
@@ -216,14 +251,7 @@ def main():
     if tool is None:
         exit_without_tool(module, host, tensorflow={})
     if p["mode"] == "status":
-        rc, doc, out, err = _status(module, tool)
-        if rc != 0:
-            fail(module, rc, doc, out, err, host=host)
-        stack = _last_verified(doc)
-        module.exit_json(seconds=elapsed(), changed=False, status=doc, host=host, bootstrapped=bootstrapped,
-                         would_bootstrap=would, planned=True, env=(doc or {}).get("env"),
-                         tensorflow={k: stack.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
-                         verified=bool(((doc or {}).get("verification") or {}).get("ok")))
+        _exit_status(module, tool, host, bootstrapped, would)
     before = _last_verified(_status(module, tool)[1]) if module._diff else {}
     dry_run = module.check_mode or p["mode"] == "plan"
     rc, doc, out, err = run_tool(module, tool, _install_args(module, dry_run))
@@ -232,22 +260,12 @@ def main():
     doc = doc or {}
     applied = steps_applied(doc)
     # Check mode reports what a real run would do: changed when a step is pending (or the tool is stale).
-    pending = [s.get("id") for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("status") == "pending"]
+    pending = _steps_with(doc, "id", lambda s: s.get("status") == "pending")
     choice = (doc.get("resolution") or {}).get("choice") or {}
     after = {k: choice.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")}
-    # exit 0 after a real run means the verify step passed, now or in an earlier run (unchanged env).
-    verify_states = [s.get("status") for s in doc.get("steps") or [] if isinstance(s, dict)
-                     and s.get("id") == "verify.run"]
-    verified = not doc.get("dry_run") and any(v in ("applied", "done", "unchanged") for v in verify_states)
-    if p["mode"] == "plan":
-        changed = bootstrapped  # the env is untouched; the tool venv may have been (re)installed
-    elif module.check_mode:
-        changed = bool(pending) or would
-    else:
-        changed = bool(applied) or bootstrapped
     result = dict(
         seconds=elapsed(),
-        changed=changed,
+        changed=_changed(p["mode"], module.check_mode, pending, applied, bootstrapped, would),
         applied=applied,
         pending=pending,
         env=doc.get("env"),
@@ -256,7 +274,7 @@ def main():
         steps=doc.get("steps"),
         dry_run=bool(doc.get("dry_run")),
         gpu_verified=doc.get("gpu_verified"),
-        verified=bool(verified),
+        verified=bool(_verified(doc)),
         planned=True,
         host=host,
         bootstrapped=bootstrapped,
