@@ -43,7 +43,7 @@ import sys
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMPLE = "https://pypi.org/simple/{name}/"
@@ -485,35 +485,34 @@ def _line(ver: str) -> str:
     return ".".join(ver.split(".")[:2])
 
 
-# One row of matrix.yaml read from one wheel's evidence, field by field, top to bottom like the row it
-# writes: a parser table is clearer flat than split across helpers.
-def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:  # noqa: C901
-    ver, bi = row["version"], row["build_info"]
-    line = _line(ver)
-    wheel_src = f"wheel:{row['wheel']} (sha256 {row['wheel_sha256'][:16]}...)"
-    sources: dict[str, str] = {}
-    unconfirmed: list[str] = []
-    notes: list[str] = []
-    # CUDA / cuDNN
+def _cuda_cudnn(line: str, bi: dict[str, Any], extra: list[tuple[str, str, str]]
+                ) -> tuple[str, str, dict[str, str]]:
+    """(cuda, cudnn, their sources): the tested table where it has the line, else build_info.py and the
+    and-cuda cuDNN pin."""
     tested = TESTED.get(line)
     bi_cuda = bi.get("cuda_version") or bi.get("cuda_version_number")
     bi_cudnn = bi.get("cudnn_version") or bi.get("cudnn_version_number")
-    extra = [(_spec(r)) for r in row["requires_dist"] if "and-cuda" in r]
-    extra_specs = {n: s for n, s, _m in extra}
-    cudnn_pin = next((s for n, s in extra_specs.items() if n.startswith("nvidia-cudnn")), None)
     if tested:
         cudnn, cuda = tested
-        sources["cuda"] = sources["cudnn"] = (
-            f"{TESTED_TABLE}, row tensorflow-{line}.0; build_info.py says cuda {bi_cuda!r}, cudnn {bi_cudnn!r}")
-    else:
-        cuda = ".".join(str(bi_cuda).split(".")[:2])
-        sources["cuda"] = f"build_info.py cuda_version {bi_cuda!r}; {BAZELRC}"
-        m = re.search(r"(\d+\.\d+)\.\d+", cudnn_pin or "")
-        cudnn = m.group(1) if m else str(bi_cudnn)
-        sources["cudnn"] = (f"and-cuda pin nvidia-cudnn-cu12{cudnn_pin} (METADATA); build_info.py cudnn "
-                            f"{bi_cudnn!r}; {BAZELRC}")
-    # architectures
+        said = f"{TESTED_TABLE}, row tensorflow-{line}.0; build_info.py says cuda {bi_cuda!r}, cudnn {bi_cudnn!r}"
+        return cuda, cudnn, {"cuda": said, "cudnn": said}
+    extra_specs = {n: s for n, s, _m in extra}
+    cudnn_pin = next((s for n, s in extra_specs.items() if n.startswith("nvidia-cudnn")), None)
+    cuda = ".".join(str(bi_cuda).split(".")[:2])
+    m = re.search(r"(\d+\.\d+)\.\d+", cudnn_pin or "")
+    cudnn = m.group(1) if m else str(bi_cudnn)
+    return cuda, cudnn, {
+        "cuda": f"build_info.py cuda_version {bi_cuda!r}; {BAZELRC}",
+        "cudnn": (f"and-cuda pin nvidia-cudnn-cu12{cudnn_pin} (METADATA); build_info.py cudnn "
+                  f"{bi_cudnn!r}; {BAZELRC}"),
+    }
+
+
+def _archs(row: dict[str, Any], bi: dict[str, Any], fatbin: Optional[dict[str, Any]]
+           ) -> tuple[list[str], list[str], dict[str, str], list[str]]:
+    """(sass, ptx, their sources, unconfirmed): build_info.py's list, else the scanned fat binaries, else none."""
     caps = bi.get("cuda_compute_capabilities")
+    sources: dict[str, str] = {}
     if isinstance(caps, list):
         # compute_XY embeds PTX *and* SASS for XY (.bazelrc comment; confirmed by the fat binaries of 2.3.0)
         sass = sorted({f"{c[-2]}.{c[-1]}" for c in caps}, key=lambda v: tuple(map(int, v.split("."))))
@@ -526,13 +525,15 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
         sources["sass"] = sources["ptx"] = (
             f"fat binaries embedded in {fatbin['library']} of {row['wheel']} (scan_fatbins)")
     else:
-        sass, ptx = [], []
-        unconfirmed += ["sass", "ptx"]
+        return [], [], sources, ["sass", "ptx"]
     if fatbin and isinstance(caps, list):
         got = ([f"{a // 10}.{a % 10}" for a in fatbin["sass"]], [f"{a // 10}.{a % 10}" for a in fatbin["ptx"]])
         sources["sass"] += f"; fat-binary scan of {fatbin['library']}: sass {got[0]}, ptx {got[1]}"
-    # platform
-    plat = row["platforms"][-1]
+    return sass, ptx, sources, []
+
+
+def _min_glibc(plat: str) -> tuple[str, str]:
+    """(glibc X.Y, why) from the wheel's platform tag."""
     glibc = None
     for tag in plat.split("."):
         m = re.match(r"manylinux_(\d+)_(\d+)_x86_64", tag)
@@ -541,72 +542,117 @@ def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[s
         elif tag.replace("_x86_64", "") in MANYLINUX_GLIBC:
             glibc = glibc or MANYLINUX_GLIBC[tag.replace("_x86_64", "")]
     assert glibc, plat
-    sources["min_glibc"] = f"wheel tag {plat}; {glibc[1]}"
-    # how CUDA arrives
-    pins: dict[str, str] = {}
-    extra_requires: dict[str, str] = {}
+    return glibc
+
+
+class _Delivery(NamedTuple):
+    """How CUDA arrives: pip wheels through the extra, pinned by the installer (cu11), or the system."""
+
+    cuda_from: str
+    extra_name: Optional[str]
+    pins_kind: str
+    pins: dict[str, str]
+    extra_requires: dict[str, str]
+    sources: dict[str, str]
+    notes: list[str]
+
+
+def _extra_delivery(extra: list[tuple[str, str, str]], bi: dict[str, Any]) -> _Delivery:
+    """The and-cuda extra: exact `==` pins, or floating ranges whose lower bounds are the tested versions."""
+    bi_cuda = bi.get("cuda_version") or bi.get("cuda_version_number")
+    notes: list[str] = []
+    # pins: the nvidia-* CUDA/cuDNN wheels only. TensorRT (2.14-2.15.0 pin it) is optional for
+    # TensorFlow's GPU support and its pins are the uninstallable part; they stay in extra_requires.
+    extra_requires = {n: s for n, s, _m in extra}
+    nvidia = {n: s for n, s in extra_requires.items() if n.startswith("nvidia-")}
+    if any(not n.startswith("nvidia-") for n in extra_requires):
+        notes.append("TensorRT pins of the extra are left out of pins (optional for TF; see extra_requires)")
+    if all(s.startswith("==") for s in nvidia.values()):
+        pins = {n: s[2:] for n, s in nvidia.items()}
+        pins_kind = "exact"
+        pins_source = "METADATA Requires-Dist (extra == 'and-cuda'), `==` pins"
+    else:
+        pins = {n: re.search(r">=([\d.]+)", s).group(1) for n, s in nvidia.items()}  # type: ignore[union-attr]
+        pins_kind = "tested"
+        pins_source = ("the extra floats (ranges); pins are the ranges' lower bounds: the components of "
+                       f"CUDA {bi_cuda} and cuDNN 9.3.0 the build used ({BAZELRC}), the same as "
+                       "2.19's `==` pins; NCCL: TF's declared floor")
+        notes.append("`pip install tensorflow[and-cuda]` resolves the newest wheels in the ranges "
+                     f"({RESOLVED_TODAY}); the installer pins the tested versions instead")
+    return _Delivery("pip", "and-cuda", pins_kind, pins, extra_requires, {"pins": pins_source}, notes)
+
+
+def _delivery(extra: list[tuple[str, str, str]], cuda: str, bi: dict[str, Any]) -> _Delivery:
     if extra:
-        cuda_from, extra_name = "pip", "and-cuda"
-        # pins: the nvidia-* CUDA/cuDNN wheels only. TensorRT (2.14-2.15.0 pin it) is optional for
-        # TensorFlow's GPU support and its pins are the uninstallable part; they stay in extra_requires.
-        extra_requires = {n: s for n, s, _m in extra}
-        nvidia = {n: s for n, s in extra_requires.items() if n.startswith("nvidia-")}
-        if any(not n.startswith("nvidia-") for n in extra_requires):
-            notes.append("TensorRT pins of the extra are left out of pins (optional for TF; see extra_requires)")
-        if all(s.startswith("==") for s in nvidia.values()):
-            pins = {n: s[2:] for n, s in nvidia.items()}
-            pins_kind = "exact"
-            sources["pins"] = "METADATA Requires-Dist (extra == 'and-cuda'), `==` pins"
-        else:
-            pins = {n: re.search(r">=([\d.]+)", s).group(1) for n, s in nvidia.items()}  # type: ignore[union-attr]
-            pins_kind = "tested"
-            sources["pins"] = ("the extra floats (ranges); pins are the ranges' lower bounds: the components of "
-                               f"CUDA {bi_cuda} and cuDNN 9.3.0 the build used ({BAZELRC}), the same as "
-                               "2.19's `==` pins; NCCL: TF's declared floor")
-            notes.append("`pip install tensorflow[and-cuda]` resolves the newest wheels in the ranges "
-                         f"({RESOLVED_TODAY}); the installer pins the tested versions instead")
-    elif cuda and cuda.startswith("11.") and cuda != "11.0":  # 11.0 (TF 2.4): libcusolver.so.10, in no cu11 wheel
-        cuda_from, extra_name, pins_kind = "pip", None, "wheels"
-        pins = dict(CU11_WHEELS)
-        sources.update(CU11_SOURCES)
-    else:
-        cuda_from, extra_name, pins_kind = "system", None, "none"
-        sources["cuda_from"] = ("no and-cuda extra in METADATA: CUDA toolkit and cuDNN come from the "
-                                "system or conda")
-    sonames, sonames_src = SONAMES.get(cuda or "", SONAMES_11) if (cuda or "").startswith(("10.", "11.")) else ([], "")
-    if sonames and cuda_from != "pip" or pins_kind == "wheels":
-        sources["sonames"] = sonames_src
-    else:
-        sonames = []
+        return _extra_delivery(extra, bi)
+    if cuda and cuda.startswith("11.") and cuda != "11.0":  # 11.0 (TF 2.4): libcusolver.so.10, in no cu11 wheel
+        return _Delivery("pip", None, "wheels", dict(CU11_WHEELS), {}, dict(CU11_SOURCES), [])
+    return _Delivery("system", None, "none", {}, {}, {
+        "cuda_from": "no and-cuda extra in METADATA: CUDA toolkit and cuDNN come from the system or conda"}, [])
+
+
+def _constraints(row: dict[str, Any], ver: str) -> tuple[dict[str, str], str, list[str]]:
+    """(numpy/protobuf constraints from Requires-Dist, their source, notes); numpy <2 for wheels built
+    against NumPy 1.x."""
     constraints: dict[str, str] = {}
+    notes: list[str] = []
     for req in row["requires_dist"]:
         n, spec, marker = _spec(req)
         if n in ("numpy", "protobuf") and "extra" not in marker and n not in constraints:
             constraints[n] = spec
             if marker:
                 notes.append(f"{n}{spec} applies where {marker}; see METADATA for the other Pythons")
-    sources["constraints"] = "METADATA Requires-Dist"
+    source = "METADATA Requires-Dist"
     np_spec = constraints.get("numpy")
     if np_spec and "<" not in np_spec and "~=" not in np_spec and version_key(ver) < (2, 16):
         # Built against NumPy 1.x: under NumPy 2 `import tensorflow` fails ("Unable to convert function
         # return value to a Python type", seen installing TF 2.11 with numpy>=1.20 -> numpy 2.x).
         constraints["numpy"] = np_spec + ",<2"
-        sources["constraints"] += f"; numpy <2 added: {NUMPY2}"
-    sources["pythons"] = "cpXY tags of the Linux x86_64 wheels in the PyPI simple index"
-    sources["released"] = "earliest upload-time of those wheels in the PyPI simple index"
+        source += f"; numpy <2 added: {NUMPY2}"
+    return constraints, source, notes
+
+
+def _defects(ver: str, line: str) -> list[Any]:
     defects = []
     for key, ds in DEFECTS.items():
         if key == ver or (key.endswith(".*") and line == key[:-2]):
             defects += ds
     defects.append(NO_BLACKWELL)
+    return defects
+
+
+# One row of matrix.yaml read from one wheel's evidence, field by field, top to bottom like the row it
+# writes; each phase (CUDA/cuDNN, architectures, platform, how CUDA arrives, constraints) is a helper above.
+def release_row(row: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> dict[str, Any]:
+    ver, bi = row["version"], row["build_info"]
+    line = _line(ver)
+    wheel_src = f"wheel:{row['wheel']} (sha256 {row['wheel_sha256'][:16]}...)"
+    extra = [(_spec(r)) for r in row["requires_dist"] if "and-cuda" in r]
+    cuda, cudnn, sources = _cuda_cudnn(line, bi, extra)
+    sass, ptx, arch_sources, unconfirmed = _archs(row, bi, fatbin)
+    sources.update(arch_sources)
+    plat = row["platforms"][-1]
+    glibc = _min_glibc(plat)
+    sources["min_glibc"] = f"wheel tag {plat}; {glibc[1]}"
+    how = _delivery(extra, cuda, bi)
+    sources.update(how.sources)
+    sonames, sonames_src = SONAMES.get(cuda or "", SONAMES_11) if (cuda or "").startswith(("10.", "11.")) else ([], "")
+    if sonames and how.cuda_from != "pip" or how.pins_kind == "wheels":
+        sources["sonames"] = sonames_src
+    else:
+        sonames = []
+    constraints, sources["constraints"], constraint_notes = _constraints(row, ver)
+    notes = how.notes + constraint_notes
+    sources["pythons"] = "cpXY tags of the Linux x86_64 wheels in the PyPI simple index"
+    sources["released"] = "earliest upload-time of those wheels in the PyPI simple index"
     return {
         "tensorflow": ver, "package": row["package"], "released": row["uploaded"],
         "pythons": row["pythons"], "cuda": cuda, "cudnn": cudnn, "sass": sass, "ptx": ptx,
-        "manylinux": plat, "min_glibc": glibc[0], "cuda_from": cuda_from, "extra": extra_name,
-        "pins_kind": pins_kind, "pins": pins,
-        "pin_hashes": dict(CU11_HASHES) if pins_kind == "wheels" else {}, "sonames": sonames,
-        "extra_requires": extra_requires,
-        "constraints": constraints, "defects": defects,
+        "manylinux": plat, "min_glibc": glibc[0], "cuda_from": how.cuda_from, "extra": how.extra_name,
+        "pins_kind": how.pins_kind, "pins": how.pins,
+        "pin_hashes": dict(CU11_HASHES) if how.pins_kind == "wheels" else {}, "sonames": sonames,
+        "extra_requires": how.extra_requires,
+        "constraints": constraints, "defects": _defects(ver, line),
         "build_info": {k: ",".join(v) if isinstance(v, list) else str(v) for k, v in bi.items() if k in (
             "cuda_version", "cudnn_version", "cuda_version_number", "cudnn_version_number",
             "cuda_compute_capabilities")},
