@@ -16,6 +16,7 @@ import yaml
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.doctor.envcheck import PROBE_SCRIPT
 from tfgpu_install.runner import Completed, ReplayRunner, SubprocessRunner
+from tfgpu_install.steps.libraries import _LOAD_SCRIPT
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -76,10 +77,25 @@ QUERY = ("/usr/bin/nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_v
          "--format=csv,noheader,nounits")
 
 
+class _EnvReplay(ReplayRunner):
+    """The replay runner, except that the env's own library load check (its Python dlopening the
+    CUDA libraries, whatever sonames the env asks for) runs for real, like the env's probe."""
+
+    def __init__(self, python: str) -> None:
+        super().__init__()
+        self.python = python
+
+    def run(self, argv, **kw):  # type: ignore[no-untyped-def, override]
+        key = tuple(str(a) for a in argv)
+        if key[:5] == (self.python, "-I", "-S", "-c", _LOAD_SCRIPT) and key not in self.responses:
+            self.responses[key] = lambda k: SubprocessRunner().run(k, env=kw.get("env"), timeout=120)
+        return super().run(argv, **kw)
+
+
 def replay(smi_text: Optional[str], apps: str = "", query: str = "",
            extra: Optional[dict[tuple[str, ...], Completed]] = None, python: Optional[str] = None) -> ReplayRunner:
     """nvidia-smi answers from a recording; the env's python (if given) runs for real."""
-    r = ReplayRunner()
+    r = ReplayRunner() if python is None else _EnvReplay(python)
     if smi_text is not None:
         r.add(["/usr/bin/nvidia-smi"], stdout=smi_text, returncode=0 if "NVIDIA-SMI has failed" not in smi_text
               and "Failed to initialize NVML" not in smi_text else 9)

@@ -90,11 +90,8 @@ def default_env_under(base: Path, name: str, versions: Iterable[str]) -> Path:
 
 
 def real_env_path(env: Path) -> Path:
-    """The env's real path, the parent created first (so a symlinked parent of a new env and
-    '//path' resolve to the same place): what the env lock is keyed by. A parent that cannot
-    be created is left to the env step to report; the path is resolved as far as it exists."""
-    try:
-        Path(env).parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        pass
+    """The env's real path: what the env lock is keyed by, so a symlinked parent and '//path'
+    meet the same lock. Resolved as far as it exists (realpath follows every link on the way
+    and keeps the rest as written); nothing is created, so a dry run or a refusal leaves no
+    directory behind."""
     return Path(os.path.realpath(env))
