@@ -229,6 +229,15 @@ class Fleet:
             time.sleep(0.2)
         raise RuntimeError(f"sshd on {self.name(i)} did not come up (see {self.work}/hosts/{self.name(i)}/sshd.log)")
 
+    def _faultsite(self) -> Path:
+        """The fault seam, copied under the work dir: every host sees that (a checkout under /tmp is hidden
+        behind each host's own /tmp)."""
+        site = self.work / "faultsite"
+        if not site.exists():
+            shutil.copytree(Path(__file__).resolve().parents[1] / "tests" / "support" / "faultsite", site,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        return site
+
     def inventory(self, path: Path, index_url: str, knowledge: Path, kill: bool, ghost: bool = True,
                   slow: Optional[Path] = None, mixed: bool = True) -> Path:
         """INI inventory: the hosts, their per-host environment (the mixed fleet), and `ghost`.
@@ -247,7 +256,7 @@ class Fleet:
             if kill and self.name(i) == KILL_HOST:
                 # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
-                env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "faultsite")
+                env["PYTHONPATH"] = str(self._faultsite())
             line = f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'"
             if slow is not None and i == 1:
                 line += f" ansible_python_interpreter={slow}"
