@@ -1,5 +1,5 @@
 """The confirmation as a user at a terminal sees it (a real pty through util-linux `script`): the plan,
-the free space where the env goes, the question; answering "n" changes nothing."""
+the free space where the env goes, the download size, the question; answering "n" changes nothing."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ def test_the_question_shows_the_free_space_and_no_changes_nothing(
                           env=env, timeout=300)
     out = done.stdout.replace("\r", "")
     assert "Proceed? [y/N]" in out, out
-    assert "disk: " in out and " free at " in out and "counted as it goes" in out
+    assert "disk: " in out and " free at " in out
+    # the pinned wheels' size, asked of the loopback index (its PEP 503 page: the files' Content-Length)
+    assert "download: " in out and "pinned wheel(s)" in out and "on disk (estimate:" in out, out
+    assert "download: unknown" not in out
     assert "cancelled: nothing was changed" in out
     assert not target.exists()
