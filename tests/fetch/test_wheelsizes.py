@@ -66,3 +66,10 @@ def test_only_exact_pins_are_counted() -> None:
     pins, rest = split_pins(["tensorflow==2.16.1", "numpy>=1.23,<2", "x==1.*", "  y==2 "])
     assert pins == [("tensorflow", "2.16.1"), ("y", "2")]
     assert rest == ["numpy>=1.23,<2", "x==1.*"]
+
+
+def test_an_unreachable_index_leaves_everything_unknown() -> None:
+    from tests.support.httpserver import refused_port
+
+    sizes = lookup(["a==1", "b==2", "c==3"], f"http://127.0.0.1:{refused_port()}/simple", "3.11")
+    assert sizes.unknown == ["a==1", "b==2", "c==3"] and sizes.counted == []

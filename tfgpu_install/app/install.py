@@ -71,6 +71,8 @@ def install(ctx: Context, req: InstallRequest) -> Result:
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
+    if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
+        head[-1:-1] = _download(ctx, steps, done.preview)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
         out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html.parser
 import json
 import re
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -161,8 +162,12 @@ def lookup(requirements: Sequence[str], index_url: str, python: Optional[str], t
     sizes = Sizes(not_counted=list(rest))
     tags = target_tags(python)
     base = index_url.rstrip("/") + "/"
+    reachable = True  # one unreachable index is not asked again for each pin (offline: one timeout)
     for name, version in pins:
         pin = f"{name}=={version}"
+        if not reachable:
+            sizes.unknown.append(pin)
+            continue
         try:
             page = urllib.parse.urljoin(base, _normalize(name) + "/")
             body, ctype, _ = _get(page, timeout, accept=f"{JSON_TYPE}, text/html;q=0.1")
@@ -170,7 +175,11 @@ def lookup(requirements: Sequence[str], index_url: str, python: Optional[str], t
             size = chosen.size if chosen else None
             if chosen is not None and size is None and urllib.parse.urlparse(chosen.url).scheme in ("http", "https"):
                 size = _get(chosen.url, timeout, method="HEAD")[2]
-        except (OSError, ValueError):
+        except urllib.error.HTTPError:
+            size = None  # this project's page or file: the next pin may still be found
+        except OSError:
+            size, reachable = None, False
+        except ValueError:
             size = None
         if size is None:
             sizes.unknown.append(pin)
