@@ -73,3 +73,10 @@ def test_an_unreachable_index_leaves_everything_unknown() -> None:
 
     sizes = lookup(["a==1", "b==2", "c==3"], f"http://127.0.0.1:{refused_port()}/simple", "3.11")
     assert sizes.unknown == ["a==1", "b==2", "c==3"] and sizes.counted == []
+
+
+def test_without_exact_pins_nothing_is_asked_and_the_size_is_unknown() -> None:
+    with LoopbackServer() as srv:
+        sizes = lookup(["numpy<2", "tensorflow>=2.16"], srv.url("/simple"), "3.11")
+        assert srv.requests == []
+    assert sizes.line() == "download: unknown (no exact pins: uv picks the versions as it installs)"

@@ -44,6 +44,8 @@ class Sizes:
     def line(self) -> str:
         from tfgpu_install.report import human_bytes
 
+        if not self.counted and not self.unknown:
+            return "download: unknown (no exact pins: uv picks the versions as it installs)"
         if not self.counted:
             return "download: unknown (the index did not tell the pinned wheels' sizes)"
         text = (f"download: {human_bytes(self.download)} for {len(self.counted)} pinned wheel(s), "
