@@ -51,10 +51,19 @@ USAGE
 # ---- --pack DIR ------------------------------------------------------------------------------------
 pack() {
   local dir="$1" arch ver
-  [ -f "$REPO/pyproject.toml" ] || die "--pack runs from a source checkout (no pyproject.toml in $REPO)"
   mkdir -p "$dir/wheels" || die "cannot create $dir"
   arch="$(uname -m)"
-  "$PY" -m pip wheel -q --no-deps --wheel-dir "$dir/wheels" "$REPO" || die "building the tool's wheel failed"
+  if [ -f "$REPO/pyproject.toml" ]; then  # a source checkout: build the tool's wheel
+    "$PY" -m pip wheel -q --no-deps --wheel-dir "$dir/wheels" "$REPO" || die "building the tool's wheel failed"
+  elif [ "$(basename "$REPO")" = share ] && [ -f "$REPO/../__init__.py" ]; then
+    # installed from the wheel (site-packages/tfgpu_install/share/scripts/gpu-check.sh): the tool's
+    # wheel again, from the installed files its RECORD lists
+    repack "$(cd "$REPO/../.." && pwd)" "$dir/wheels" || die "repacking the installed tool into a wheel failed"
+  else
+    die "--pack needs a source checkout (pyproject.toml) or the installed package (tfgpu_install/share); $REPO is neither"
+  fi
+  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh" && cp "$HERE/gpu_check_summary.py" "$dir/" \
+    || die "copying the check's scripts into $dir failed"
   # The runtime dependencies as binary wheels for every CPython the tool supports (pure-Python wheels
   # once; pyyaml and friends per version); the target machine's Python is not known here.
   for ver in 3.9 3.10 3.11 3.12 3.13 3.14; do
@@ -67,7 +76,6 @@ pack() {
   # what only older Pythons need (pyproject: tomli for Python < 3.11).
   "$PY" -m pip download -q --only-binary=:all: --dest "$dir/wheels" --python-version 3.9 "tomli>=1.1" \
     || die "downloading tomli failed"
-  cp "$0" "$dir/gpu-check.sh" && chmod +x "$dir/gpu-check.sh" && cp "$HERE/gpu_check_summary.py" "$dir/"
   echo "$arch" > "$dir/ARCH"
   local bytes
   bytes=$(du -sb "$dir" | cut -f1)
@@ -75,6 +83,43 @@ pack() {
     die "the pack is $bytes bytes, over the 64 MiB limit"
   fi
   echo "packed $(ls "$dir/wheels" | wc -l) wheels, $bytes bytes, into $dir (run: $dir/gpu-check.sh --offline $dir)"
+}
+
+repack() {  # repack SITE_PACKAGES DEST: tfgpu_install-*.whl from the installed files (RECORD), hashes anew
+  "$PY" - "$1" "$2" <<'PYEOF'
+import base64, csv, hashlib, io, pathlib, sys, zipfile
+site, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+infos = sorted(site.glob("tfgpu_install-*.dist-info"))
+if len(infos) != 1:
+    sys.exit(f"expected one tfgpu_install-*.dist-info in {site}, found {len(infos)}")
+info = infos[0]
+tags = [line.split(":", 1)[1].strip() for line in (info / "WHEEL").read_text().splitlines() if line.startswith("Tag:")]
+if not tags:
+    sys.exit(f"{info}/WHEEL names no tag")
+installer_only = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}  # pip wrote these at install time
+out = dest / f"{info.name[:-len('.dist-info')]}-{'.'.join(sorted(set(tags)))}.whl"
+record = []
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for row in csv.reader((info / "RECORD").read_text().splitlines()):
+        rel = row[0] if row else ""
+        parts = rel.split("/")
+        if (not rel or rel.startswith("/") or ".." in parts or "__pycache__" in parts or rel.endswith(".pyc")
+                or (parts[0] == info.name and parts[-1] in installer_only)):
+            continue  # scripts in bin/ (regenerated from entry_points.txt), bytecode, the installer's own
+        path = site / rel
+        data = path.read_bytes()
+        zi = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+        zi.external_attr = (0o100000 | (path.stat().st_mode & 0o777)) << 16
+        zi.compress_type = zipfile.ZIP_DEFLATED
+        z.writestr(zi, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append([rel, f"sha256={digest}", str(len(data))])
+    record.append([f"{info.name}/RECORD", "", ""])
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(record)
+    z.writestr(f"{info.name}/RECORD", buf.getvalue())
+print(out)
+PYEOF
 }
 
 # ---- --offline DIR ---------------------------------------------------------------------------------

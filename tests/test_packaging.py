@@ -144,3 +144,40 @@ def test_the_galaxy_tarball_is_built_from_the_same_source(tmp_path: Path) -> Non
             data = tar.extractfile(members[rel])
             assert data is not None and data.read() == (COLLECTION / rel).read_bytes()
     assert "MANIFEST.json" in members
+
+
+def test_the_pack_builder_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """`gpu-check.sh --pack` from site-packages (no checkout): it finds the tool's files in the
+    installed package and repacks them into the tool's wheel; offline (PIP_NO_INDEX) the dependency
+    download then stops it with exit 2, after the parts that locate files were done."""
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    py = env / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", str(wheel)], check=True, capture_output=True)
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    script = site / "tfgpu_install" / "share" / "scripts" / "gpu-check.sh"
+    pack = tmp_path / "pack"
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHON": sys.executable,
+             "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(["bash", str(script), "--pack", str(pack)], capture_output=True, text=True, env=clean,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 2 and "downloading the dependencies" in done.stderr, done.stdout + done.stderr
+    assert "source checkout" not in done.stderr
+    (repacked,) = (pack / "wheels").glob("tfgpu_install-*.whl")
+    assert repacked.name == wheel.name
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(repacked) as b:
+        assert set(a.namelist()) == set(b.namelist())
+        assert b.testzip() is None
+        assert b.getinfo("tfgpu_install/share/scripts/gpu-check.sh").external_attr >> 16 & 0o111
+    assert (pack / "gpu-check.sh").stat().st_mode & 0o111 and (pack / "gpu_check_summary.py").is_file()
+    # the repacked wheel is a wheel pip installs (RECORD hashes checked), and the tool in it runs
+    again = tmp_path / "again"
+    venv.create(again, with_pip=False)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(again / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", "--disable-pip-version-check", str(repacked)],
+                   check=True, capture_output=True)
+    ran = subprocess.run([str(again / "bin" / "tfgpu-install"), "--version"], capture_output=True, text=True,
+                         env={"PATH": clean["PATH"], "HOME": str(tmp_path)}, cwd=tmp_path)
+    assert ran.stdout.strip() == f"tfgpu-install {tfgpu_install.__version__}", ran.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO
 
 from tfgpu_install.errors import TfgpuError
 from tfgpu_install.guard.names import printable
@@ -99,12 +99,24 @@ def render(result: Result, as_json: bool, stream: Optional[TextIO] = None) -> No
                 line = f"  - {escape(item)}"
                 con.print(f"[{style}]{line}[/{style}]" if style else line)
         elif isinstance(block, Table):
-            t = RichTable(title=escape(block.title) or None, title_justify="left", show_lines=False)
-            for col in block.columns:
-                t.add_column(col, overflow="fold")
-            for row in block.rows:
-                t.add_row(*(escape(c) for c in row))
-            con.print(t)
+            con.print(_rich_table(RichTable, block, con.width, escape))
+
+
+def _rich_table(rich_table: Any, block: Table, width: int, escape: Callable[[str], str]) -> Any:
+    """A table within the terminal's width: the cells are wrapped here (report.fit_widths/wrap_cell),
+    so a path breaks only after a `/` and the path column gets the room before the others (rich's
+    own folding would cut `/home/some|one` anywhere)."""
+    from tfgpu_install.report import fit_widths, wrap_cell
+
+    rows = [[printable(" ".join(str(c).split())) for c in row] for row in block.rows]
+    room = width - (3 * len(block.columns) + 1)  # the box's borders and one space of padding each side
+    widths = fit_widths(block.columns, rows, room)
+    t = rich_table(title=escape(block.title) or None, title_justify="left", show_lines=False)
+    for col, w in zip(block.columns, widths):
+        t.add_column(escape(col), width=w, no_wrap=True, overflow="fold")
+    for row in rows:
+        t.add_row(*("\n".join(escape(line) for line in wrap_cell(c, w)) for c, w in zip(row, widths)))
+    return t
 
 
 def render_error(err: TfgpuError, as_json: bool, stream: Optional[TextIO] = None) -> None:

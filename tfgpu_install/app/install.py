@@ -66,10 +66,13 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=plan_to_json(resolution, options),
-        head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env),
+        head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env)
+        + _download(ctx, steps, preview),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
+    if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
+        head[-1:-1] = _download(ctx, steps, done.preview)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
         out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
@@ -271,8 +274,7 @@ def _result(
 
 
 def _space(env: Path) -> list[Block]:
-    """For the confirmation: the free space where the env goes (measured now). The download's size
-    is not known before uv resolves: the progress counts it as it goes."""
+    """For the confirmation: the free space where the env goes (measured now)."""
     import shutil
 
     probe = Path(os.path.abspath(str(env)))
@@ -284,8 +286,37 @@ def _space(env: Path) -> list[Block]:
         return []
     from tfgpu_install.report import human_bytes
 
-    return [Text(f"disk: {human_bytes(free)} free at {probe}; the download's size is counted as it goes "
-                 "(uv tells it only once it resolves)", "dim")]
+    return [Text(f"disk: {human_bytes(free)} free at {probe}", "dim")]
+
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block]:
+    """For the confirmation only (never the no-op path or --json): the pinned wheels' download
+    size as the index states it, and an estimate of their size on disk (fetch/wheelsizes.py)."""
+    from tfgpu_install.fetch.wheelsizes import lookup
+    from tfgpu_install.steps.packages import InstallPackages, index_flags
+
+    pending = {s.id for s in preview.steps if s.status == "pending"}
+    step = next((s for s in steps if isinstance(s, InstallPackages)), None)
+    if step is None or step.id not in pending:
+        return []
+    flags = index_flags(ctx, "uv", step.index_url, step.extra_index_urls, no_index=step.no_index)
+    if "--no-index" in flags:
+        return [Text("download: none from an index (--no-index); size on disk unknown", "dim")]
+    index = flags[flags.index("--index-url") + 1] if "--index-url" in flags else PYPI_SIMPLE
+    return [Text(lookup(step.requirements, index, _target_python(steps)).line(), "dim")]
+
+
+def _target_python(steps: list[Any]) -> Optional[str]:
+    """The env's Python X.Y (its wheels' tags), from the env.create step; None: the tool's own."""
+    from tfgpu_install.steps.env import CreateEnv
+
+    for s in steps:
+        if isinstance(s, CreateEnv) and isinstance(s.python_version, str):
+            return s.python_version
+    return None
 
 
 def installed_tensorflow(env: Path) -> Optional[str]:
