@@ -208,8 +208,8 @@ class Fleet:
             # Its own root filesystem: the debootstrapped tree under a per-host overlay (its own /usr, Python,
             # glibc, /root, /etc/machine-id); the demo's work dir (keys, knowledge) is bound in at the same path.
             root, upper = d / "root", d / "upper"
-            for sub in (root, upper / "etc", upper / "run" / "sshd", d / "ovwork"):
-                sub.mkdir(parents=True, exist_ok=True)
+            for made in (root, upper / "etc", upper / "run" / "sshd", d / "ovwork"):
+                made.mkdir(parents=True, exist_ok=True)
             shutil.copy(d / "machine-id", upper / "etc" / "machine-id")
             script = (f"mount -t overlay overlay -o lowerdir={self.rootfs},upperdir={upper},workdir={d / 'ovwork'} "
                       f"{root} && mount -t proc proc {root}/proc && mount --bind /dev {root}/dev && "
@@ -332,6 +332,27 @@ def timed_fleet(args: list[str], env: dict[str, str]) -> tuple[float, dict[str, 
     return round(time.monotonic() - start, 1), doc
 
 
+def cpu_busy_s() -> Optional[float]:
+    """Seconds of CPU this whole machine spent busy so far (/proc/stat: all but idle and iowait): the
+    hosts' work runs in namespaces under sshd, not as our children, so only the machine-wide count sees it."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        ticks = [int(x) for x in fields]
+        return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_of(before: Optional[float], after: Optional[float], wall: float) -> dict[str, Any]:
+    """The CPU the run kept busy, and the least wall time that much work takes on this machine's cores
+    (other load on the machine counts too: run the bench on a quiet machine)."""
+    cores = os.cpu_count() or 1
+    busy = None if before is None or after is None else round(after - before, 1)
+    return {"cpu_cores": cores, "cpu_busy_s": busy,
+            "cpu_floor_s": None if busy is None else round(busy / cores, 1),
+            "cpu_utilisation": None if busy is None or wall <= 0 else round(busy / (cores * wall), 2)}
+
+
 def host_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": h["name"], "state": h.get("state"), "seconds": h.get("seconds"),
              "tensorflow": h.get("tensorflow"), "error": h.get("error"), "message": h.get("message")}
@@ -409,9 +430,11 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
         if bench:
             inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False, ghost=False, mixed=False)
             log(f"fleet install on {n} host(s), one fresh controller cache")
+            busy_before = cpu_busy_s()
             wall, doc = timed_fleet(["install", "-i", str(inv), *common], env)
             return {"engine": doc["engine"], "mode": "bench", "root_filesystems": rootfs_note, "n": n,
-                    "wall_s": wall, **bytes_of(doc), "mirror": doc.get("mirror"), "hosts": host_rows(doc)}
+                    "wall_s": wall, **cpu_of(busy_before, cpu_busy_s(), wall), **bytes_of(doc),
+                    "mirror": doc.get("mirror"), "hosts": host_rows(doc)}
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
         inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False)
 

@@ -94,6 +94,27 @@ def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> Non
     assert (status["tensorflow"]["tensorflow"], status["tensorflow"]["cuda"]) == ("2.99.0", "12.3")
 
 
+def test_a_change_whose_result_was_lost_is_reported_by_the_next_run(site: dict[str, Any]) -> None:
+    """A partition: run A changed the env but its result never reached the controller (which still
+    passes no reported run). Run B changes nothing itself and still says changed, naming A's steps; once
+    the controller passes B back, a run is unchanged."""
+    run_a, run_b, run_c = "a" * 32, "b" * 32, "c" * 32
+    done, first = play(site, tfgpu_run_id=run_a)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert first["changed"] is True and first["ledger_run"] == run_a and "unreported" not in first
+
+    done, second = play(site, tfgpu_run_id=run_b)  # the controller never got run A's row
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (second["changed"], second["applied"], second["ledger_run"]) == (True, [], run_b)
+    assert second["unreported"]["runs"] == [run_a]
+    assert {"env.create", "packages.install", "verify.run"} <= set(second["unreported"]["applied"])
+
+    done, third = play(site, tfgpu_run_id=run_c, tfgpu_reported_runs={"localhost": run_b})
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (third["changed"], third["applied"], third.get("unreported")) == (False, [], None)
+    assert "changed=0" in done.stdout.split("PLAY RECAP")[1]
+
+
 def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) -> None:
     done, failed = play(site, tfgpu_profile="no-such-profile")
     assert done.returncode == 2  # ansible-playbook: a host failed

@@ -163,6 +163,12 @@ def _result(report: "FleetReport") -> Result:
                 + ("".join(f"\n      - {r}" for r in h.reasons)) for h in report.hosts if not h.ok]
     if problems:
         blocks.append(Bullets("hosts not ok", tuple(problems), "error"))
+    late = [f"{h.name}: run(s) {', '.join(r[:8] for r in h.unreported['runs'])} changed it"
+            + (f" ({', '.join(h.unreported['applied'])})" if h.unreported["applied"] is not None
+               else " (what exactly is unknown: the run was cut off)")
+            for h in report.hosts if h.unreported]
+    if late:
+        blocks.append(Bullets("changed by an earlier run whose result never reached this controller", tuple(late)))
     ok = all(h.ok for h in report.hosts)
     blocks.append(Text(summary_line(report.hosts) + f"; ansible log: {report.log}", "ok" if ok else "error"))
     return Result(data, blocks, exit_code=int(ExitCode.OK if ok else ExitCode.STEP_FAILED))

@@ -54,6 +54,10 @@ class HostResult:
     applied: tuple[str, ...] = ()
     snapshot: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The run id the node's ledger holds after this run (acknowledged on the controller), and what earlier
+    # runs changed whose result never reached the controller (reported now; applied None: unknown).
+    ledger_run: Optional[str] = None
+    unreported: Optional[dict[str, Any]] = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -172,7 +176,18 @@ def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
         reasons=tuple(str(r) for r in result.get("reasons") or ()),
         applied=tuple(str(a) for a in result.get("applied") or ()),
         snapshot=result.get("snapshot") or result.get("id"),
+        ledger_run=result.get("ledger_run") if isinstance(result.get("ledger_run"), str) else None,
+        unreported=_unreported(result.get("unreported")),
     )
+
+
+def _unreported(value: Any) -> Optional[dict[str, Any]]:
+    """The node's `unreported` ({runs, applied}) as plain strings, or None."""
+    if not isinstance(value, dict):
+        return None
+    applied = value.get("applied")
+    return {"runs": [str(r) for r in value.get("runs") or [] if isinstance(r, str)],
+            "applied": [str(a) for a in applied] if isinstance(applied, list) else None}
 
 
 def unreached(name: str, recap: Mapping[str, int], stopped: Optional[str] = None) -> HostResult:

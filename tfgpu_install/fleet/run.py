@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem, UnsatisfiableError
 from tfgpu_install.files import atomic_write
+from tfgpu_install.fleet import reported
 from tfgpu_install.fleet.inventory import list_hosts
 from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror
 from tfgpu_install.fleet.playbook import (
@@ -149,6 +150,11 @@ class _Fleet:
 
     def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
         results_dir = self.work / "results" / tag
+        acknowledges = mode in ("install", "restore") and not check
+        if acknowledges:
+            seen = reported.load(self.ctx.state_dir)
+            extra = {**extra, "tfgpu_run_id": reported.new_run_id(),
+                     "tfgpu_reported_runs": {h: seen[h] for h in self.hosts if h in seen}}
         run = PlaybookRun(self.req.inventory, mode, results_dir, extra, self.req.limit, self.forks,
                           self.req.serial, check, self.timeout_s, self.req.max_fail_percentage)
         done = run_playbook(self.ctx.runner, self.playbook_tool, site_playbook(self.root), run, self.env,
@@ -160,6 +166,8 @@ class _Fleet:
         if done.returncode == INTERRUPTED:
             stopped = "the run was interrupted (Ctrl-C) before this host finished"
         rows = collect(results_dir, self.hosts, parse_recap(done.stdout), stopped)
+        if acknowledges:
+            reported.record(self.ctx.state_dir, ((r.name, r.ledger_run) for r in rows))
         if done.returncode == INTERRUPTED:
             raise FleetInterrupted(self.report(mode, rows, tag))
         return rows

@@ -55,4 +55,16 @@ options:
     elements: str
     default: []
     description: More tfgpu-install flags (e.g. C(--assume-driver)).
+  run_id:
+    type: str
+    description:
+      - This run's id (C(tfgpu-install fleet) passes one). With it, the node keeps a ledger of what each run
+        changed (C(.tfgpu-fleet-ledger.json) in O(tool_venv)), so a change whose result never reached the
+        controller (a network partition, a killed controller) is reported by the next run (RV(unreported)).
+  reported_run:
+    type: str
+    default: ""
+    description:
+      - The id of the last run whose result the controller received from this host (its RV(ledger_run)).
+        A later change on the ledger is reported as RV(unreported) and C(changed).
 """

@@ -40,6 +40,10 @@ COMMON_ARGS = dict(
 PROVISION_ARGS = dict(
     allow_cpu=dict(type="bool", default=False),
     extra_args=dict(type="list", elements="str", default=[]),
+    # What `tfgpu-install fleet` passes so a change is reported even when its result was lost on the way
+    # (a network partition): this run's id, and the id of the last run whose result the controller got.
+    run_id=dict(type="str", required=False),
+    reported_run=dict(type="str", required=False, default=""),
 )
 
 # Words in an error that name its real cause (checked before the generic hints).
@@ -202,6 +206,11 @@ def steps_applied(doc):
     return [s.get("id") for s in steps or [] if isinstance(s, dict) and s.get("status") in ("applied", "undone")]
 
 
+def applied_or_unknown(doc):
+    """A failed run's applied steps when its JSON lists its steps, else None (unknown)."""
+    return steps_applied(doc) if isinstance(doc, dict) and isinstance(doc.get("steps"), list) else None
+
+
 def exit_without_tool(module, host, **extra):
     """Check mode on a node without the tool: nothing to plan with, and a real run would bootstrap it."""
     module.exit_json(changed=True, planned=False, bootstrapped=False, would_bootstrap=True, host=host,
@@ -216,3 +225,84 @@ def stack_diff(before, after):
         return "".join("%s: %s\n" % (k, stack.get(k) or "-") for k in ("tensorflow", "cuda", "cudnn"))
     return {"before": text(before or {}), "after": text(after or {}),
             "before_header": "last verified", "after_header": "chosen"}
+
+
+# The node's record of the fleet runs that changed an env, per env: what a run applied stays "unreported"
+# until the controller passes that run's id back as reported_run (it got the row).
+_LEDGER = ".tfgpu-fleet-ledger.json"
+_LEDGER_RUNS = 20  # the run ids one carried change keeps (the oldest go first)
+
+
+def _ledger_path(module):
+    return os.path.join(os.path.expanduser(module.params["tool_venv"]), _LEDGER)
+
+
+def _read_ledger(path):
+    try:
+        with open(path) as f:
+            doc = json.loads(f.read(1 << 20))
+    except (IOError, OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _write_ledger(path, ledger):
+    """Best effort: a node that cannot keep it (read-only tool venv) only loses this late report."""
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(ledger, f)
+        os.replace(path + ".tmp", path)
+    except (IOError, OSError):
+        pass
+
+
+def _unreported(entry):
+    """What an earlier run (and the runs it carried) changed that the controller never heard of:
+    {"runs": [...], "applied": [...] or None when a run was cut off before it could say}; None if nothing."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
+        return None
+    carried = entry.get("carried") if isinstance(entry.get("carried"), dict) else {}
+    runs = [r for r in carried.get("runs") or [] if isinstance(r, str)] + [entry["run_id"]]
+    applied = entry.get("applied")
+    earlier = carried.get("applied") if carried else []
+    if applied is None or earlier is None or not isinstance(applied, list) or not isinstance(earlier, list):
+        merged = None
+    else:
+        merged = [str(a) for a in earlier] + [str(a) for a in applied if str(a) not in earlier]
+        if not merged:
+            return None
+    return {"runs": runs[-_LEDGER_RUNS:], "applied": merged}
+
+
+def ledger_start(module, key):
+    """Before a real provisioning run: record it as started (applied unknown until it ends) and return
+    the change an earlier run made that the controller did not get (None: nothing unreported). A no-op
+    outside `fleet` (no run_id) and in check mode."""
+    p = module.params
+    if not p.get("run_id") or module.check_mode:
+        return None
+    path = _ledger_path(module)
+    ledger = _read_ledger(path)
+    prev = ledger.get(key)
+    unreported = None
+    if isinstance(prev, dict) and prev.get("run_id") != (p.get("reported_run") or ""):
+        unreported = _unreported(prev)
+    ledger[key] = {"run_id": p["run_id"], "applied": None, "at": time.time(), "carried": unreported}
+    _write_ledger(path, ledger)
+    return unreported
+
+
+def ledger_finish(module, key, applied, unreported):
+    """After the run: what it applied (None: unknown, e.g. the tool failed without saying)."""
+    p = module.params
+    if not p.get("run_id") or module.check_mode:
+        return {}
+    path = _ledger_path(module)
+    ledger = _read_ledger(path)
+    ledger[key] = {"run_id": p["run_id"], "applied": None if applied is None else list(applied),
+                   "at": time.time(), "carried": unreported}
+    _write_ledger(path, ledger)
+    out = {"ledger_run": p["run_id"]}
+    if unreported is not None:
+        out["unreported"] = unreported
+    return out

@@ -106,6 +106,17 @@ dry_run:
   description: The run was a plan (check mode or V(plan)).
   returned: mode is install or plan
   type: bool
+ledger_run:
+  description: With O(run_id), the run id the node's ledger now holds (the controller passes it back as
+    O(reported_run)).
+  returned: a real run with O(run_id)
+  type: str
+unreported:
+  description: What earlier runs changed whose result never reached the controller (a partition, a
+    killed controller); C(applied) is null when such a run was cut off before it could say.
+  returned: when there is such a change
+  type: dict
+  sample: {runs: ["3f2a9c"], applied: [env.create, packages.install, verify.run]}
 planned:
   description: False when check mode had no tool on the node to plan with.
   returned: always
@@ -160,11 +171,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
     COMMON_ARGS,
     PROVISION_ARGS,
+    applied_or_unknown,
     bootstrap,
     elapsed,
     exit_without_tool,
     fail,
     host_facts,
+    ledger_finish,
+    ledger_start,
     run_tool,
     stack_diff,
     steps_applied,
@@ -254,18 +268,24 @@ def main():
         _exit_status(module, tool, host, bootstrapped, would)
     before = _last_verified(_status(module, tool)[1]) if module._diff else {}
     dry_run = module.check_mode or p["mode"] == "plan"
+    ledger_key = p.get("env") or ""
+    unreported = None if dry_run else ledger_start(module, ledger_key)
     rc, doc, out, err = run_tool(module, tool, _install_args(module, dry_run))
     if rc != 0:
-        fail(module, rc, doc, out, err, host=host, bootstrapped=bootstrapped)
+        told = {} if dry_run else ledger_finish(module, ledger_key, applied_or_unknown(doc), unreported)
+        fail(module, rc, doc, out, err, host=host, bootstrapped=bootstrapped, **told)
     doc = doc or {}
     applied = steps_applied(doc)
+    told = {} if dry_run else ledger_finish(module, ledger_key, applied, unreported)
     # Check mode reports what a real run would do: changed when a step is pending (or the tool is stale).
     pending = _steps_with(doc, "id", lambda s: s.get("status") == "pending")
     choice = (doc.get("resolution") or {}).get("choice") or {}
     after = {k: choice.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")}
     result = dict(
         seconds=elapsed(),
-        changed=_changed(p["mode"], module.check_mode, pending, applied, bootstrapped, would),
+        # An earlier run's change whose result never reached the controller is this run's to report.
+        changed=_changed(p["mode"], module.check_mode, pending, applied, bootstrapped, would) or bool(told.get(
+            "unreported")),
         applied=applied,
         pending=pending,
         env=doc.get("env"),
@@ -279,6 +299,7 @@ def main():
         host=host,
         bootstrapped=bootstrapped,
         would_bootstrap=would,
+        **told
     )
     if module._diff:
         result["diff"] = stack_diff(before, after if (pending or applied) else before)

@@ -91,6 +91,17 @@ dry_run:
   description: The run was a plan (check mode).
   returned: success
   type: bool
+ledger_run:
+  description: With O(run_id), the run id the node's ledger now holds (the controller passes it back as
+    O(reported_run)).
+  returned: a real run with O(run_id)
+  type: str
+unreported:
+  description: What earlier runs changed whose result never reached the controller (a partition, a
+    killed controller); C(applied) is null when such a run was cut off before it could say.
+  returned: when there is such a change
+  type: dict
+  sample: {runs: ["3f2a9c"], applied: [env.create, packages.install, verify.run]}
 planned:
   description: False when check mode had no tool on the node to plan with.
   returned: always
@@ -136,11 +147,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.tfgpu.install.plugins.module_utils.tfgpu import (
     COMMON_ARGS,
     PROVISION_ARGS,
+    applied_or_unknown,
     bootstrap,
     elapsed,
     exit_without_tool,
     fail,
     host_facts,
+    ledger_finish,
+    ledger_start,
     run_tool,
     steps_applied,
     write_temp,
@@ -186,20 +200,26 @@ def main():
         args += ["--index-url", p["index_url"]]
     if p["allow_cpu"]:
         args.append("--allow-cpu")
+    ledger_key = p.get("env") or ""
+    unreported = ledger_start(module, ledger_key)
     rc, doc, out, err = run_tool(module, tool, args + list(p["extra_args"]))
     if rc != 0:
         refused = rc == INCOMPATIBLE_HOST
         reasons = _reasons((doc or {}).get("message")) if refused else []
-        fail(module, rc, doc, out, err, host=host, refused=refused, reasons=reasons, restored=False)
+        told = ledger_finish(module, ledger_key, applied_or_unknown(doc), unreported)
+        fail(module, rc, doc, out, err, host=host, refused=refused, reasons=reasons, restored=False, **told)
     doc = doc or {}
     applied = steps_applied(doc)
+    told = ledger_finish(module, ledger_key, applied, unreported)
     pending = [s.get("id") for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("status") == "pending"]
-    changed = (bool(pending) or would) if module.check_mode else (bool(applied) or bootstrapped)
+    # An earlier run's change whose result never reached the controller is this run's to report.
+    changed = (bool(pending) or would) if module.check_mode else (
+        bool(applied) or bootstrapped or bool(told.get("unreported")))
     module.exit_json(seconds=elapsed(), changed=changed, applied=applied, pending=pending,
                      snapshot=doc.get("snapshot"), env=doc.get("env"), identical=doc.get("identical"),
                      dry_run=bool(doc.get("dry_run")), steps=doc.get("steps"), warnings=doc.get("warnings") or [],
                      restored=not module.check_mode, host=host, bootstrapped=bootstrapped, would_bootstrap=would,
-                     planned=True)
+                     planned=True, **told)
 
 
 if __name__ == "__main__":
