@@ -316,6 +316,57 @@ def fleet(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     return done.returncode, doc
 
 
+def wait_for(what: str, ready: Any, limit_s: float = 300) -> None:
+    end = time.monotonic() + limit_s
+    while not ready():
+        if time.monotonic() > end:
+            raise RuntimeError(f"{what}: not within {limit_s:.0f} s")
+        time.sleep(0.5)
+
+
+PARTITION_HOST, LATE_ENV = "node1", "/root/late-env"
+
+
+def partition(f: "Fleet", inv: Path, common: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """A network partition between the controller and a host in the middle of its install: ssh to node1
+    is dropped (iptables in its namespace; the fleet's index stays reachable) once its new env exists.
+    The controller reads it unreachable; node1 finishes anyway; the next run must still say it changed."""
+    if shutil.which("iptables") is None:
+        return {"skipped": "no iptables on this machine (apt-get install iptables)"}
+    ns = f"{f.tag}n1"
+    rules = [["INPUT", "-p", "tcp", "--dport", "22"], ["OUTPUT", "-p", "tcp", "--sport", "22"]]
+    home = f.work / "hosts" / PARTITION_HOST / "home"
+    ledger = home / ".local" / "share" / "tfgpu-install" / "tool" / ".tfgpu-fleet-ledger.json"
+
+    def finished_on_node() -> bool:
+        try:
+            entry = json.loads(ledger.read_text()).get(LATE_ENV) or {}
+        except (OSError, ValueError):
+            return False
+        return entry.get("applied") is not None
+
+    args = ["install", "-i", str(inv), "--limit", PARTITION_HOST, "--env", LATE_ENV, *common]
+    proc = subprocess.Popen([sys.executable, "-m", "tfgpu_install", "fleet", *args, "--json"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        wait_for("node1's new env", lambda: (home / "late-env").exists() or proc.poll() is not None)
+        for rule in rules:
+            sh("ip", "netns", "exec", ns, "iptables", "-A", *rule, "-j", "DROP")
+        out, err = proc.communicate(timeout=STEP_TIMEOUT_S)
+        during = by_name(json.loads(out))[PARTITION_HOST]
+        wait_for("node1 finishing its install unseen", finished_on_node)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for rule in rules:
+            sh("ip", "netns", "exec", ns, "iptables", "-D", *rule, "-j", "DROP", check=False)
+    _, after = fleet(args, env)
+    _, then = fleet(args, env)
+    a, t = by_name(after)[PARTITION_HOST], by_name(then)[PARTITION_HOST]
+    return {"during": during.get("state"), "after": a.get("state"), "unreported": a.get("unreported"),
+            "then": t.get("state")}
+
+
 def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["name"]: h for h in doc["hosts"]}
 
@@ -468,6 +519,8 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
         log(f"fleet status with node1 stuck, stopped by --timeout {KILLED_RUN_TIMEOUT_S}")
         _, killed = fleet(["status", "-i", str(slow_inv), "--wheel", str(wheel), "--index-url", upstream_url,
                            "--serve-index", f"{BRIDGE_IP}:{mirror_port}", "--timeout", str(KILLED_RUN_TIMEOUT_S)], env)
+        log(f"fleet install of a new env on {PARTITION_HOST}, its ssh partitioned off mid-run")
+        partitioned = partition(f, inv, common, env)
         first_h, resume_h, second_h, restore_h = (by_name(d) for d in (first, resume, second, restored))
         hosts = []
         for name in [f.name(i) for i in range(1, n + 1)] + ["ghost"]:
@@ -490,6 +543,7 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
             "hosts": hosts,
             "killed_run": {h["name"]: h.get("state") for h in killed["hosts"]},
             "killed_run_summary": killed.get("summary"),
+            "partition": partitioned,
             "second_run_changed": sum(1 for h in second["hosts"] if h.get("changed")),
             "snapshot": snap_file,
             "offline_bundle": restored.get("offline"),

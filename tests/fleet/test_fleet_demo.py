@@ -105,3 +105,13 @@ def test_a_run_stopped_halfway_keeps_every_finished_hosts_row(demo: dict) -> Non
     assert states["node1"] == "not finished"
     assert states["node2"] == states["node3"] == "ok"
     assert demo["killed_run_summary"]["not_finished"] == 1
+
+
+def test_a_host_that_finished_behind_a_partition_is_reported_changed_next_time(demo: dict) -> None:
+    part = demo["partition"]
+    if "skipped" in part:
+        pytest.skip(part["skipped"])
+    assert part["during"] == "unreachable"  # the controller lost node1's ssh mid-install
+    assert part["after"] == "changed"  # nothing left to apply, yet the env did change: it says so
+    assert len(part["unreported"]["runs"]) == 1 and "env.create" in part["unreported"]["applied"]
+    assert part["then"] == "ok"
