@@ -1,15 +1,16 @@
 """The check against NVIDIA's real CUDA 13 runtime and cuDNN 9 libraries from PyPI (no GPU needed for
 the calls used here), and the stubs held to the same behaviour.
 
-The wheels are large (nvidia-cudnn-cu13 ~500 MB): they are not downloaded by the tests. Put them in
-the cache dir once (`pip download --no-deps nvidia-cuda-runtime==13.* nvidia-cudnn-cu13 -d DIR`,
-DIR = $TFGPU_WHEELS_CACHE or /work/wt/wheels-cache); without them these tests skip.
+The wheels are large (nvidia-cudnn-cu13 ~500 MB): scripts/test fetches them, pinned and hashed
+(tests/support/real-wheels.txt), into $TFGPU_WHEELS_CACHE (default .cache/test-wheels). Without them
+these tests skip, except under CI (which promises the registry): there they fail.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -18,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import skip_or_fail
 from tests.support.stublibs import CUDNN9_SUBLIBS, StubLibs, layer, run_check
 
-CACHE = Path(os.environ.get("TFGPU_WHEELS_CACHE", "/work/wt/wheels-cache"))
+CACHE = Path(os.environ.get("TFGPU_WHEELS_CACHE", Path(__file__).resolve().parents[2] / ".cache/test-wheels"))
 WANTED = {"nvidia_cudnn_cu13-": ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so.9"),
           "nvidia_cuda_runtime-13": ("nvidia/cu13/lib/libcudart.so.13",)}
 
@@ -28,11 +30,13 @@ WANTED = {"nvidia_cudnn_cu13-": ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """libcudnn.so.9 + libcudnn_graph.so.9 and libcudart.so.13, unpacked from the cached wheels."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the pinned wheels (tests/support/real-wheels.txt) are x86_64 ones")
     out = CACHE / "unpacked"
     for prefix, members in WANTED.items():
         wheels = sorted(CACHE.glob(prefix + "*.whl"))
         if not wheels:
-            pytest.skip(f"no {prefix}*.whl in {CACHE} (see this module's docstring)")
+            skip_or_fail(f"no {prefix}*.whl in {CACHE} (scripts/test fetches tests/support/real-wheels.txt)")
         if all((out / m).is_file() for m in members):
             continue
         with zipfile.ZipFile(wheels[-1]) as zf:
