@@ -105,8 +105,31 @@ def test_bundle_needs_hashes_and_a_new_directory(
 
 
 def test_platform_tags_follow_the_snapshot_host() -> None:
-    assert platform_tags(make()) == ["manylinux_2_35_x86_64", "manylinux2014_x86_64"]
-    assert platform_tags(make(host=S.HostContract())) == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    tags = platform_tags(make())
+    assert tags[:2] == ["manylinux_2_35_x86_64", "manylinux_2_34_x86_64"]
+    assert {"manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"} <= set(tags)
+    assert "manylinux_2_36_x86_64" not in tags
+    assert platform_tags(make(host=S.HostContract()))[:2] == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+
+
+def test_pip_takes_a_wheel_for_an_older_glibc_with_these_tags(tmp_path: Path) -> None:
+    """The real pip, offline: a manylinux_2_28 wheel for a glibc 2.36 host (pip alone would not match it
+    from `--platform manylinux_2_36_x86_64`), and not a manylinux_2_38 one."""
+    import subprocess
+    import sys
+
+    from tests.support.wheelhouse import WheelSpec, build_wheel
+
+    found = tmp_path / "links"
+    for name, platform in (("older", "manylinux_2_28_x86_64"), ("newer", "manylinux_2_38_x86_64")):
+        build_wheel(WheelSpec(name, "1.0", {f"{name}/__init__.py": b""}, platform=platform), found)
+    tags = platform_tags(make(host=S.HostContract(glibc="2.36", arch="x86_64")))
+    for name, ok in (("older", True), ("newer", False)):
+        argv = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-index",
+                "--find-links", str(found), "--only-binary=:all:", "--python-version", "3.11", "--no-deps",
+                "-d", str(tmp_path / "out"), name]
+        done = subprocess.run(argv + [x for t in tags for x in ("--platform", t)], capture_output=True, text=True)
+        assert (done.returncode == 0) is ok, done.stderr
 
 
 def test_an_extra_wheel_the_manifest_does_not_list_is_refused(

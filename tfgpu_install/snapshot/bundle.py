@@ -36,15 +36,22 @@ WHEELS = "wheels"
 FORMAT = 1
 
 
+# The legacy manylinux names and the glibc each stands for (PEP 600).
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
 def platform_tags(snap: Snapshot) -> list[str]:
-    """pip --platform values: manylinux for the snapshot host's glibc (pip accepts every older
-    manylinux_2_N under it) and the legacy manylinux2014 alias."""
+    """pip --platform values: every manylinux_2_N the snapshot host's glibc runs, newest first, and the
+    legacy aliases. pip does not expand `manylinux_2_36` to the older ones itself: given only that, a
+    manylinux_2_28 wheel (numpy 2, many others) is "not found"."""
     arch = snap.host.arch or "x86_64"
-    m = re.match(r"(\d+)\.(\d+)", snap.host.glibc or "")
-    major, minor = (int(m.group(1)), int(m.group(2))) if m else (2, 17)
-    tags = [f"manylinux_{major}_{minor}_{arch}"]
-    if (major, minor) >= (2, 17):
-        tags.append(f"manylinux2014_{arch}")
+    m = re.match(r"2\.(\d+)", snap.host.glibc or "")
+    minor = max(int(m.group(1)), 5) if m else 17
+    tags = []
+    for n in range(minor, 4, -1):
+        tags.append(f"manylinux_2_{n}_{arch}")
+        if n in _LEGACY:
+            tags.append(f"{_LEGACY[n]}_{arch}")
     return tags
 
 
