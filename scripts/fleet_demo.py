@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import socket
@@ -60,8 +62,8 @@ releases:
     cudnn: "9.1"
     sass: ["6.0", "7.0", "8.0", "8.6", "8.9"]
     ptx: ["9.0"]
-    manylinux: manylinux_2_28_x86_64
-    min_glibc: "2.28"
+    manylinux: manylinux_2_34_x86_64
+    min_glibc: "2.34"
     cuda_from: pip
     extra: and-cuda
     pins:
@@ -72,7 +74,7 @@ releases:
     constraints:
       numpy: ">=1.23.5,<2.0"
       protobuf: ">=3.20.3,<5"
-    source: "tests/support/wheelhouse.py (the fake TensorFlow the tests build; glibc 2.28 so old hosts differ)"
+    source: "tests/support/fleet_index.py (the demo's fake TensorFlow, manylinux_2_34: a Debian 11 host differs)"
   - tensorflow: "2.98.0"
     package: tensorflow
     released: "2023-11-01"
@@ -142,8 +144,10 @@ def ensure_sshd() -> str:
 class Fleet:
     """Namespaces, the bridge, sshd processes and mounts; teardown() undoes whatever was made."""
 
-    def __init__(self, work: Path, n: int, rootfs: Optional[Path] = None) -> None:
-        self.work, self.n, self.rootfs = work, n, rootfs
+    def __init__(self, work: Path, n: int, rootfs: Optional[Path] = None, old_rootfs: Optional[Path] = None) -> None:
+        """rootfs: each host's own root (an overlay of this tree), else this machine's; old_rootfs: OLD_HOST's
+        (an older Debian release: its glibc and Python differ for real)."""
+        self.work, self.n, self.rootfs, self.old_rootfs = work, n, rootfs, old_rootfs
         self.tag = f"fd{os.getpid() % 100000}"
         self.namespaces: list[str] = []
         self.links: list[str] = []
@@ -153,6 +157,17 @@ class Fleet:
 
     def name(self, i: int) -> str:
         return f"node{i}"
+
+    def tree(self, i: int) -> Optional[Path]:
+        """The root filesystem host i's overlay is made of (None: it shares this machine's)."""
+        if self.old_rootfs is not None and self.name(i) == OLD_HOST:
+            return self.old_rootfs
+        return self.rootfs
+
+    def home(self, i: int) -> Path:
+        """Host i's /root as seen from here (its own overlay keeps what it writes in the upper dir)."""
+        d = self.work / "hosts" / self.name(i)
+        return d / "home" if self.rootfs is None else d / "upper" / "root"
 
     def ip(self, i: int) -> str:
         return f"{SUBNET}.{10 + i}"
@@ -204,14 +219,15 @@ class Fleet:
         script = (f"mount --bind {d / 'home'} /root && mount --bind {d / 'tmp'} /tmp && "
                   f"mount --bind {d / 'machine-id'} /etc/machine-id && mkdir -p /run/sshd && "
                   f"exec {sshd} -D -e -f {cfg}")
-        if self.rootfs is not None:
+        tree = self.tree(i)
+        if tree is not None:
             # Its own root filesystem: the debootstrapped tree under a per-host overlay (its own /usr, Python,
             # glibc, /root, /etc/machine-id); the demo's work dir (keys, knowledge) is bound in at the same path.
             root, upper = d / "root", d / "upper"
             for made in (root, upper / "etc", upper / "run" / "sshd", d / "ovwork"):
                 made.mkdir(parents=True, exist_ok=True)
             shutil.copy(d / "machine-id", upper / "etc" / "machine-id")
-            script = (f"mount -t overlay overlay -o lowerdir={self.rootfs},upperdir={upper},workdir={d / 'ovwork'} "
+            script = (f"mount -t overlay overlay -o lowerdir={tree},upperdir={upper},workdir={d / 'ovwork'} "
                       f"{root} && mount -t proc proc {root}/proc && mount --bind /dev {root}/dev && "
                       f"mkdir -p {root}{self.work} && mount --bind {self.work} {root}{self.work} && "
                       f"exec chroot {root} /usr/sbin/sshd -D -e -f {cfg}")
@@ -252,7 +268,11 @@ class Fleet:
                 "TFGPU_OVERRIDE_DRIVER": "550.54.14",
             }
             if mixed and self.name(i) == OLD_HOST:
-                env.update(TFGPU_OVERRIDE_DRIVER="535.104.05", TFGPU_OVERRIDE_GLIBC="2.17")
+                # An old driver (there is no GPU here: the driver is always given); its glibc is that of its
+                # own Debian 11 root when there is one, else given too.
+                env.update(TFGPU_OVERRIDE_DRIVER="535.104.05")
+                if self.old_rootfs is None:
+                    env.update(TFGPU_OVERRIDE_GLIBC="2.17")
             if kill and self.name(i) == KILL_HOST:
                 # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
@@ -335,7 +355,7 @@ def partition(f: "Fleet", inv: Path, common: list[str], env: dict[str, str]) -> 
         return {"skipped": "no iptables on this machine (apt-get install iptables)"}
     ns = f"{f.tag}n1"
     rules = [["INPUT", "-p", "tcp", "--dport", "22"], ["OUTPUT", "-p", "tcp", "--sport", "22"]]
-    home = f.work / "hosts" / PARTITION_HOST / "home"
+    home = f.home(1)
     ledger = home / ".local" / "share" / "tfgpu-install" / "tool" / ".tfgpu-fleet-ledger.json"
 
     def finished_on_node() -> bool:
@@ -394,12 +414,19 @@ def cpu_busy_s() -> Optional[float]:
         return None
 
 
-def cpu_of(before: Optional[float], after: Optional[float], wall: float) -> dict[str, Any]:
-    """The CPU the run kept busy, and the least wall time that much work takes on this machine's cores
-    (other load on the machine counts too: run the bench on a quiet machine)."""
+def children_cpu_s() -> float:
+    """CPU seconds of our finished children: the `fleet` command and everything it waited for
+    (ansible-playbook, its workers, ssh clients, the index it serves): the controller's part."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def cpu_of(before: Optional[float], after: Optional[float], wall: float, controller: float) -> dict[str, Any]:
+    """The CPU the run kept busy, the controller's part of it, and the least wall time that much work
+    takes on this machine's cores (other load on the machine counts too: run the bench on a quiet one)."""
     cores = os.cpu_count() or 1
     busy = None if before is None or after is None else round(after - before, 1)
-    return {"cpu_cores": cores, "cpu_busy_s": busy,
+    return {"cpu_cores": cores, "cpu_busy_s": busy, "controller_cpu_s": round(controller, 1),
             "cpu_floor_s": None if busy is None else round(busy / cores, 1),
             "cpu_utilisation": None if busy is None or wall <= 0 else round(busy / (cores * wall), 2)}
 
@@ -416,45 +443,55 @@ def bytes_of(doc: dict[str, Any]) -> dict[str, Optional[int]]:
 
 
 ROOTFS_CACHE = Path("/var/tmp/tfgpu-fleet-demo-rootfs")
-ROOTFS_RELEASE = "bookworm"
+ROOTFS_RELEASE = "bookworm"  # Debian 12: glibc 2.36, Python 3.11
+OLD_RELEASE = "bullseye"  # Debian 11: glibc 2.31, Python 3.9 (the mixed fleet's old host, for real)
 
 
-def debootstrapped() -> tuple[Optional[Path], str]:
-    """A Debian root filesystem for the hosts (debootstrap from Debian's mirror, kept under /var/tmp
-    between runs), or None and why not (the demo then runs with the shared root)."""
-    tree = ROOTFS_CACHE / ROOTFS_RELEASE
+def debootstrapped(release: str = ROOTFS_RELEASE) -> tuple[Optional[Path], str]:
+    """A Debian root filesystem of `release` for the hosts (debootstrap from Debian's mirror, kept under
+    /var/tmp between runs), or None and why not (the demo then runs with the shared root)."""
+    tree = ROOTFS_CACHE / release
     if (tree / "usr" / "sbin" / "sshd").exists() and (tree / "usr" / "bin" / "python3").exists():
-        return tree, f"debootstrap {ROOTFS_RELEASE} (cached), one overlay per host"
+        return tree, f"debootstrap {release} (cached), one overlay per host"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     if shutil.which("debootstrap") is None:
         done = sh("apt-get", "install", "-y", "-qq", "debootstrap", check=False, timeout=600, env=env)
         if done.returncode != 0:
             return None, f"shared (no debootstrap: {done.stderr.strip()[-200:]})"
-    partial = ROOTFS_CACHE / f"{ROOTFS_RELEASE}.partial"
+    partial = ROOTFS_CACHE / f"{release}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     ROOTFS_CACHE.mkdir(parents=True, exist_ok=True)
-    log(f"debootstrap {ROOTFS_RELEASE} (minbase, python3, python3-venv, openssh-server): a few minutes, once")
+    log(f"debootstrap {release} (minbase, python3, python3-venv, openssh-server): a few minutes, once")
     done = sh("debootstrap", "--variant=minbase", "--include=python3,python3-venv,openssh-server",
-              ROOTFS_RELEASE, str(partial), "http://deb.debian.org/debian", check=False, timeout=1800, env=env)
+              release, str(partial), "http://deb.debian.org/debian", check=False, timeout=1800, env=env)
     if done.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
-        return None, f"shared (debootstrap failed: {done.stdout.strip()[-200:]})"
+        return None, f"shared (debootstrap {release} failed: {done.stdout.strip()[-200:]})"
     os.replace(partial, tree)
-    return tree, f"debootstrap {ROOTFS_RELEASE}, one overlay per host"
+    return tree, f"debootstrap {release}, one overlay per host"
+
+
+def python_of(tree: Path) -> Optional[str]:
+    """The X.Y of a root filesystem's python3 (its /usr/bin/python3 -> python3.X link)."""
+    target = os.readlink(tree / "usr" / "bin" / "python3") if (tree / "usr" / "bin" / "python3").is_symlink() else ""
+    found = re.fullmatch(r"(?:.*/)?python(3\.\d+)", target)
+    return found.group(1) if found else None
 
 
 def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Optional[Path] = None,
-             rootfs_note: str = "shared") -> dict[str, Any]:
+             rootfs_note: str = "shared", old_rootfs: Optional[Path] = None) -> dict[str, Any]:
     from tests.support.fleet_index import build_index, serve
 
     sshd = ensure_sshd()
     log("building the package index (fake TensorFlow, the tool and its dependencies)")
-    index_root = build_index(work)
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    others = sorted({v for v in (python_of(t) for t in (rootfs, old_rootfs) if t is not None) if v and v != here})
+    index_root = build_index(work, others)
     knowledge = work / "knowledge"
     from tests.support.install_kit import write_knowledge
 
     write_knowledge(knowledge, DEMO_MATRIX)
-    f = Fleet(work, n, rootfs)
+    f = Fleet(work, n, rootfs, old_rootfs)
     server = None
     try:
         log(f"bringing up {n} hosts on {BRIDGE} ({SUBNET}.0/24)")
@@ -481,10 +518,11 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
         if bench:
             inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False, ghost=False, mixed=False)
             log(f"fleet install on {n} host(s), one fresh controller cache")
-            busy_before = cpu_busy_s()
+            busy_before, ours_before = cpu_busy_s(), children_cpu_s()
             wall, doc = timed_fleet(["install", "-i", str(inv), *common], env)
+            cpu = cpu_of(busy_before, cpu_busy_s(), wall, children_cpu_s() - ours_before)
             return {"engine": doc["engine"], "mode": "bench", "root_filesystems": rootfs_note, "n": n,
-                    "wall_s": wall, **cpu_of(busy_before, cpu_busy_s(), wall), **bytes_of(doc),
+                    "wall_s": wall, **cpu, **bytes_of(doc),
                     "mirror": doc.get("mirror"), "hosts": host_rows(doc)}
         first_inv = f.inventory(work / "hosts-first.ini", index_url, knowledge, kill=True)
         inv = f.inventory(work / "hosts.ini", index_url, knowledge, kill=False)
@@ -530,14 +568,15 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
                 "seconds": first_h.get(name, {}).get("seconds"), "machine_id": h.get("machine_id"),
                 "ok": bool(h.get("ok")),
                 "changed": bool(first_h.get(name, {}).get("changed") or h.get("changed")),
-                "tensorflow": h.get("tensorflow"), "restored": bool(restore_h.get(name, {}).get("restored")),
+                "tensorflow": h.get("tensorflow"), "python": h.get("python"),
+                "restored": bool(restore_h.get(name, {}).get("restored")),
                 "first_run": first_h.get(name, {}).get("state"), "resumed": bool(h.get("changed")),
                 "second_run": second_h.get(name, {}).get("state"),
                 "restore": {k: restore_h.get(name, {}).get(k) for k in ("state", "error", "exit_code", "reasons")},
             })
         return {
             "engine": first["engine"],
-            "root_filesystems": "shared",
+            "root_filesystems": rootfs_note,
             "wall_s": first_wall,
             **bytes_of(first),
             "hosts": hosts,
@@ -559,6 +598,23 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
         f.teardown()
 
 
+def roots(kind: str, bench: bool) -> tuple[Optional[Path], Optional[Path], str]:
+    """(every host's root, OLD_HOST's root, which ran): with debootstrap, Debian 12 for the hosts and, in
+    the full scenario, Debian 11 for the old host (glibc 2.31, Python 3.9); shared when they cannot be made."""
+    if kind != "debootstrap":
+        return None, None, "shared"
+    rootfs, note = debootstrapped()
+    if rootfs is None or bench:
+        if rootfs is None:
+            log(f"no own root filesystems: {note}")
+        return rootfs, None, note
+    old, old_note = debootstrapped(OLD_RELEASE)
+    if old is None:
+        log(f"no own root filesystems: {old_note}")
+        return None, None, old_note
+    return rootfs, old, f"{note}; {OLD_HOST}: {old_note}"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="fleet-demo", description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=3, help="number of hosts (2-20)")
@@ -566,8 +622,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
     p.add_argument("--check", action="store_true", help="only say whether this machine can run the demo")
     p.add_argument("--rootfs", choices=["shared", "debootstrap"], default="shared",
-                   help="with --bench: the hosts share this machine's root (default), or each has its own Debian "
-                   "root filesystem (debootstrap, overlay per host; falls back to shared if it cannot be made)")
+                   help="the hosts share this machine's root (default), or each has its own Debian root filesystem "
+                   "(debootstrap, an overlay per host; the old host of the full scenario gets Debian 11; falls "
+                   "back to shared if they cannot be made)")
     p.add_argument("--bench", action="store_true",
                    help="one clean `fleet install` on N identical hosts (1-20): wall_s, upstream_bytes, served_bytes, "
                    "hosts[].seconds (scripts of the README's fleet table)")
@@ -589,11 +646,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     work = Path(tempfile.mkdtemp(prefix="tfgpu-fleet-demo-", dir="/var/tmp"))
     try:
-        rootfs, note = debootstrapped() if a.bench and a.rootfs == "debootstrap" else (None, "shared")
-        if a.rootfs == "debootstrap" and rootfs is None:
-            log(f"no own root filesystems: {note}")
+        rootfs, old_rootfs, note = roots(a.rootfs, a.bench)
         result = scenario(work, a.hosts, show=not a.json and not a.bench, bench=a.bench, rootfs=rootfs,
-                          rootfs_note=note)
+                          rootfs_note=note, old_rootfs=old_rootfs)
     except KeyboardInterrupt:
         log("interrupted: torn down")
         return 130

@@ -89,6 +89,7 @@ class WheelSpec:
     extras: Mapping[str, Sequence[str]] = field(default_factory=dict)
     libs: Mapping[str, str] = field(default_factory=dict)  # path in wheel -> SONAME (built with gcc)
     summary: str = "a test stand-in built by tests/support/wheelhouse.py"
+    platform: str = "any"  # the wheel's platform tag, e.g. manylinux_2_34_x86_64 (installers then check glibc)
 
     @property
     def dist_name(self) -> str:
@@ -96,7 +97,7 @@ class WheelSpec:
 
     @property
     def filename(self) -> str:
-        return f"{self.dist_name}-{self.version}-py3-none-any.whl"
+        return f"{self.dist_name}-{self.version}-py3-none-{self.platform}.whl"
 
 
 def _record_hash(data: bytes) -> str:
@@ -142,7 +143,8 @@ def build_wheel(spec: WheelSpec, dest_dir: Path, lib_cache: Optional[Path] = Non
         meta.append(f"Provides-Extra: {extra}")
         meta += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     files[f"{info}/METADATA"] = ("\n".join(meta) + "\n").encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\n"
+                              f"Tag: py3-none-{spec.platform}\n").encode()
     tops = sorted({p.split("/")[0] for p in files if "/" in p and not p.startswith(info)})
     files[f"{info}/top_level.txt"] = ("\n".join(tops) + "\n").encode()
     record = [f"{p},{_record_hash(d)},{len(d)}" for p, d in sorted(files.items())]
