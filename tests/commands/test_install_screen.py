@@ -66,7 +66,7 @@ def test_a_terminal_shows_progress_then_what_verification_found(
     assert "installing" in screen and "requirements with" in screen
     tail = screen[screen.index("Verification"):]
     assert "CPU only (--allow-cpu): GPU not checked" in tail
-    assert re.search(r"layers passed: .*5 tensorflow", tail)
+    assert re.search(r"layers passed: tensorflow(;|$)", tail, re.M)  # its name, no number to misread as a count
     assert "done: activate with" in tail
 
 

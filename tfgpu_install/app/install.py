@@ -356,7 +356,9 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
         return [Text(f"verification record for {env} not understood ({exc!r}): run `tfgpu-install verify`", "warn")]
     if not report.layers:
         return []
-    passed = [f"{lay.layer} {lay.name}" for lay in report.layers if lay.status == "pass"]
+    # Names, not "5 tensorflow": a number before a name reads as a count of layers passed.
+    passed = [lay.name for lay in report.layers if lay.status == "pass"]
+    unchecked = [lay.name for lay in report.layers if lay.status == "skip"]
     items: list[str] = []
     if not report.gpu_verified:
         items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
@@ -376,5 +378,6 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
         if mp:
             items.append(f"mixed precision: {'eligible' if mp.get('eligible') else 'not recommended'}"
                          + (f" ({mp['why']})" if mp.get("why") else ""))
-    items.append(f"layers passed: {', '.join(passed) or 'none'}")
+    items.append(f"layers passed: {', '.join(passed) or 'none'}"
+                 + (f"; not checked: {', '.join(unchecked)}" if unchecked else ""))
     return [Bullets("Verification", tuple(items), "ok" if report.ok else "error")]
