@@ -73,6 +73,8 @@ def test_envs_list_remove_and_self_uninstall(tmp_path: Path, two_envs: dict[str,
     for path in (first, second):
         row = rows[str(path)]
         assert row["tensorflow"] == "2.99.0" and row["sources"]["tensorflow"] == "installed"
+        # CUDA is not in the env's metadata: the install's record says it (its known-good snapshot here).
+        assert (row["cuda"], row["sources"]["cuda"]) == ("12.3", "recorded")
         assert row["python"] and row["python"].startswith(f"{sys.version_info[0]}.{sys.version_info[1]}")
         assert row["verified"] and row["verified_ok"] is True
         assert row["size_bytes"] > 0

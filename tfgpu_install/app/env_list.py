@@ -46,11 +46,13 @@ def _installed(env: Path) -> dict[str, str]:
 def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
     """The env's latest known-good snapshot and its resolution (or the journal's plan)."""
     from tfgpu_install.errors import TfgpuError
+    from tfgpu_install.snapshot.contract import choice_of
     from tfgpu_install.snapshot.model import latest_for_env
 
     found = latest_for_env(ctx.state_dir, env)
     if found is not None:
-        return found[1], dict(found[1].resolution)
+        # The combination, whichever shape the snapshot stored its resolution in ({"choice": {...}}, ...).
+        return found[1], choice_of(found[1])
     try:
         from tfgpu_install.snapshot.build import recorded_plan
 
