@@ -42,18 +42,18 @@ def resolve_machine(ctx: Context, req: ResolveRequest) -> Resolved:
     """Probe + resolve, never raising for "nothing fits" (the resolution says why)."""
     from tfgpu_install.facts.probe import assumptions, gather
     from tfgpu_install.facts.python import asked_version
+    from tfgpu_install.knowledge.learned import with_learned
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge, load_policy
     from tfgpu_install.resolver.resolve import resolve
 
     explicit = _explicit_interpreter(req)
-    # its version asked beside the probe (remembered per binary: env.create asks it again)
-    asked = None if explicit is None else Background(partial(asked_version, ctx, explicit))
-    from tfgpu_install.knowledge.learned import with_learned
-
     knowledge = with_learned(load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir), ctx.state_dir)
     policy = load_policy(req.profile, knowledge)
     if req.tensorflow:
         policy = pinned_policy(policy, knowledge, req.tensorflow)
+    # Its version asked beside the probe (remembered per binary: env.create asks it again). Started only
+    # once the profile is known good: a thread left running by a refusal would still write the cache.
+    asked = None if explicit is None else Background(partial(asked_version, ctx, explicit))
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
     facts = _python_choice(req, facts, explicit, None if asked is None else asked.result())
     tools = facts.tools
