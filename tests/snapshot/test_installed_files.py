@@ -285,3 +285,61 @@ def test_a_hostile_file_name_reaches_the_terminal_escaped(tmp_path: Path) -> Non
     assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/evil\x1b[2J.py",)
     (line,) = found.lines()
     assert "\x1b" not in line and "evil\\x1b[2J.py" in line
+
+
+def _small_env(tmp_path: Path) -> tuple[Path, Path]:
+    """An env with one distribution: pkg/a.py, pkg/sub/b.py, listed in its RECORD."""
+    env = tmp_path / "env"
+    sp = env / "lib" / "python3.11" / "site-packages"
+    di = sp / "pkg-1.0.dist-info"
+    (sp / "pkg" / "sub").mkdir(parents=True)
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n\n")
+    (sp / "pkg" / "a.py").write_text("a = 1\n")
+    (sp / "pkg" / "sub" / "b.py").write_text("b = 2\n")
+    (di / "RECORD").write_text("pkg/a.py,,6\npkg/sub/b.py,,6\npkg-1.0.dist-info/METADATA,,\n"
+                               "pkg-1.0.dist-info/RECORD,,\n")
+    return env, sp
+
+
+def test_remembered_records_and_directories_never_hide_an_added_file(tmp_path: Path) -> None:
+    """A second check takes parsed RECORDs and clean directories back by identity: a file added in a
+    directory (nested under an unchanged one too) changes that directory's identity and is found."""
+    from tfgpu_install.snapshot.installed import HashCache
+
+    env, sp = _small_env(tmp_path)
+    cache = tmp_path / "hashes.json"
+    assert check_installed(env, cache=cache).clean
+    memo = HashCache(cache)
+    assert len(memo.records_old) == 1 and len(memo.dirs_old) == 2  # pkg and pkg/sub, both clean
+    assert os.stat(cache).st_mode & 0o077 == 0
+    assert check_installed(env, cache=cache).clean  # all taken back
+    (sp / "pkg" / "sub" / "planted.py").write_text("x = 1\n")  # pkg itself unchanged
+    found = check_installed(env, cache=cache)
+    assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/sub/planted.py",)
+    assert check_installed(env, cache=cache).problems[0].added == found.problems[0].added  # a dirty dir: listed again
+    (sp / "pkg" / "sub" / "planted.py").unlink()
+    assert check_installed(env, cache=cache).clean
+
+
+def test_a_record_that_changed_is_read_again_and_its_dropped_row_is_an_added_file(tmp_path: Path) -> None:
+    env, sp = _small_env(tmp_path)
+    cache = tmp_path / "hashes.json"
+    assert check_installed(env, cache=cache).clean
+    record = sp / "pkg-1.0.dist-info" / "RECORD"
+    _replace(record, record.read_bytes().replace(b"pkg/sub/b.py,,6\n", b""))
+    found = check_installed(env, cache=cache)
+    assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/sub/b.py",)
+
+
+def test_full_and_a_cache_another_user_could_write_remember_nothing(tmp_path: Path) -> None:
+    from tfgpu_install.snapshot.installed import HashCache
+
+    env, sp = _small_env(tmp_path)
+    cache = tmp_path / "hashes.json"
+    assert check_installed(env, cache=cache).clean
+    (sp / "pkg" / "sub" / "planted.py").write_text("x = 1\n")
+    assert check_installed(env, full=True, cache=cache).problems[0].added  # --full lists every directory
+    cache.chmod(0o666)
+    memo = HashCache(cache)
+    assert (memo.old, memo.records_old, memo.dirs_old) == ({}, {}, {})
