@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -299,6 +300,9 @@ def _small_env(tmp_path: Path) -> tuple[Path, Path]:
     (sp / "pkg" / "sub" / "b.py").write_text("b = 2\n")
     (di / "RECORD").write_text("pkg/a.py,,6\npkg/sub/b.py,,6\npkg-1.0.dist-info/METADATA,,\n"
                                "pkg-1.0.dist-info/RECORD,,\n")
+    # Older than 2 s: what changed more recently is not remembered (it may change again within the
+    # same timestamp tick without its identity changing).
+    time.sleep(2.1)
     return env, sp
 
 
@@ -330,6 +334,16 @@ def test_a_record_that_changed_is_read_again_and_its_dropped_row_is_an_added_fil
     _replace(record, record.read_bytes().replace(b"pkg/sub/b.py,,6\n", b""))
     found = check_installed(env, cache=cache)
     assert found.problems[0].added == ("lib/python3.11/site-packages/pkg/sub/b.py",)
+
+
+def test_what_changed_in_the_last_seconds_is_not_remembered(tmp_path: Path) -> None:
+    from tfgpu_install.snapshot.installed import HashCache
+
+    env, sp = _small_env(tmp_path)
+    (sp / "pkg" / "sub" / "c.py").write_text("")  # pkg/sub changed just now
+    cache = tmp_path / "hashes.json"
+    check_installed(env, cache=cache)
+    assert set(HashCache(cache).dirs_old) == {"lib/python3.11/site-packages/pkg"}
 
 
 def test_full_and_a_cache_another_user_could_write_remember_nothing(tmp_path: Path) -> None:

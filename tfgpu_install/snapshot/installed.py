@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -157,7 +158,7 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
                 dist = _parsed(envs, sp, sps, entry)
                 if memo is not None:
                     memo.records_parsed += 1
-                    if key:
+                    if settled(key):
                         memo.records_new[rel_record] = [key, dist.name, dist.version, [list(f) for f in dist.files],
                                                         dist.roots, dist.outside]
             yield dist
@@ -309,12 +310,25 @@ def _entries(value: Any, width: int) -> dict[str, list[Any]]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, list) and len(v) == width}
 
 
+# A file or directory changed this recently may change again within the same timestamp tick (the
+# kernel's clock for mtime/ctime advances in milliseconds) without its identity changing: such an
+# identity is used for this run but not remembered (git's "racily clean" rule).
+_SETTLED_NS = 2_000_000_000
+
+
 def _identity(*paths: str) -> Optional[str]:
-    """The cache key of these files together, or None when one cannot be stat()ed."""
+    """The cache key of these files together, or None when one cannot be stat()ed. The key ends in
+    "~" when one of them changed in the last 2 s: usable now, not to be remembered (see settled)."""
     try:
-        return "|".join(HashCache.key(os.stat(p)) for p in paths)
+        stats = [os.stat(p) for p in paths]
     except OSError:
         return None
+    racy = max(st.st_ctime_ns for st in stats) > time.time_ns() - _SETTLED_NS
+    return "|".join(HashCache.key(st) for st in stats) + ("~" if racy else "")
+
+
+def settled(key: Optional[str]) -> bool:
+    return bool(key) and not str(key).endswith("~")
 
 
 def _remembered(got: list[Any], rel_record: str) -> Optional[DistFiles]:
@@ -381,7 +395,7 @@ def _added(env: str, roots: list[str], listed: dict[str, set[str]], memo: Option
         stack += [f"{d}/{sub}" for sub in subdirs]
         extra = [f"{rel_dir}/{n}" for n in names - listed.get(rel_dir, empty) if not n.endswith(".pyc")]
         out += extra
-        if memo is not None and key and not extra:
+        if memo is not None and settled(key) and not extra:
             memo.dirs_new[rel_dir] = [key, subdirs]
     return sorted(out)
 
