@@ -346,7 +346,7 @@ def test_what_changed_in_the_last_seconds_is_not_remembered(tmp_path: Path) -> N
     assert set(HashCache(cache).dirs_old) == {"lib/python3.11/site-packages/pkg"}
 
 
-def test_full_and_a_cache_another_user_could_write_remember_nothing(tmp_path: Path) -> None:
+def test_full_takes_nothing_back_and_a_cache_another_user_could_write_is_not_believed(tmp_path: Path) -> None:
     from tfgpu_install.snapshot.installed import HashCache
 
     env, sp = _small_env(tmp_path)

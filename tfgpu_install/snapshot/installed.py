@@ -15,8 +15,8 @@ reported, never opened. Hashes of unchanged files are remembered in a small cach
 was replaced or written since is always hashed again. The same cache remembers each parsed
 RECORD (keyed by the RECORD's and METADATA's identity) and each package directory found clean
 (keyed by the directory's identity: adding, removing or renaming an entry changes its mtime and
-ctime), so a second `check` stats instead of parsing and listing again; `check --full` remembers
-nothing. A TensorFlow env has ~25,000 files in ~4,000 directories.
+ctime), so a second `check` stats instead of parsing and listing again; `check --full` takes
+nothing back. A TensorFlow env has ~25,000 files in ~4,000 directories.
 """
 
 from __future__ import annotations
@@ -441,7 +441,9 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
     env = Path(os.path.abspath(str(env)))
     envs = str(env)
     hashes = HashCache(cache)
-    memo = None if full else hashes  # --full remembers nothing: every RECORD read, every directory listed
+    if full:  # --full takes nothing back (every RECORD read, every directory listed); what it read stays for later
+        hashes.records_old, hashes.dirs_old = {}, {}
+    memo = hashes
     pip = list(_pip_dists(env, memo))
     conda = list(_conda_dists(env))
     dists = pip + conda
