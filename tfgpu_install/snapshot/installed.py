@@ -152,8 +152,8 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
             key = _identity(str(sp / entry / "RECORD"), str(sp / entry / "METADATA")) if memo else None
             got = memo.records_old.get(rel_record) if memo is not None and key else None
             dist = _remembered(got, rel_record) if got is not None and got[0] == key else None
-            if dist is not None and memo is not None:
-                memo.records_new[rel_record] = got  # type: ignore[assignment]
+            if dist is not None and memo is not None and got is not None:
+                memo.records_new[rel_record] = got
             elif dist is None:
                 dist = _parsed(envs, sp, sps, entry)
                 if memo is not None:
