@@ -220,3 +220,13 @@ def test_interactive_yes_installs(
                  "--env", str(tmp_path / "data" / "e")], environ=env)
     assert code == ExitCode.OK, capsys.readouterr().err
     assert (tmp_path / "data" / "e" / "bin" / "tfgpu-run").exists()
+
+
+def test_a_refused_profile_leaves_no_thread_behind(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Input is checked before any work starts: no probe thread still runs (and writes the cache) once
+    the command has returned its refusal."""
+    import threading
+
+    code, _ = _install(env, "--profile", "bleeding-edge", capsys=capsys)
+    assert code == ExitCode.BAD_INPUT
+    assert [t.name for t in threading.enumerate() if t.name == "probe" and t.is_alive()] == []
