@@ -255,7 +255,7 @@ class Fleet:
         return site
 
     def inventory(self, path: Path, index_url: str, knowledge: Path, kill: bool, ghost: bool = True,
-                  slow: Optional[Path] = None, mixed: bool = True) -> Path:
+                  slow: Optional[Path] = None, mixed: bool = True, stop: Optional[str] = None) -> Path:
         """INI inventory: the hosts, their per-host environment (the mixed fleet), and `ghost`.
         slow: node1's Python is this wrapper (it sleeps first): a host that never finishes."""
         common_ssh = (f"-o UserKnownHostsFile={self.ssh_dir / 'known_hosts'} -o StrictHostKeyChecking=yes "
@@ -276,6 +276,10 @@ class Fleet:
             if kill and self.name(i) == KILL_HOST:
                 # The test suite's fault seam: its sitecustomize arms the kill (the tool reads no such variable).
                 env["TFGPU_TEST_KILL_AT"] = "packages.install:middle"
+                env["PYTHONPATH"] = str(self._faultsite())
+            if stop is not None and self.name(i) == stop:
+                # The same seam: the tool stops itself (SIGSTOP) mid-install until the demo continues it.
+                env["TFGPU_TEST_STOP_AT"] = "packages.install:middle"
                 env["PYTHONPATH"] = str(self._faultsite())
             line = f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'"
             if slow is not None and i == 1:
@@ -347,10 +351,25 @@ def wait_for(what: str, ready: Any, limit_s: float = 300) -> None:
 PARTITION_HOST, LATE_ENV = "node1", "/root/late-env"
 
 
-def partition(f: "Fleet", inv: Path, common: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """A network partition between the controller and a host in the middle of its install: ssh to node1
-    is dropped (iptables in its namespace; the fleet's index stays reachable) once its new env exists.
-    The controller reads it unreachable; node1 finishes anyway; the next run must still say it changed."""
+def stopped_tool() -> Optional[int]:
+    """The pid of a tool process that stopped itself at the stop seam (state T), if one has."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+            if state == "T" and b"TFGPU_TEST_STOP_AT=" in Path(f"/proc/{entry}/environ").read_bytes():
+                return int(entry)
+        except (OSError, IndexError):
+            continue
+    return None
+
+
+def partition(f: "Fleet", stopping_inv: Path, inv: Path, common: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """A network partition between the controller and a host in the middle of its install: node1's tool
+    stops itself in the middle of packages.install (stopping_inv arms the seam), ssh to node1 is dropped
+    (iptables in its namespace; the fleet's index stays reachable), then the tool is continued. The
+    controller reads it unreachable; node1 finishes anyway; the next run must still say it changed."""
     if shutil.which("iptables") is None:
         return {"skipped": "no iptables on this machine (apt-get install iptables)"}
     ns = f"{f.tag}n1"
@@ -365,17 +384,34 @@ def partition(f: "Fleet", inv: Path, common: list[str], env: dict[str, str]) -> 
             return False
         return entry.get("applied") is not None
 
-    args = ["install", "-i", str(inv), "--limit", PARTITION_HOST, "--env", LATE_ENV, *common]
-    proc = subprocess.Popen([sys.executable, "-m", "tfgpu_install", "fleet", *args, "--json"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    target = ["--limit", PARTITION_HOST, "--env", LATE_ENV, *common]
+    proc = subprocess.Popen([sys.executable, "-m", "tfgpu_install", "fleet", "install", "-i", str(stopping_inv),
+                             *target, "--json"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    args = ["install", "-i", str(inv), *target]
+    stopped: list[int] = []
+
+    def tool_stopped() -> bool:
+        found = stopped_tool()
+        if found is not None:
+            stopped.append(found)
+        return found is not None or proc.poll() is not None
+
     try:
-        wait_for("node1's new env", lambda: (home / "late-env").exists() or proc.poll() is not None)
+        wait_for("node1's tool stopping mid-install", tool_stopped)
         for rule in rules:
             sh("ip", "netns", "exec", ns, "iptables", "-A", *rule, "-j", "DROP")
+        for pid in stopped:  # it finishes behind the partition
+            os.kill(pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=STEP_TIMEOUT_S)
         during = by_name(json.loads(out))[PARTITION_HOST]
         wait_for("node1 finishing its install unseen", finished_on_node)
     finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)  # never left stopped, whatever failed
+            except OSError:
+                pass
         if proc.poll() is None:
             proc.kill()
         for rule in rules:
@@ -558,7 +594,9 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
         _, killed = fleet(["status", "-i", str(slow_inv), "--wheel", str(wheel), "--index-url", upstream_url,
                            "--serve-index", f"{BRIDGE_IP}:{mirror_port}", "--timeout", str(KILLED_RUN_TIMEOUT_S)], env)
         log(f"fleet install of a new env on {PARTITION_HOST}, its ssh partitioned off mid-run")
-        partitioned = partition(f, inv, common, env)
+        stopping_inv = f.inventory(work / "hosts-stop.ini", index_url, knowledge, kill=False, ghost=False,
+                                   stop=PARTITION_HOST)
+        partitioned = partition(f, stopping_inv, inv, common, env)
         first_h, resume_h, second_h, restore_h = (by_name(d) for d in (first, resume, second, restored))
         hosts = []
         for name in [f.name(i) for i in range(1, n + 1)] + ["ghost"]:
