@@ -464,7 +464,7 @@ class Bench:
         byte (after a first untimed read: the page cache warm for both). The command's own cost
         (Python start, the snapshot drift) is reported beside `python -c pass`."""
         sys.path.insert(0, str(REPO))
-        from tfgpu_install.snapshot.installed import check_installed, recorded_files
+        from tfgpu_install.env.integrity import check_installed, recorded_files
 
         env = self.workspace("check")
         env_dir = Path(env["BENCH_WS"]) / "env"

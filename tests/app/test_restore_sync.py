@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.wheelhouse import WheelSpec, build_wheel
 from tfgpu_install.context import Context
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.files import tree_digest
-from tfgpu_install.steps.env import TargetEnv
 from tfgpu_install.steps.packages import installed_versions
 from tfgpu_install.steps.sync import SyncPackages
 

@@ -66,7 +66,7 @@ def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, s
     assert str(info["cudnn"]).split(".")[0] == str(choice["cudnn"]).split(".")[0]
 
     # The libraries TF will look for are there, with the sonames the plan wants.
-    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.steps.libraries import CheckLibraries
 
     libs = CheckLibraries(TargetEnv.at(env_dir), choice["cuda"], choice["cudnn"], choice["pins"])

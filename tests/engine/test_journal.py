@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfgpu_install.engine.journal import Journal, env_key, last_plan, open_entries, step_states
+from tfgpu_install.engine.journal import Journal, last_plan, open_entries, step_states
+from tfgpu_install.env.state import env_key
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:
@@ -71,7 +72,7 @@ def test_known_envs_newest_first_each_once(tmp_path: Path) -> None:
     import os
 
     from tfgpu_install.context import build_context
-    from tfgpu_install.engine.journal import known_envs
+    from tfgpu_install.env.state import known_envs
 
     ctx = build_context({"HOME": str(tmp_path), "TFGPU_STATE_DIR": str(tmp_path / "state")})
     a, b = ctx.state_dir / "envs" / "a-1", ctx.state_dir / "envs" / "b-2"

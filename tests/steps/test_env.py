@@ -13,9 +13,11 @@ import pytest
 from tests.support.fake_conda import read_log, write_fake_conda
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
+from tfgpu_install.env.target import TargetEnv, env_python_version
+from tfgpu_install.env.tools import conda_named_env_path, find_uv
 from tfgpu_install.errors import EnvironmentProblem, ExitCode, StepFailed
 from tfgpu_install.files import tree_digest
-from tfgpu_install.steps.env import CreateEnv, TargetEnv, conda_named_env_path, env_python_version, find_uv
+from tfgpu_install.steps.env import CreateEnv
 
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
 BASE = Path(sys.executable)
@@ -349,7 +351,7 @@ def test_conda_into_an_existing_empty_dir(conda_ctx: tuple[Context, Path], tmp_p
 def test_uv_trusts_the_distributions_ca_store_unless_told_otherwise(tmp_env: dict[str, str]) -> None:
     """A proxy that inspects TLS has its CA in the system store; uv only trusts its own roots
     unless told to use that store (seen here: `env -i` + PyPI through such a proxy failed)."""
-    from tfgpu_install.steps.env import _tool_env
+    from tfgpu_install.env.tools import _tool_env
 
     root = Path(tmp_env["TFGPU_ROOT"])
     assert "UV_SYSTEM_CERTS" not in _tool_env(build_context(tmp_env))  # no store: uv's own roots

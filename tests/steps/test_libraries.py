@@ -19,9 +19,10 @@ from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
     wheelhouse,
 )
 from tfgpu_install.context import Context
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import ExitCode, StepFailed
 from tfgpu_install.files import tree_sha256
-from tfgpu_install.steps.env import CreateEnv, TargetEnv
+from tfgpu_install.steps.env import CreateEnv
 from tfgpu_install.steps.libraries import CheckLibraries, expected_libraries, nvidia_lib_dirs
 from tfgpu_install.steps.packages import InstallPackages
 

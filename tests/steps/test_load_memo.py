@@ -14,8 +14,8 @@ import pytest
 from tests.support.promised import absent
 from tests.support.wheelhouse import build_shared_lib
 from tfgpu_install.context import Context, build_context
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.runner import SubprocessRunner
-from tfgpu_install.steps.env import TargetEnv
 from tfgpu_install.steps.libraries import CheckLibraries
 from tfgpu_install.steps.load_memo import MEMO_FILE
 

@@ -24,9 +24,10 @@ from tests.support.wheelhouse import (  # noqa: F401  (fixtures)
     wheelhouse,
 )
 from tfgpu_install.context import Context, build_context
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import DownloadError, ExitCode, StepFailed
 from tfgpu_install.runner import Completed, ReplayRunner, SubprocessRunner
-from tfgpu_install.steps.env import CreateEnv, TargetEnv
+from tfgpu_install.steps.env import CreateEnv
 from tfgpu_install.steps.packages import InstallPackages, installed_versions, unsatisfied
 
 PYV = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -353,7 +354,7 @@ def test_from_choice_and_options(tmp_path: Path) -> None:
 def test_a_resume_drops_records_whose_files_the_full_disk_cut(tmp_path: Path) -> None:
     """A dist-info can look complete (METADATA, the wheel's own RECORD) next to a library that
     ENOSPC cut short: on resume it is dropped, so the installer puts the package in again."""
-    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.steps.packages import _drop_half_installed, installed
 
     env = TargetEnv.at(tmp_path / "env")

@@ -54,7 +54,7 @@ def check_resolves(ctx: Context, options: InstallOptions, base: Sequence[str], a
                    python_version: str, installed: Optional[Mapping[str, str]] = None) -> None:
     """uv resolves base + added (+ installed pinned, as constraints); UnsatisfiableError (exit 4)
     naming both sides when it cannot, DownloadError when the index cannot be read. Reads only."""
-    from tfgpu_install.steps.env import _tool_env, find_uv
+    from tfgpu_install.env.tools import _tool_env, find_uv
     from tfgpu_install.steps.packages import _truthy, index_flags
 
     if not added:
@@ -134,11 +134,11 @@ class AddRequest:
 def add(ctx: Context, req: AddRequest) -> Result:
     from tfgpu_install.app.envs import target_env
     from tfgpu_install.app.provision import ProvisionRequest, provision
+    from tfgpu_install.env.target import TargetEnv, env_python_version
     from tfgpu_install.plan.install import build_steps
     from tfgpu_install.plan.journaled import plan_to_json
     from tfgpu_install.plan.options import options_from_json
     from tfgpu_install.resolver.model import resolution_from_json
-    from tfgpu_install.steps.env import TargetEnv, env_python_version
     from tfgpu_install.steps.packages import installed_versions
 
     new = additions.gather(req.requirements, req.files)

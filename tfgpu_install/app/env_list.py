@@ -77,7 +77,7 @@ def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool
 
 
 def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[int, int]]) -> EnvRow:
-    from tfgpu_install.disksize import disk_usage
+    from tfgpu_install.env.disksize import disk_usage
     from tfgpu_install.snapshot.drift import compare
     from tfgpu_install.snapshot.envstate import env_python_version, installed_packages
 
@@ -120,7 +120,7 @@ def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[in
 
 def env_rows(ctx: Context, include_missing: bool = False) -> list[EnvRow]:
     from tfgpu_install.app.envs import last_env
-    from tfgpu_install.engine.journal import known_envs
+    from tfgpu_install.env.state import known_envs
 
     default = last_env(ctx)
     seen: set[tuple[int, int]] = set()

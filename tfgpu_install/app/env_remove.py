@@ -32,11 +32,12 @@ def created_by_us(entries: list[Any]) -> bool:
 
 def remove_env(ctx: Context, req: RemoveRequest) -> Result:
     from tfgpu_install.app.rollback import journal_steps
-    from tfgpu_install.disksize import disk_usage
     from tfgpu_install.engine.executor import Executor
-    from tfgpu_install.engine.journal import Journal, known_envs, open_entries
-    from tfgpu_install.envlayout import user_path
-    from tfgpu_install.envregistry import forget_env, last_env
+    from tfgpu_install.engine.journal import Journal, open_entries
+    from tfgpu_install.env.disksize import disk_usage
+    from tfgpu_install.env.layout import user_path
+    from tfgpu_install.env.registry import forget_env, last_env
+    from tfgpu_install.env.state import known_envs
 
     env = Path(os.path.abspath(str(user_path(req.env))))
     known = {os.path.abspath(str(e)) for e in known_envs(ctx)}
@@ -69,7 +70,7 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
         report = ex.rollback(journal_steps(ctx, entries))
     gone = not env.exists()
     was_default = False
-    if gone:  # the default moves to the newest env still there (envregistry), or there is none
+    if gone:  # the default moves to the newest env still there (env/registry.py), or there is none
         last = last_env(ctx)
         was_default = last is not None and os.path.abspath(str(last)) == str(env)
         forget_env(ctx, env)

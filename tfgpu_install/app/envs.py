@@ -1,4 +1,4 @@
-"""Which environment a command means: --env, else the default env (tfgpu_install/envregistry.py)."""
+"""Which environment a command means: --env, else the default env (tfgpu_install/env/registry.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import user_path
-from tfgpu_install.envregistry import default_env, last_env, remember_env
+from tfgpu_install.env.layout import user_path
+from tfgpu_install.env.registry import default_env, last_env, remember_env
 from tfgpu_install.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def target_env(ctx: Context, given: Optional[str]) -> Path:
-    """--env as given, else the default env (envregistry); none at all is "no such env" (exit 6)."""
+    """--env as given, else the default env (env/registry.py); none at all is "no such env" (exit 6)."""
     if given:
         return user_path(given)
     found = default_env(ctx)

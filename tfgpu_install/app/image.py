@@ -109,7 +109,7 @@ def image(ctx: Context, req: ImageRequest) -> Result:
 
 def _pip_target(ctx: Context, bundle_dir: Path, site: Path, python: str, platforms: list[str]) -> None:
     """The bundle's wheels into `site` for the image's Python and platform: offline, hash-checked."""
-    from tfgpu_install.steps.env import _last_lines, _tool_env
+    from tfgpu_install.env.tools import _last_lines, _tool_env
 
     argv = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
             "--no-index", "--require-hashes", "--no-deps", "--only-binary=:all:", "--no-compile",

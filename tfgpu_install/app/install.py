@@ -18,7 +18,7 @@ from tfgpu_install.app.provision import ProvisionRequest, provision
 from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
-from tfgpu_install.envlayout import user_path
+from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
@@ -135,7 +135,7 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
     else:
         backend = "venv" if (explicit_python or choice.python_path) else "conda"
     if r.conda_name:
-        from tfgpu_install.steps.env import conda_named_env_path
+        from tfgpu_install.env.tools import conda_named_env_path
 
         env = conda_named_env_path(ctx, r.conda_name)
     elif req.env:
@@ -321,7 +321,7 @@ def _target_python(steps: list[Any]) -> Optional[str]:
 
 def installed_tensorflow(env: Path) -> Optional[str]:
     """The TensorFlow version installed in the env now (its dist-info), or None."""
-    from tfgpu_install.envlayout import site_packages_dirs
+    from tfgpu_install.env.layout import site_packages_dirs
 
     for sp in site_packages_dirs(env):
         for d in sorted(sp.glob("tensorflow-*.dist-info")):

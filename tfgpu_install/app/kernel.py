@@ -61,7 +61,7 @@ def _env(ctx: Context, given: Optional[str]) -> Path:
 def install(ctx: Context, req: KernelRequest) -> Result:
     from tfgpu_install.app.additions import journaled_plan
     from tfgpu_install.app.provision import ProvisionRequest, provision
-    from tfgpu_install.envlayout import installed_dists, site_packages_dirs
+    from tfgpu_install.env.layout import installed_dists, site_packages_dirs
 
     env = _env(ctx, req.env)
     name = req.name or default_name(env)

@@ -124,7 +124,7 @@ def _site_dirs(env: Path) -> str:
     aside): a file of an installed package removed, replaced or added changes its directory's
     mtime, so the answer is not given over a damaged env (install's check of the installed
     files then runs and repairs it). One stat per directory, none per file."""
-    from tfgpu_install.envlayout import site_packages_dirs
+    from tfgpu_install.env.layout import site_packages_dirs
 
     h = hashlib.sha256()
     stack = [str(p) for p in site_packages_dirs(env)]
@@ -141,8 +141,8 @@ def _site_dirs(env: Path) -> str:
 
 def watch(ctx: Context, env: Path) -> dict[str, Any]:
     """Everything the no-op answer depends on, as plain data (compared for equality)."""
-    from tfgpu_install.engine.fingerprint import env_fingerprint
-    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.env.fingerprint import env_fingerprint
+    from tfgpu_install.env.state import env_state_dir
 
     state = env_state_dir(ctx, env)
     journal = state / "journal.jsonl"
@@ -212,7 +212,8 @@ def noop_data(data: Mapping[str, Any], fingerprinted: set[str]) -> dict[str, Any
 def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message: str) -> None:
     """After a successful install (not a dry run): the stamp the next identical run answers from.
     Best effort: a full disk or a read-only state dir only costs the next run its fast path."""
-    from tfgpu_install.engine.journal import Journal, current_epoch, env_state_dir
+    from tfgpu_install.engine.journal import Journal, current_epoch
+    from tfgpu_install.env.state import env_state_dir
     from tfgpu_install.files import atomic_write
 
     try:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
-from tfgpu_install.envlayout import user_path
+from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
 from tfgpu_install.facts.model import AssumeFlags
 from tfgpu_install.plan.options import InstallOptions

@@ -81,7 +81,7 @@ def rollback(ctx: Context, req: RollbackRequest) -> Result:
         confirm(ctx, req.yes, _question(env, req.to, todo))
         report = ex.rollback(journal_steps(ctx, entries), to_seq=to_seq)
     if to_seq is None or not env.exists():  # no longer one of ours: the default env moves on
-        from tfgpu_install.envregistry import forget_env
+        from tfgpu_install.env.registry import forget_env
 
         forget_env(ctx, env)
     what = f"back to snapshot {req.to}" if req.to else "back to before the install"

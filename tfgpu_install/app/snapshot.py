@@ -138,10 +138,10 @@ def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
 
 
 def installed_files(ctx: Context, env: Path, full: bool = False) -> Any:
-    """The env's installed files against their distributions' records (snapshot/installed.py),
+    """The env's installed files against their distributions' records (env/integrity.py),
     with the hashes of unchanged files remembered in the env's state dir."""
-    from tfgpu_install.engine.journal import env_state_dir
-    from tfgpu_install.snapshot.installed import check_installed
+    from tfgpu_install.env.integrity import check_installed
+    from tfgpu_install.env.state import env_state_dir
 
     return check_installed(env, full=full, cache=env_state_dir(ctx, env) / "file-hashes.json")
 

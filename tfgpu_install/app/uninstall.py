@@ -70,7 +70,7 @@ def _launcher(home: Path, tool_venv: Path) -> Optional[Path]:
 
 def _targets(ctx: Context, req: UninstallRequest, seen: set[tuple[int, int]]) -> list[Target]:
     """What goes, each checked (never /, home or another user's) before any of it is measured."""
-    from tfgpu_install.disksize import disk_usage
+    from tfgpu_install.env.disksize import disk_usage
 
     home = Path(ctx.environ.get("HOME") or str(Path.home()))
     tool_venv = ctx.data_dir / "tool"

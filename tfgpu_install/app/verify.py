@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import user_path
+from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
 from tfgpu_install.report import Result, Text
 
 
 def default_env(ctx: Context) -> Path:
-    """The default env (tfgpu_install/envregistry.py); UsageError when there is none."""
-    from tfgpu_install.envregistry import default_env as registered
+    """The default env (tfgpu_install/env/registry.py); UsageError when there is none."""
+    from tfgpu_install.env.registry import default_env as registered
 
     env = registered(ctx)
     if env is None:

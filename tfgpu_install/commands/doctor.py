@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import user_path
+from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
     if getattr(args, "log", None):
         return _log_result(_read_log(args.log), rules)
-    from tfgpu_install.envregistry import default_env
+    from tfgpu_install.env.registry import default_env
 
     if getattr(args, "env", None) and not user_path(args.env).exists():
         from tfgpu_install.app.envs import no_env_error

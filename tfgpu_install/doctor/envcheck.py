@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import site_packages_dirs
+from tfgpu_install.env.layout import site_packages_dirs
 
 # Any of these marks an activation block written by tfgpu-install (venv bin/activate, conda activate.d).
 ACTIVATION_MARKERS = ("tfgpu-install", "tfgpu_install", "TFGPU")

@@ -21,7 +21,7 @@ from tfgpu_install.doctor.walkstate import BROKEN, OK, Check, Walk
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as table
 
 if TYPE_CHECKING:
-    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.steps.libraries import ExpectedLib
     from tfgpu_install.verify.host import CheckPlan
 
@@ -153,7 +153,7 @@ def _with_gpu_part(w: Walk, v: LayerVerdict) -> LayerVerdict:
 
 def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
     """name -> verdict on the env's libraries for each library layer (one child process loads them all)."""
-    from tfgpu_install.steps.env import TargetEnv
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.steps.libraries import expected_libraries, load_failures
     from tfgpu_install.verify.host import plan_from_env
 
@@ -235,7 +235,7 @@ def _cudnn9_parts(env: "TargetEnv") -> tuple[list[str], list[str], Path]:
     """cuDNN 9's run-time sub-libraries (libcudnn_graph.so.9 ...): ([present], [missing], their dir).
     A required one is missing when the cuDNN wheel's RECORD says it installed it and the file is gone
     (a wheel that never shipped it is not asked for)."""
-    from tfgpu_install.envlayout import dist_info_dirs, record_rows
+    from tfgpu_install.env.layout import dist_info_dirs, record_rows
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import CUDNN9_OPTIONAL, CUDNN9_SUBLIBS
 
     libdir = env.site_packages() / "nvidia" / "cudnn" / "lib"

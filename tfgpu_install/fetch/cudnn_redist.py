@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import nvidia_lib_dirs
+from tfgpu_install.env.layout import nvidia_lib_dirs
 from tfgpu_install.errors import BadInputError, UnsatisfiableError
 from tfgpu_install.fetch.redist import PLATFORMS as PLATFORMS  # re-exported: cuDNN steps and tests import them here
 from tfgpu_install.fetch.redist import RedistArchive as RedistArchive

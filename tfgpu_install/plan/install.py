@@ -16,10 +16,11 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
 
     Pure: it builds step objects and runs nothing. Rollback rebuilds the same list from the
     journaled plan (plan/journaled.py) to find each step's undo."""
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.errors import UnsatisfiableError
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.cudnn.place import cudnn_steps, placed_lib_dir
-    from tfgpu_install.steps.env import CreateEnv, TargetEnv
+    from tfgpu_install.steps.env import CreateEnv
     from tfgpu_install.steps.ldconfig import SystemLdconfig
     from tfgpu_install.steps.libraries import CheckLibraries
     from tfgpu_install.steps.packages import InstallPackages

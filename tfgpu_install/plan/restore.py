@@ -15,10 +15,11 @@ from tfgpu_install.steps.base import Step
 
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
                   require_hashes: bool) -> list[Step]:
+    from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.plan.additions import snapshot_block
     from tfgpu_install.snapshot.model import SEEDED
     from tfgpu_install.steps.activation import WriteActivation
-    from tfgpu_install.steps.env import CreateEnv, TargetEnv
+    from tfgpu_install.steps.env import CreateEnv
     from tfgpu_install.steps.packages import InstallPackages
     from tfgpu_install.steps.record import RecordSnapshot
     from tfgpu_install.steps.sync import SyncPackages

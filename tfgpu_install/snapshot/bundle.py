@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import canonical_name
+from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.errors import BadInputError, DownloadError, UsageError
 from tfgpu_install.files import atomic_write, sha256_file
 from tfgpu_install.snapshot.model import Snapshot, dumps, now_iso
@@ -102,8 +102,8 @@ def _norm_version(v: str) -> str:
 
 
 def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = None) -> dict[str, Any]:
+    from tfgpu_install.env.tools import _last_lines, _tool_env
     from tfgpu_install.snapshot.exports import requirements_txt
-    from tfgpu_install.steps.env import _last_lines, _tool_env
 
     unhashed = [p.requirement() for p in snap.packages if not p.hashes]
     if unhashed:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tfgpu_install.envlayout import installed_dists, record_rows, site_packages_dirs
+from tfgpu_install.env.layout import installed_dists, record_rows, site_packages_dirs
 from tfgpu_install.files import sha256_file
 from tfgpu_install.snapshot.model import SEEDED, FileRecord, Package
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from tfgpu_install.envlayout import canonical_name
+from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.errors import BadInputError
 from tfgpu_install.files import atomic_write
 from tfgpu_install.snapshot import reader, schema

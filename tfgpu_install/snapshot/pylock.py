@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import canonical_name
+from tfgpu_install.env.layout import canonical_name
+from tfgpu_install.env.tools import find_uv
 from tfgpu_install.errors import DownloadError, TfgpuError
 from tfgpu_install.snapshot.model import Package
-from tfgpu_install.steps.env import find_uv
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def compile_lock(
         # The same index settings as the install itself; a find-links dir means offline.
         argv += index_flags(ctx, "uv", index_url, find_links=[find_links] if find_links else (),
                             no_index=bool(find_links))
-        from tfgpu_install.steps.env import _last_lines, _tool_env
+        from tfgpu_install.env.tools import _last_lines, _tool_env
 
         # the install's network settings too: certificates (SSL_CERT_FILE from PIP_CERT, the system
         # store), proxies, without an activated env's redirection

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import nvidia_lib_dirs
+from tfgpu_install.env.layout import nvidia_lib_dirs
 from tfgpu_install.errors import BadInputError, StepFailed, TfgpuError
 from tfgpu_install.files import (
     MARK,

@@ -25,14 +25,14 @@ from typing import Iterator, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.dirs import writable_only_by_me
-from tfgpu_install.envlayout import site_packages_dirs
+from tfgpu_install.env.layout import site_packages_dirs
 
 MAX_DONORS = 1  # the most recently changed of this tool's other envs (each donor is a walk of its tree)
 
 
 def donor_envs(ctx: Context, env: Path, limit: int = MAX_DONORS) -> list[Path]:
     """This tool's other envs that still exist, most recently changed first."""
-    from tfgpu_install.engine.journal import known_envs
+    from tfgpu_install.env.state import known_envs
 
     mine = os.path.abspath(str(env))
     return [p for p in known_envs(ctx) if os.path.isabs(p) and os.path.abspath(p) != mine and p.is_dir()][:limit]

@@ -60,7 +60,7 @@ class InstallCondaCuda(Step):
         return not unmet(installed(self.env), self.recipe.specs) and not self.missing_libraries()
 
     def apply(self, ctx: Context) -> UndoRecord:
-        from tfgpu_install.steps.env import find_conda
+        from tfgpu_install.env.tools import find_conda
 
         before = {r.name for r in installed(self.env)}
         exe = find_conda(ctx)
@@ -87,7 +87,7 @@ class InstallCondaCuda(Step):
         return undo
 
     def _with_tool(self, ctx: Context, exe: str) -> None:
-        from tfgpu_install.steps.env import _last_lines, _tool_env
+        from tfgpu_install.env.tools import _last_lines, _tool_env
 
         argv = conda_install_argv(exe, self.env, self.name, list(self.recipe.specs), self.channel)
         res = ctx.runner.run(argv, desc=f"conda install {' '.join(self.recipe.specs)}", env=_tool_env(ctx),
@@ -126,7 +126,7 @@ class InstallCondaCuda(Step):
         names = [n for n in added if n in present]
         if not names or not self.env.is_dir():
             return
-        from tfgpu_install.steps.env import _tool_env, find_conda
+        from tfgpu_install.env.tools import _tool_env, find_conda
 
         exe = find_conda(ctx)
         if exe and record.get("engine") != "rattler":

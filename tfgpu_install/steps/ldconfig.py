@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import nvidia_lib_dirs
+from tfgpu_install.env.layout import nvidia_lib_dirs
 from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import atomic_write, remove_file
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import StepFailed
 from tfgpu_install.fetch.elf import read_elf, read_soname
 from tfgpu_install.steps.base import Step, UndoRecord
-from tfgpu_install.steps.env import TargetEnv
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Step packages.install: TensorFlow, its exact CUDA/cuDNN wheel pins and numpy/protobuf
 constraints, installed into the target env with uv (pip as the fallback).
 
-check() never spawns pip: it reads the env's *.dist-info METADATA headers (envlayout)
+check() never spawns pip: it reads the env's *.dist-info METADATA headers (env/layout.py)
 and tests every requirement, and every requirement of those (their Requires-Dist, with
 markers evaluated for the env's Python), with packaging's specifiers. A no-op re-run is
 a directory listing and a few small file reads; a half-finished install (killed while
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import installed_dists, record_rows, site_packages_dirs
+from tfgpu_install.env.layout import installed_dists, record_rows, site_packages_dirs
+from tfgpu_install.env.target import TargetEnv, env_python_version
+from tfgpu_install.env.tools import _last_lines, _tool_env, find_uv
 from tfgpu_install.errors import DownloadError, StepFailed
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
-from tfgpu_install.steps.env import TargetEnv, _last_lines, _tool_env, env_python_version, find_uv
 from tfgpu_install.steps.install_progress import InstallProgress
 
 _NETWORK_SIGNS = (
@@ -218,7 +219,7 @@ class InstallPackages(Step):
         return [str(self.env.site_packages())]
 
     def _before_file(self, ctx: Context) -> Path:
-        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.env.state import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "packages-before.json"
 
@@ -232,8 +233,8 @@ class InstallPackages(Step):
     def _damaged(self, ctx: Context) -> list[str]:
         """Distributions whose installed files no longer match their RECORD (a file missing,
         resized, a shared library changed): the versions are right, the bytes are not."""
-        from tfgpu_install.engine.journal import env_state_dir
-        from tfgpu_install.snapshot.installed import check_installed
+        from tfgpu_install.env.integrity import check_installed
+        from tfgpu_install.env.state import env_state_dir
 
         if not self.env.path.is_dir():
             return []
@@ -351,8 +352,8 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env, have)
-        from tfgpu_install.engine.journal import env_state_dir
-        from tfgpu_install.snapshot.installed import remember_installed
+        from tfgpu_install.env.integrity import remember_installed
+        from tfgpu_install.env.state import env_state_dir
 
         remember_installed(self.env.path, env_state_dir(ctx, self.env.path) / "file-hashes.json")
         if donor is not None:

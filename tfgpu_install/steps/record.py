@@ -31,9 +31,9 @@ def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
 
 def _refuse_damaged(ctx: Context, env: Path) -> None:
     """Never bless a damaged env: its installed files must match their records now."""
-    from tfgpu_install.engine.journal import env_state_dir
+    from tfgpu_install.env.integrity import check_installed
+    from tfgpu_install.env.state import env_state_dir
     from tfgpu_install.errors import StepFailed
-    from tfgpu_install.snapshot.installed import check_installed
 
     found = check_installed(env, cache=env_state_dir(ctx, env) / "file-hashes.json")
     if found.clean:

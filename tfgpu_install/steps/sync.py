@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import canonical_name
+from tfgpu_install.env.layout import canonical_name
+from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import StepFailed
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
-from tfgpu_install.steps.env import TargetEnv
 
 
 def extras(env: TargetEnv, keep: Iterable[str]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class SyncPackages(Step):
         return [str(self.env.site_packages())]
 
     def _plan_file(self, ctx: Context) -> Path:
-        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.env.state import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "sync-plan.json"
 
@@ -90,7 +90,7 @@ class SyncPackages(Step):
         return not self._plan_file(ctx).exists() and not extras(self.env, self.keep)
 
     def apply(self, ctx: Context) -> UndoRecord:
-        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.env.state import env_state_dir
 
         plan_file = self._plan_file(ctx)
         if plan_file.exists():  # resume after a kill: finish the same plan

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
-from tfgpu_install.envlayout import dist_info_dirs, nvidia_lib_dirs
+from tfgpu_install.env.layout import dist_info_dirs, nvidia_lib_dirs
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.runner import TIMED_OUT, Completed
@@ -290,7 +290,7 @@ def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: boo
 def verify_fingerprint(ctx: Context, env: Path, plan: CheckPlan) -> str:
     """The env's fingerprint (packages, activation, library files) plus the driver and the plan:
     a driver upgrade or a new plan means the old verification no longer vouches for the env."""
-    from tfgpu_install.engine.fingerprint import env_fingerprint
+    from tfgpu_install.env.fingerprint import env_fingerprint
 
     driver = ""
     try:

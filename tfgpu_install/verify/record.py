@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.engine.journal import env_state_dir
+from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import BadInputError
 
 if TYPE_CHECKING:

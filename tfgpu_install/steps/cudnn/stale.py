@@ -32,7 +32,7 @@ class QuarantineStale(Step):
         return "move other cuDNN versions on the env's library path aside (--quarantine-stale)"
 
     def base(self, ctx: Context) -> Path:
-        from tfgpu_install.engine.journal import env_key
+        from tfgpu_install.env.state import env_key
 
         return ctx.state_dir / "quarantine" / env_key(self.want.env)
 

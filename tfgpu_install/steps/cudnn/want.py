@@ -42,7 +42,7 @@ class Want:
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
     def record_path(self, ctx: Context) -> Path:
-        from tfgpu_install.engine.journal import env_state_dir
+        from tfgpu_install.env.state import env_state_dir
 
         return env_state_dir(ctx, self.env) / "cudnn-fetch.json"
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.restore_kit import base_environ, cli, needs_gcc, served_index  # noqa: F401 (fixture)
 from tfgpu_install.context import build_context
-from tfgpu_install.envregistry import default_env, forget_env, live_envs
+from tfgpu_install.env.registry import default_env, forget_env, live_envs
 from tfgpu_install.errors import ExitCode
 
 pytestmark = needs_gcc
@@ -71,7 +71,7 @@ def test_rollback_and_a_vanished_dir_move_the_default_env(
 
 def test_forget_env_falls_back_to_none_on_an_empty_registry(tmp_path: Path) -> None:
     from tests.conftest import make_tmp_env
-    from tfgpu_install.envregistry import remember_env
+    from tfgpu_install.env.registry import remember_env
 
     ctx = build_context(make_tmp_env(tmp_path))
     env = tmp_path / "env"

@@ -32,7 +32,7 @@ from stat import S_ISREG
 from typing import Any, Iterator, NamedTuple, Optional
 
 from tfgpu_install.dirs import writable_only_by_me
-from tfgpu_install.envlayout import canonical_name, record_rows, site_packages_dirs
+from tfgpu_install.env.layout import canonical_name, record_rows, site_packages_dirs
 
 _CACHE_FORMAT = 2  # 2: records and clean directories beside the hashes
 _MAX_META = 64 << 20  # a conda-meta record larger than this is not read
@@ -166,7 +166,7 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
 
 def _parsed(envs: str, sp: Path, sps: str, entry: str) -> DistFiles:
     """One dist-info's METADATA and RECORD, read."""
-    from tfgpu_install.envlayout import _read_metadata
+    from tfgpu_install.env.layout import _read_metadata
 
     meta = _read_metadata(sp / entry / "METADATA")
     rel_record = f"{sps}/{entry}/RECORD"

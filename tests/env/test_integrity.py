@@ -25,8 +25,8 @@ from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     served_index,
     source_env,
 )
+from tfgpu_install.env.integrity import check_installed, remember_installed
 from tfgpu_install.errors import ExitCode
-from tfgpu_install.snapshot.installed import check_installed, remember_installed
 
 pytestmark = needs_gcc
 
@@ -309,7 +309,7 @@ def _small_env(tmp_path: Path) -> tuple[Path, Path]:
 def test_remembered_records_and_directories_never_hide_an_added_file(tmp_path: Path) -> None:
     """A second check takes parsed RECORDs and clean directories back by identity: a file added in a
     directory (nested under an unchanged one too) changes that directory's identity and is found."""
-    from tfgpu_install.snapshot.installed import HashCache
+    from tfgpu_install.env.integrity import HashCache
 
     env, sp = _small_env(tmp_path)
     cache = tmp_path / "hashes.json"
@@ -337,7 +337,7 @@ def test_a_record_that_changed_is_read_again_and_its_dropped_row_is_an_added_fil
 
 
 def test_what_changed_in_the_last_seconds_is_not_remembered(tmp_path: Path) -> None:
-    from tfgpu_install.snapshot.installed import HashCache
+    from tfgpu_install.env.integrity import HashCache
 
     env, sp = _small_env(tmp_path)
     (sp / "pkg" / "sub" / "c.py").write_text("")  # pkg/sub changed just now
@@ -347,7 +347,7 @@ def test_what_changed_in_the_last_seconds_is_not_remembered(tmp_path: Path) -> N
 
 
 def test_full_takes_nothing_back_and_a_cache_another_user_could_write_is_not_believed(tmp_path: Path) -> None:
-    from tfgpu_install.snapshot.installed import HashCache
+    from tfgpu_install.env.integrity import HashCache
 
     env, sp = _small_env(tmp_path)
     cache = tmp_path / "hashes.json"

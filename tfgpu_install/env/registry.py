@@ -61,7 +61,7 @@ def _rolled_back(ctx: Context, env: Path) -> bool:
 
 def live_envs(ctx: Context, skip: Optional[Path] = None) -> list[Path]:
     """This tool's envs whose directory is still there and that were not rolled back, newest first."""
-    from tfgpu_install.engine.journal import known_envs
+    from tfgpu_install.env.state import known_envs
 
     out = []
     for env in known_envs(ctx):

@@ -1,13 +1,13 @@
 """The env fingerprint: "has anything that verify looked at changed?" (installed
 distributions, activation files, CUDA/cuDNN library files). Stdlib, tfgpu_install.files and
-tfgpu_install.envlayout only: install's no-op fast path computes it before importing the step machinery."""
+tfgpu_install.env.layout only: install's no-op fast path computes it before importing the step machinery."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
-from tfgpu_install.envlayout import site_packages_dirs
+from tfgpu_install.env.layout import site_packages_dirs
 from tfgpu_install.files import sha256_file
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfgpu_install.envlayout import canonical_name, installed_dists
+from tfgpu_install.env.layout import canonical_name, installed_dists
 
 
 def _reference(sp: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
