@@ -351,19 +351,19 @@ def test_conda_into_an_existing_empty_dir(conda_ctx: tuple[Context, Path], tmp_p
 def test_uv_trusts_the_distributions_ca_store_unless_told_otherwise(tmp_env: dict[str, str]) -> None:
     """A proxy that inspects TLS has its CA in the system store; uv only trusts its own roots
     unless told to use that store (seen here: `env -i` + PyPI through such a proxy failed)."""
-    from tfgpu_install.env.tools import _tool_env
+    from tfgpu_install.env.tools import tool_env
 
     root = Path(tmp_env["TFGPU_ROOT"])
-    assert "UV_SYSTEM_CERTS" not in _tool_env(build_context(tmp_env))  # no store: uv's own roots
+    assert "UV_SYSTEM_CERTS" not in tool_env(build_context(tmp_env))  # no store: uv's own roots
     store = root / "etc/ssl/certs/ca-certificates.crt"
     store.parent.mkdir(parents=True)
     store.write_text("")
-    assert "UV_SYSTEM_CERTS" not in _tool_env(build_context(tmp_env))  # an empty file is no store
+    assert "UV_SYSTEM_CERTS" not in tool_env(build_context(tmp_env))  # an empty file is no store
     store.write_text("-----BEGIN CERTIFICATE-----\n")
-    env = _tool_env(build_context(tmp_env))
+    env = tool_env(build_context(tmp_env))
     assert env["UV_SYSTEM_CERTS"] == env["UV_NATIVE_TLS"] == "1"
     for chosen in ({"SSL_CERT_FILE": "/site/ca.pem"}, {"PIP_CERT": "/site/ca.pem"}, {"UV_SYSTEM_CERTS": "0"},
                    {"UV_NATIVE_TLS": "false"}, {"SSL_CERT_DIR": "/site/certs"}):
-        env = _tool_env(build_context({**tmp_env, **chosen}))
+        env = tool_env(build_context({**tmp_env, **chosen}))
         assert "UV_SYSTEM_CERTS" not in env or env["UV_SYSTEM_CERTS"] == chosen.get("UV_SYSTEM_CERTS"), chosen
         assert {k: env[k] for k in chosen} == chosen  # what the user set is kept as it is

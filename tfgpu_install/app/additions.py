@@ -54,8 +54,8 @@ def check_resolves(ctx: Context, options: InstallOptions, base: Sequence[str], a
                    python_version: str, installed: Optional[Mapping[str, str]] = None) -> None:
     """uv resolves base + added (+ installed pinned, as constraints); UnsatisfiableError (exit 4)
     naming both sides when it cannot, DownloadError when the index cannot be read. Reads only."""
-    from tfgpu_install.env.tools import _tool_env, find_uv
-    from tfgpu_install.steps.packages import _truthy, index_flags
+    from tfgpu_install.env.tools import find_uv, tool_env
+    from tfgpu_install.steps.packages import index_flags, truthy
 
     if not added:
         return
@@ -76,9 +76,9 @@ def check_resolves(ctx: Context, options: InstallOptions, base: Sequence[str], a
             argv += ["-c", cons]
         argv += index_flags(ctx, "uv", options.index_url,
                             [u for u in extra.get("extra_index_url", "").split() if u],
-                            [u for u in extra.get("find_links", "").split() if u], _truthy(extra.get("no_index")))
+                            [u for u in extra.get("find_links", "").split() if u], truthy(extra.get("no_index")))
         done = ctx.runner.run(argv, desc="resolve the added requirements with TensorFlow's pins",
-                              env=_tool_env(ctx), timeout=600)
+                              env=tool_env(ctx), timeout=600)
     if done.ok:
         return
     text = done.stderr + done.stdout

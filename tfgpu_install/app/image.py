@@ -109,7 +109,7 @@ def image(ctx: Context, req: ImageRequest) -> Result:
 
 def _pip_target(ctx: Context, bundle_dir: Path, site: Path, python: str, platforms: list[str]) -> None:
     """The bundle's wheels into `site` for the image's Python and platform: offline, hash-checked."""
-    from tfgpu_install.env.tools import _last_lines, _tool_env
+    from tfgpu_install.env.tools import last_lines, tool_env
 
     argv = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
             "--no-index", "--require-hashes", "--no-deps", "--only-binary=:all:", "--no-compile",
@@ -117,8 +117,8 @@ def _pip_target(ctx: Context, bundle_dir: Path, site: Path, python: str, platfor
             "--python-version", python, "-r", str(bundle_dir / "requirements.txt")]
     for tag in platforms:
         argv += ["--platform", tag]
-    done = ctx.runner.run(argv, desc="install the snapshot's wheels into the image layer", env=_tool_env(ctx),
+    done = ctx.runner.run(argv, desc="install the snapshot's wheels into the image layer", env=tool_env(ctx),
                           timeout=3600, mutating=True)
     if not done.ok:
-        raise StepFailed(f"pip could not install the bundle into the image layer: {_last_lines(done.stderr, 6)}",
+        raise StepFailed(f"pip could not install the bundle into the image layer: {last_lines(done.stderr, 6)}",
                          "check the bundle (`tfgpu-install snapshot bundle`) and run again")

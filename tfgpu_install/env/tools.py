@@ -69,7 +69,7 @@ def conda_named_env_path(ctx: Context, name: str, tool: Optional[str] = None) ->
     return Path(envs_dirs[0]) / name
 
 
-def _tool_env(ctx: Context) -> dict[str, str]:
+def tool_env(ctx: Context) -> dict[str, str]:
     """The variables a child tool gets: the context's environment (proxies, index URLs,
     HOME for uv's cache), minus an activated env that would redirect pip/uv."""
     env = {k: v for k, v in ctx.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME")}
@@ -107,7 +107,7 @@ def _nonempty(path: Path) -> bool:
 _WHY = re.compile(r"^\s*(error|caused by|cause|hint|help)\b|^\s*(×|╰─▶|├─▶)", re.IGNORECASE)
 
 
-def _last_lines(text: str, n: int = 5) -> str:
+def last_lines(text: str, n: int = 5) -> str:
     """A failed tool's output in one line: the lines that say why (each error and every "Caused by"),
     else the last n lines."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]

@@ -102,7 +102,7 @@ def _norm_version(v: str) -> str:
 
 
 def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = None) -> dict[str, Any]:
-    from tfgpu_install.env.tools import _last_lines, _tool_env
+    from tfgpu_install.env.tools import last_lines, tool_env
     from tfgpu_install.snapshot.exports import requirements_txt
 
     unhashed = [p.requirement() for p in snap.packages if not p.hashes]
@@ -128,7 +128,7 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
             argv += ["--platform", tag]
         if index_url:
             argv += ["--index-url", index_url]
-        done = ctx.runner.run(argv, desc=f"download {len(snap.packages)} wheels for the bundle", env=_tool_env(ctx),
+        done = ctx.runner.run(argv, desc=f"download {len(snap.packages)} wheels for the bundle", env=tool_env(ctx),
                               timeout=3600)
         if not done.ok:
             text = done.stderr + done.stdout
@@ -136,7 +136,7 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
                 raise DownloadError("the tool's own Python has no pip, which bundles are downloaded with",
                                     f"install pip for {sys.executable} (`{sys.executable} -m ensurepip`)",
                                     ref="pip-missing")
-            raise DownloadError(f"pip could not download the snapshot's wheels: {_last_lines(text, 6)}",
+            raise DownloadError(f"pip could not download the snapshot's wheels: {last_lines(text, 6)}",
                                 "check the index is reachable (--index-url, PIP_INDEX_URL) and has wheels for "
                                 f"Python {py} on {', '.join(platform_tags(snap))}", ref="bundle-download")
         files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}

@@ -89,15 +89,15 @@ def compile_lock(
         # The same index settings as the install itself; a find-links dir means offline.
         argv += index_flags(ctx, "uv", index_url, find_links=[find_links] if find_links else (),
                             no_index=bool(find_links))
-        from tfgpu_install.env.tools import _last_lines, _tool_env
+        from tfgpu_install.env.tools import last_lines, tool_env
 
         # the install's network settings too: certificates (SSL_CERT_FILE from PIP_CERT, the system
         # store), proxies, without an activated env's redirection
-        done = ctx.runner.run(argv, desc="look up package hashes", env=_tool_env(ctx), timeout=timeout)
+        done = ctx.runner.run(argv, desc="look up package hashes", env=tool_env(ctx), timeout=timeout)
         if not done.ok:
             raise DownloadError(
                 "could not look up the installed packages' hashes on the package index: "
-                + _last_lines(done.stderr or done.stdout),
+                + last_lines(done.stderr or done.stdout),
                 "check the index (--index-url, PIP_INDEX_URL/UV_INDEX_URL) is reachable, "
                 "or use --no-hashes",
                 ref="lock-failed",

@@ -87,15 +87,15 @@ class InstallCondaCuda(Step):
         return undo
 
     def _with_tool(self, ctx: Context, exe: str) -> None:
-        from tfgpu_install.env.tools import _last_lines, _tool_env
+        from tfgpu_install.env.tools import last_lines, tool_env
 
         argv = conda_install_argv(exe, self.env, self.name, list(self.recipe.specs), self.channel)
-        res = ctx.runner.run(argv, desc=f"conda install {' '.join(self.recipe.specs)}", env=_tool_env(ctx),
+        res = ctx.runner.run(argv, desc=f"conda install {' '.join(self.recipe.specs)}", env=tool_env(ctx),
                              timeout=3600, mutating=True)
         if not res.ok:
             raise StepFailed(
                 f"{Path(exe).name} could not install {' '.join(self.recipe.specs)}: "
-                f"{_last_lines(res.stderr or res.stdout)}",
+                f"{last_lines(res.stderr or res.stdout)}",
                 "fix the cause above (or pass --conda-channel), then run again; or `tfgpu-install rollback`",
                 ref="conda-install",
             )
@@ -126,12 +126,12 @@ class InstallCondaCuda(Step):
         names = [n for n in added if n in present]
         if not names or not self.env.is_dir():
             return
-        from tfgpu_install.env.tools import _tool_env, find_conda
+        from tfgpu_install.env.tools import find_conda, tool_env
 
         exe = find_conda(ctx)
         if exe and record.get("engine") != "rattler":
             ctx.runner.run(conda_remove_argv(exe, self.env, self.name, names), desc="conda remove",
-                           env=_tool_env(ctx), timeout=1800, mutating=True)
+                           env=tool_env(ctx), timeout=1800, mutating=True)
             return
         from tfgpu_install.conda import rattler_engine
 

@@ -20,7 +20,7 @@ from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.target import BACKENDS, RATTLER, TargetEnv, env_python_version, minor_of
-from tfgpu_install.env.tools import _last_lines, _tool_env, find_conda, find_uv
+from tfgpu_install.env.tools import find_conda, find_uv, last_lines, tool_env
 from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
@@ -241,11 +241,11 @@ class CreateEnv(Step):
             argv = [str(base), "-m", "venv"] + ([] if self.seed_pip else ["--without-pip"]) + [str(self.env.path)]
             tool = "python -m venv"
         res = ctx.runner.run(
-            argv, desc=f"create venv {self.env.path}", env=_tool_env(ctx), timeout=600, mutating=True
+            argv, desc=f"create venv {self.env.path}", env=tool_env(ctx), timeout=600, mutating=True
         )
         if not res.ok:
             raise StepFailed(
-                f"{tool} could not create {self.env.path}: {_last_lines(res.stderr or res.stdout)}",
+                f"{tool} could not create {self.env.path}: {last_lines(res.stderr or res.stdout)}",
                 hint="fix the cause above and run again (the step resumes), or `tfgpu-install rollback`",
             )
         if uv and self.seed_pip:
@@ -259,14 +259,14 @@ class CreateEnv(Step):
         if wheel is not None:
             res = ctx.runner.run([uv, "pip", "install", "--quiet", "--no-index", "--no-deps", "--python",
                                   str(self.env.python), str(wheel)],
-                                 desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
+                                 desc="add pip to the venv", env=tool_env(ctx), timeout=600, mutating=True)
             if res.ok:
                 return
         res = ctx.runner.run([str(self.env.python), "-m", "ensurepip", "--default-pip"],
-                             desc="add pip to the venv", env=_tool_env(ctx), timeout=600, mutating=True)
+                             desc="add pip to the venv", env=tool_env(ctx), timeout=600, mutating=True)
         if not res.ok:
             raise StepFailed(f"could not add pip to {self.env.path} (no bundled pip wheel, and ensurepip failed: "
-                             f"{_last_lines(res.stderr)})",
+                             f"{last_lines(res.stderr)})",
                              hint="pass --no-pip (the env works without pip: `uv pip install --python "
                              f"{self.env.python} PACKAGE`), or install python3-pip-whl / python3-venv")
 
@@ -312,11 +312,11 @@ class CreateEnv(Step):
         argv = [exe, "create", "-y", *where, f"python={self.python_version}"]
         if Path(exe).name.startswith("micromamba") or self.channel != "conda-forge":
             argv += ["-c", self.channel]  # micromamba has no default channel
-        res = ctx.runner.run(argv, desc=f"create conda env {self.env.path}", env=_tool_env(ctx), timeout=1800,
+        res = ctx.runner.run(argv, desc=f"create conda env {self.env.path}", env=tool_env(ctx), timeout=1800,
                              mutating=True)
         if not res.ok:
             raise StepFailed(
-                f"{Path(exe).name} could not create {self.env.path}: {_last_lines(res.stderr or res.stdout)}",
+                f"{Path(exe).name} could not create {self.env.path}: {last_lines(res.stderr or res.stdout)}",
                 hint="fix the cause above and run again (the step resumes), or `tfgpu-install rollback`",
             )
         return Path(exe).name
@@ -343,7 +343,7 @@ class CreateEnv(Step):
                 # Lets conda forget the env (environments.txt); failure is fine, rmtree follows.
                 verb = ["env", "remove", "-y"] if Path(exe).name.startswith("micromamba") else ["remove", "-y", "--all"]
                 ctx.runner.run([exe, *verb, *where], desc=f"remove conda env {path}",
-                               env=_tool_env(ctx), timeout=600, mutating=True)
+                               env=tool_env(ctx), timeout=600, mutating=True)
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.exists():

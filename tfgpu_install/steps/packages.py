@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import installed_dists, record_rows, site_packages_dirs
 from tfgpu_install.env.target import TargetEnv, env_python_version
-from tfgpu_install.env.tools import _last_lines, _tool_env, find_uv
+from tfgpu_install.env.tools import find_uv, last_lines, tool_env
 from tfgpu_install.errors import DownloadError, StepFailed
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
@@ -126,7 +126,7 @@ def unsatisfied(env: TargetEnv, requirements: Sequence[str],
 # --- index options -------------------------------------------------------------------------
 
 
-def _truthy(value: Optional[str]) -> bool:
+def truthy(value: Optional[str]) -> bool:
     return bool(value) and str(value).lower() not in ("0", "false", "no", "off", "")
 
 
@@ -157,7 +157,7 @@ def index_flags(
             args += ["--extra-index-url", url]
     for link in dict.fromkeys(links):
         args += ["--find-links", link]
-    if no_index or _truthy(ctx.env("PIP_NO_INDEX")) or _truthy(ctx.env("UV_NO_INDEX")):
+    if no_index or truthy(ctx.env("PIP_NO_INDEX")) or truthy(ctx.env("UV_NO_INDEX")):
         args.append("--no-index")
     return args
 
@@ -207,7 +207,7 @@ class InstallPackages(Step):
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
             find_links=[u for u in extra.get("find_links", "").split() if u],
-            no_index=_truthy(extra.get("no_index")),
+            no_index=truthy(extra.get("no_index")),
         )
 
     def describe(self) -> str:
@@ -273,19 +273,19 @@ class InstallPackages(Step):
         if "pip" in installed(self.env):
             return
         res = ctx.runner.run([str(self.env.python), "-m", "ensurepip", "--default-pip"], desc="bootstrap pip",
-                             env=_tool_env(ctx), timeout=600, mutating=True)
+                             env=tool_env(ctx), timeout=600, mutating=True)
         if not res.ok:
             raise StepFailed(
-                f"the env at {self.env.path} has no pip and ensurepip failed: {_last_lines(res.stderr)}",
+                f"the env at {self.env.path} has no pip and ensurepip failed: {last_lines(res.stderr)}",
                 hint="install uv (pip install uv) so the env needs no pip, or recreate the env",
             )
 
     def _run(self, ctx: Context, argv: list[str], what: str,
              on_line: Optional[Callable[[str], None]] = None) -> None:
-        res = ctx.runner.run(argv, desc=what, env=_tool_env(ctx), timeout=3600, mutating=True, on_line=on_line)
+        res = ctx.runner.run(argv, desc=what, env=tool_env(ctx), timeout=3600, mutating=True, on_line=on_line)
         if res.ok:
             return
-        detail = _last_lines(res.stderr or res.stdout, 8)
+        detail = last_lines(res.stderr or res.stdout, 8)
         if any(sign in (res.stderr + res.stdout) for sign in _NETWORK_SIGNS):
             raise DownloadError(
                 f"{what} failed: could not reach the package index: {detail}",
