@@ -26,16 +26,15 @@ from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, StepFailed, UsageError
 from tfgpu_install.files import atomic_write, remove_file, replace_symlink
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
-from tfgpu_install.steps.cudnn.want import Want, check_cudnn_inputs
+from tfgpu_install.steps.cudnn.want import CudnnOptions, Want, check_cudnn_inputs
 
 if TYPE_CHECKING:
-    from tfgpu_install.plan.options import InstallOptions
     from tfgpu_install.resolver.model import Resolution
 
 MARKER = ".tfgpu-cudnn.json"  # in a placed tree: which archive it came from
 
 
-def placed_lib_dir(options: "InstallOptions") -> Optional[Path]:
+def placed_lib_dir(options: CudnnOptions) -> Optional[Path]:
     """The directory the activation puts first on LD_LIBRARY_PATH (None for the wheel
     source, whose nvidia/*/lib dirs the activation adds already). The stable link
     <env>/lib/cudnn keeps this path the same whatever version gets placed."""
@@ -46,7 +45,7 @@ def placed_lib_dir(options: "InstallOptions") -> Optional[Path]:
     return Path(options.env) / "lib" / "cudnn" / "lib"
 
 
-def cudnn_steps(resolution: "Resolution", options: "InstallOptions", env: Any = None) -> list[Step]:
+def cudnn_steps(resolution: "Resolution", options: CudnnOptions, env: Any = None) -> list[Step]:
     """The cuDNN steps for this install, in order (pure: builds objects only).
     `env`: the target env's path, or a steps.env.TargetEnv (its .path); default options.env."""
     env = Path(getattr(env, "path", env)) if env is not None else Path(options.env)
@@ -78,7 +77,7 @@ def cudnn_steps(resolution: "Resolution", options: "InstallOptions", env: Any = 
     return steps
 
 
-def find_stale(ctx: Context, resolution: "Resolution", options: "InstallOptions", env: Any = None) -> list[Any]:
+def find_stale(ctx: Context, resolution: "Resolution", options: CudnnOptions, env: Any = None) -> list[Any]:
     """Other cuDNN copies on the env's library path (cudnn.CudnnCopy), for reports and
     doctor, whether or not --quarantine-stale is given."""
     from tfgpu_install.steps.cudnn.stale import QuarantineStale

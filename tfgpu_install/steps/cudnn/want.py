@@ -7,19 +7,38 @@ import hashlib
 import json
 import platform as _platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from tfgpu_install.context import Context
 
 if TYPE_CHECKING:
-    from tfgpu_install.plan.options import InstallOptions
     from tfgpu_install.resolver.model import Resolution
+
+
+class CudnnOptions(Protocol):
+    """What the cuDNN steps read of an install's options (plan.options.InstallOptions is one;
+    the steps sit below the plan and do not import it)."""
+
+    @property
+    def env(self) -> Path: ...
+    @property
+    def cudnn_source(self) -> str: ...
+    @property
+    def cudnn_mirror(self) -> Optional[str]: ...
+    @property
+    def cudnn_archive(self) -> Optional[Path]: ...
+    @property
+    def cudnn_prefix(self) -> Optional[Path]: ...
+    @property
+    def quarantine_stale(self) -> bool: ...
+    @property
+    def extra(self) -> Mapping[str, str]: ...
 
 
 class Want:
     """The cuDNN this install needs, from the resolution and the options (plain data)."""
 
-    def __init__(self, resolution: "Resolution", options: "InstallOptions", env: Path) -> None:
+    def __init__(self, resolution: "Resolution", options: CudnnOptions, env: Path) -> None:
         choice = resolution.choice
         self.env = Path(env)
         self.source = options.cudnn_source
