@@ -67,13 +67,15 @@ def _unknown_command(word: str) -> UsageError:
 
 
 def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"tfgpu_install.commands.{COMMANDS[name][0]}")
+    return importlib.import_module(f"tfgpu_install.commands.{COMMANDS[name].module}")
 
 
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole parser, or (`only`: the command being run) just that command's subparser:
     each subparser imports its command module and costs argparse set-up, and a run needs one.
     `--help` and a bare `tfgpu-install` still build them all."""
+    import argparse
+
     parser_class = _parser_class()
     common = parser_class(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON document")
@@ -85,11 +87,14 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
-    for name, (_, help_text) in COMMANDS.items():
+    for name, row in COMMANDS.items():
         if only is not None and name != only:
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        # the description and the example come from the one table (commands/__init__.py), kept as written
+        p = sub.add_parser(name, help=row.help, description=row.help,
+                           formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
         _module(name).add_arguments(p)
+        p.epilog = "\n\n".join(part for part in (p.epilog, f"example:\n  {row.example}") if part)
     return parser
 
 

@@ -3,24 +3,55 @@
 Modules import their heavy dependencies inside `run`, so `probe`/`plan` start fast.
 """
 
-# name -> (module, one-line help). Order is the order of `--help`.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "install": ("install", "probe, resolve, provision, verify and snapshot a TensorFlow GPU env (default)"),
-    "probe": ("probe", "what this machine has, each value with its source"),
-    "plan": ("plan", "the TensorFlow/CUDA/cuDNN/Python combination this machine can run, and why"),
-    "profiles": ("profiles", "list the profiles"),
-    "rollback": ("rollback", "undo the last install, or return to a snapshot"),
-    "status": ("status", "steps done and pending, last verification"),
-    "verify": ("verify", "layered GPU check ending in a real matmul"),
-    "doctor": ("doctor", "diagnose a broken setup, or classify a pasted log"),
-    "snapshot": ("snapshot", "export, restore, list, show, diff and bundle snapshots"),
-    "check": ("check", "drift between the live env and its last known-good snapshot"),
-    "knowledge": ("knowledge", "learn new TensorFlow releases from the package index; show what is known"),
-    "fleet": ("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore"),
-    "add": ("add", "add your own requirements to an env, resolved with TensorFlow's pins, and verify again"),
-    "kernel": ("kernel", "register an env as a Jupyter kernel that sees its CUDA libraries (install, remove)"),
-    "completion": ("completion", "print a shell completion script: bash, zsh or fish"),
-    "envs": ("envs", "the envs tfgpu-install made (TF/CUDA/cuDNN/Python, verified, drift, size); remove one"),
-    "upgrade": ("upgrade", "the profile's current choice in a new env with your added packages; made the default"),
-    "self": ("selfcmd", "uninstall tfgpu-install (its state, cache and data; its envs with --envs)"),
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    """One row of the command table: what `--help`, the completion scripts, the docs' reference
+    pages and the man page all say about a command (docs/reference is generated from it)."""
+
+    module: str  # tfgpu_install.commands.<module>
+    help: str  # the one line `tfgpu-install --help` lists and `COMMAND --help` starts with
+    example: str  # one real command line, shown in `COMMAND --help`'s epilog
+
+
+# Order is the order of `--help`.
+COMMANDS: dict[str, Command] = {
+    "install": Command("install", "probe, resolve, provision, verify and snapshot a TensorFlow GPU env (default)",
+                       "tfgpu-install install --profile stable --allow-cpu -y"),
+    "probe": Command("probe", "what this machine has, each value with its source",
+                     "tfgpu-install probe --json"),
+    "plan": Command("plan", "the TensorFlow/CUDA/cuDNN/Python combination this machine can run, and why",
+                    "tfgpu-install plan --tensorflow 2.15 --assume-driver 535.104.05 --assume-gpu A100"),
+    "profiles": Command("profiles", "list the profiles",
+                        "tfgpu-install profiles"),
+    "rollback": Command("rollback", "undo the last install, or return to a snapshot",
+                        "tfgpu-install rollback --env ~/envs/tf -y"),
+    "status": Command("status", "steps done and pending, last verification",
+                      "tfgpu-install status --env ~/envs/tf"),
+    "verify": Command("verify", "layered GPU check ending in a real matmul",
+                      "tfgpu-install verify --env ~/envs/tf --benchmark"),
+    "doctor": Command("doctor", "diagnose a broken setup, or classify a pasted log",
+                      "tfgpu-install doctor --log train.log"),
+    "snapshot": Command("snapshot", "export, restore, list, show, diff and bundle snapshots",
+                        "tfgpu-install snapshot export --env ~/envs/tf -o tf-env.yaml"),
+    "check": Command("check", "drift between the live env and its last known-good snapshot",
+                     "tfgpu-install check --env ~/envs/tf --full"),
+    "knowledge": Command("knowledge", "learn new TensorFlow releases from the package index; show what is known",
+                         "tfgpu-install knowledge update"),
+    "fleet": Command("fleet", "many hosts through ansible-playbook: install, status, snapshot, restore",
+                     "tfgpu-install fleet install -i hosts.ini --same"),
+    "add": Command("add", "add your own requirements to an env, resolved with TensorFlow's pins, and verify again",
+                   "tfgpu-install add 'pandas>=2' scikit-learn --env ~/envs/tf"),
+    "kernel": Command("kernel", "register an env as a Jupyter kernel that sees its CUDA libraries (install, remove)",
+                      "tfgpu-install kernel install --env ~/envs/tf"),
+    "completion": Command("completion", "print a shell completion script: bash, zsh or fish",
+                          "tfgpu-install completion bash"),
+    "envs": Command("envs", "the envs tfgpu-install made (TF/CUDA/cuDNN/Python, verified, drift, size); remove one",
+                    "tfgpu-install envs --all"),
+    "upgrade": Command("upgrade",
+                       "the profile's current choice in a new env with your added packages; made the default",
+                       "tfgpu-install upgrade -y"),
+    "self": Command("selfcmd", "uninstall tfgpu-install (its state, cache and data; its envs with --envs)",
+                    "tfgpu-install self uninstall --dry-run"),
 }

@@ -33,12 +33,12 @@ def command_tree() -> Node:
     from tfgpu_install.commands import COMMANDS
 
     commands: dict[str, Node] = {}
-    for name, (module, help_text) in COMMANDS.items():
+    for name, row in COMMANDS.items():
         p = argparse.ArgumentParser(prog=f"tfgpu-install {name}")
         p.add_argument("--json", action="store_true")
         p.add_argument("--debug", action="store_true")
-        importlib.import_module(f"tfgpu_install.commands.{module}").add_arguments(p)
-        commands[name] = _node(p, help_text)
+        importlib.import_module(f"tfgpu_install.commands.{row.module}").add_arguments(p)
+        commands[name] = _node(p, row.help)
     return Node(flags=("--json", "--debug", "--help", "--version"), subs=commands)
 
 
