@@ -469,7 +469,8 @@ def cpu_of(before: Optional[float], after: Optional[float], wall: float, control
 
 def host_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": h["name"], "state": h.get("state"), "seconds": h.get("seconds"),
-             "tensorflow": h.get("tensorflow"), "error": h.get("error"), "message": h.get("message")}
+             "tensorflow": h.get("tensorflow"), "gpu_verified": h.get("gpu_verified"), "error": h.get("error"),
+             "message": h.get("message")}
             for h in doc["hosts"]]
 
 
@@ -607,6 +608,9 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
                 "ok": bool(h.get("ok")),
                 "changed": bool(first_h.get(name, {}).get("changed") or h.get("changed")),
                 "tensorflow": h.get("tensorflow"), "python": h.get("python"),
+                # What verification checked: no GPU here, so the CPU only (gpu_verified false), and its layers.
+                "verified": h.get("verified"), "gpu_verified": h.get("gpu_verified"),
+                "layers_passed": h.get("layers_passed"),
                 "restored": bool(restore_h.get(name, {}).get("restored")),
                 "first_run": first_h.get(name, {}).get("state"), "resumed": bool(h.get("changed")),
                 "second_run": second_h.get(name, {}).get("state"),

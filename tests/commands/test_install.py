@@ -92,6 +92,7 @@ def test_install_noop_status_rollback(
     sdoc = json.loads(status.stdout)
     assert sdoc["complete"] is True and sdoc["verification"]["ok"] is True
     assert sdoc["verification"]["gpu_verified"] is False
+    assert "tensorflow" in sdoc["verification"]["layers_passed"]  # what a fleet row shows beside "CPU only"
     # the stack verification checked (what `fleet status` shows)
     assert (sdoc["verification"]["tensorflow"], sdoc["verification"]["cuda"]) == (choice["tensorflow"], choice["cuda"])
 

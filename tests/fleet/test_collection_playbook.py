@@ -82,6 +82,8 @@ def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> Non
     assert {"env.create", "packages.install", "verify.run"} <= set(first["applied"])
     assert first["tensorflow"]["tensorflow"] == "2.99.0"
     assert first["host"]["machine_id"]
+    # No GPU here: verified on the CPU only, and it says so, with the layers that passed (#38).
+    assert first["gpu_verified"] is False and "tensorflow" in first["layers_passed"]
 
     done, second = play(site)
     assert done.returncode == 0, done.stdout[-3000:]
@@ -91,6 +93,7 @@ def test_check_mode_plans_then_install_changes_once(site: dict[str, Any]) -> Non
     done, status = play(site, tfgpu_mode="status")  # fleet status: the last verified stack
     assert done.returncode == 0, done.stdout[-3000:]
     assert status["changed"] is False and status["verified"] is True
+    assert status["gpu_verified"] is False and "tensorflow" in status["layers_passed"]
     assert (status["tensorflow"]["tensorflow"], status["tensorflow"]["cuda"]) == ("2.99.0", "12.3")
 
 

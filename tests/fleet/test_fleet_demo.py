@@ -68,6 +68,15 @@ def test_contract(demo: dict) -> None:
     assert all(h["second_run"] == "ok" for h in real)
 
 
+def test_rows_say_only_the_cpu_was_checked(demo: dict) -> None:
+    """#38: these hosts have no GPU (--allow-cpu): verified, but never gpu_verified."""
+    real = [h for h in demo["hosts"] if h["name"] != "ghost"]
+    assert all(h["verified"] is True and h["gpu_verified"] is False for h in real), real
+    assert all("tensorflow" in h["layers_passed"] for h in real)
+    ghost = next(h for h in demo["hosts"] if h["name"] == "ghost")
+    assert ghost["gpu_verified"] is None and ghost["layers_passed"] == []
+
+
 def test_mixed_fleet_gets_what_each_host_can_run(demo: dict) -> None:
     tf = {h["name"]: h["tensorflow"] for h in demo["hosts"]}
     assert tf["node1"] == tf["node3"] == "2.99.0"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tfgpu_install.fleet.results import collect, host_result, parse_recap
 from tfgpu_install.fleet.table import LiveTable, row, summary, summary_line
 
@@ -49,7 +51,9 @@ def test_installed_host_row() -> None:
     r = host_result("node1", INSTALLED)
     assert ((r.state, r.ok, r.changed, r.tensorflow, r.cuda, r.verified)
             == ("changed", True, True, "2.99.0", "12.3", True))
-    assert row(r) == ("node1", "none", "550.54.14", "2.99.0", "12.3", "9.1", "changed", "yes", "12.3")
+    # The node's tool did not say whether the GPU or only the CPU was checked: the row does not claim either
+    # (it read a plain "yes", which a CPU-only check also got: #38).
+    assert row(r) == ("node1", "none", "550.54.14", "2.99.0", "12.3", "9.1", "changed", "yes (GPU ?)", "12.3")
 
 
 def test_refused_restore_keeps_reasons_and_exit_code() -> None:
@@ -156,3 +160,79 @@ def test_an_oversized_result_file_is_no_result(tmp_path: Path) -> None:
     with path.open("wb") as f:
         f.truncate(MAX_RESULT_BYTES + 10)  # sparse: no memory, no disk
     assert read_result(path) is None
+
+
+def _with(result: dict, **changes: object) -> dict:
+    return {**INSTALLED, "result": {**INSTALLED["result"], **changes}}
+
+
+@pytest.mark.parametrize("gpu, cell", [(False, "CPU only"), (True, "GPU")])
+def test_a_row_says_what_the_verification_checked(gpu: bool, cell: str) -> None:
+    """#38: a host verified on the CPU (--allow-cpu) read "verified yes" in the table and the JSON."""
+    r = host_result("node1", _with(INSTALLED, gpu_verified=gpu, layers_passed=["python", "tensorflow"]))
+    assert row(r)[7] == cell
+    doc = r.to_json()
+    assert (doc["verified"], doc["gpu_verified"], doc["layers_passed"]) == (True, gpu, ["python", "tensorflow"])
+
+
+def test_nothing_verified_claims_no_gpu_or_layers() -> None:
+    r = host_result("node1", _with(INSTALLED, verified=False, gpu_verified=True, layers_passed=["python"]))
+    assert (row(r)[7], r.gpu_verified, r.layers_passed) == ("no", None, ())
+
+
+# A hostile (or broken) node's result: every field of the wrong type, control characters in its strings.
+HOSTILE = {"host": "node2", "mode": ["install"], "check_mode": "no", "result": {
+    "changed": "yes", "seconds": "slow", "verified": "true", "gpu_verified": 1, "exit_code": "12",
+    "reasons": "a string", "applied": [1, None, "env.create"], "layers_passed": {"a": 1},
+    "tensorflow": {"tensorflow": 2.99, "cuda": ["12"], "cudnn": None, "python": "\x1b]0;pwned\x07 3.11"},
+    "unreported": {"runs": "abc", "applied": "all"}, "ledger_run": 7,
+    "host": {"machine_id": {"x": 1}, "driver": "\x1b[2J\x1b[31m550.54.14\x1b[0m", "gpus": 5}}}
+
+
+@pytest.mark.parametrize("changes", [
+    {"seconds": "slow"}, {"gpus": 5}, {"seconds": float("nan")}, {"seconds": -3}, {"seconds": True},
+    {"host": "node"}, {"tensorflow": "2.99.0"}, {"reasons": [{"x": 1}]},
+])
+def test_one_wrong_field_is_unknown_and_the_row_stays(changes: dict) -> None:
+    """#39: `"seconds": "slow"` or `"gpus": 5` crashed the controller's table and lost every row."""
+    if "gpus" in changes:
+        doc = _with(INSTALLED, host={**INSTALLED["result"]["host"], "gpus": changes["gpus"]})
+    else:
+        doc = _with(INSTALLED, **changes)
+    r = host_result("node1", doc)
+    assert r.state == "changed" and len(row(r)) == 9
+    json.dumps(r.to_json())
+
+
+def test_a_hostile_result_keeps_every_row_and_escapes_the_terminal(tmp_path: Path) -> None:
+    (tmp_path / "node1.json").write_text(json.dumps(INSTALLED))
+    (tmp_path / "node2.json").write_text(json.dumps(HOSTILE))
+    rows = collect(tmp_path, ["node1", "node2"], parse_recap(RECAP))
+    assert [r.name for r in rows] == ["node1", "node2"]
+    bad = rows[1]
+    assert (bad.seconds, bad.gpus, bad.verified, bad.gpu_verified, bad.exit_code, bad.tensorflow) == (
+        None, (), None, None, None, None)
+    assert (bad.applied, bad.reasons, bad.layers_passed, bad.ledger_run, bad.machine_id) == (
+        ("env.create",), (), (), None, None)
+    assert bad.state == "ok" and not bad.changed  # "changed": "yes" is not True
+    out = tmp_path / "live.txt"
+    with out.open("w") as stream:
+        live = LiveTable(stream)
+        live.start("fleet install")
+        for r in rows:
+            live.add(r)
+    text = out.read_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b[2J" in text  # the driver string is shown, escaped
+    assert summary(rows)["hosts"] == 2
+
+
+def test_a_result_that_breaks_the_parser_is_a_row_not_a_crash(tmp_path: Path) -> None:
+    from tfgpu_install.fleet.results import safe_result
+
+    class Exploding(dict):  # stands for any input the parser did not foresee
+        def get(self, *a: object) -> object:
+            raise RuntimeError("boom")
+
+    r = safe_result("node9", Exploding())
+    assert (r.name, r.state, r.error, r.ok) == ("node9", "unknown", "bad-result", False)

@@ -25,6 +25,9 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
         "when": report.get("when"),
         "summary": report.get("summary"),
         "mode": report.get("mode"),
+        # The names of the layers that passed (a fleet row shows them beside GPU / CPU only).
+        "layers_passed": [lay["name"] for lay in report.get("layers") or [] if isinstance(lay, dict)
+                          and lay.get("status") == "pass" and isinstance(lay.get("name"), str)],
         # The stack that verification checked (the last good state when ok: a later failed attempt
         # that never reached verification does not change it).
         **{k: (doc.get("plan") or {}).get(k) for k in ("tensorflow", "cuda", "cudnn")},

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.errors import EnvironmentProblem
-from tfgpu_install.fleet.results import HostResult, host_result, read_result
+from tfgpu_install.fleet.results import HostResult, read_result, safe_result
 from tfgpu_install.runner import Completed, Runner
 
 # The exit status a run stopped by Ctrl-C reports (ExitCode.INTERRUPTED).
@@ -168,7 +168,7 @@ def run_playbook(
             doc = read_result(run.results_dir / f"{name}.json")
             if doc is not None:
                 reported.add(name)
-                on_result(host_result(name, doc))
+                on_result(safe_result(name, doc))
 
     try:
         while worker.is_alive():

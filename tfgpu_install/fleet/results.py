@@ -4,6 +4,7 @@ the controller) and the PLAY RECAP (which hosts were unreachable). Pure parsing,
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,19 +59,55 @@ class HostResult:
     # runs changed whose result never reached the controller (reported now; applied None: unknown).
     ledger_run: Optional[str] = None
     unreported: Optional[dict[str, Any]] = None
+    # What the verification that ran checked: the GPU (True), the CPU only (False, --allow-cpu), unknown
+    # (None: no verification, or a node tool that does not say); and the names of the layers that passed.
+    gpu_verified: Optional[bool] = None
+    layers_passed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["gpus"], d["reasons"], d["applied"] = list(self.gpus), list(self.reasons), list(self.applied)
+        d["layers_passed"] = list(self.layers_passed)
         return d
+
+
+# A node's result is another machine's word: each field is taken only with the type we expect, bounded
+# (a wrong type is "unknown", never an exception that would lose every row of the table).
+_MAX_FIELD = 400
+_MAX_ITEMS = 64
+
+
+def _str(value: Any, limit: int = _MAX_FIELD) -> Optional[str]:
+    return value[:limit] if isinstance(value, str) else None
+
+
+def _bool(value: Any) -> Optional[bool]:
+    return value if isinstance(value, bool) else None
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seconds(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value < 1e9 else None
+
+
+def _strs(value: Any, limit: int = _MAX_FIELD) -> tuple[str, ...]:
+    """A list of strings (other items dropped); anything but a list is none."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v[:limit] for v in value[:_MAX_ITEMS] if isinstance(v, str))
 
 
 def _choice(result: Mapping[str, Any]) -> dict[str, Any]:
     tf = result.get("tensorflow")
     if isinstance(tf, dict):
         return tf
-    choice = (result.get("resolution") or {}).get("choice") or {}
-    return choice if isinstance(choice, dict) else {}
+    choice = _dict(_dict(result.get("resolution")).get("choice"))
+    return choice
 
 
 # Ansible's own words for a failure that is not the network, and what they mean (checked in order).
@@ -110,11 +147,11 @@ def _dict(value: Any) -> dict[str, Any]:
 def _failure(result: Mapping[str, Any]) -> tuple[bool, bool, Optional[str], Any, Any]:
     """(failed, unreachable, message, error, hint): a host that was reached but could not work there
     (a read-only or full home) is failed, not unreachable; a known cause in the message names the error."""
-    failed = bool(result.get("failed"))
-    unreachable = bool(result.get("unreachable"))
+    failed = result.get("failed") is True
+    unreachable = result.get("unreachable") is True
     message = _text(result.get("msg")) if failed or unreachable else None
-    error = result.get("error") if failed else None
-    hint = result.get("hint") if failed else None
+    error = _str(result.get("error"), 80) if failed else None
+    hint = _text(result.get("hint")) if failed else None
     found = cause(message or "") if (unreachable or error in (None, "ansible-task", "tool-failed")) else None
     if unreachable and found:
         # Logged in, but could not work there (a read-only or full home): not the network.
@@ -141,44 +178,57 @@ def _state(unreachable: bool, refused: bool, failed: bool, check_mode: bool, cha
 
 
 def host_result(name: str, doc: Mapping[str, Any]) -> HostResult:
-    """One host's row from its result file: {"host", "mode", "check_mode", "result": module result}."""
-    result = _dict(doc.get("result") or {})
-    mode = str(doc.get("mode") or "install")
-    host = _dict(result.get("host") or {})
+    """One host's row from its result file: {"host", "mode", "check_mode", "result": module result}.
+    Never raises: a field of the wrong type reads as unknown (a hostile or broken node loses only that)."""
+    result = _dict(doc.get("result"))
+    mode = _str(doc.get("mode")) or "install"
+    host = _dict(result.get("host"))
+    check_mode = doc.get("check_mode") is True
     failed, unreachable, message, error, hint = _failure(result)
-    changed = bool(result.get("changed")) and not failed
-    state = _state(unreachable, bool(result.get("refused")), failed, bool(doc.get("check_mode")), changed)
+    changed = result.get("changed") is True and not failed
+    state = _state(unreachable, result.get("refused") is True, failed, check_mode, changed)
     choice = _choice(result)
     restored: Optional[bool] = None
     if mode == "restore":
-        restored = bool(result.get("restored")) and not failed
+        restored = result.get("restored") is True and not failed
     # A plan (check mode) verified nothing.
-    verifies = mode in ("install", "status") and not doc.get("check_mode")
+    verifies = mode in ("install", "status") and not check_mode
+    verified = _bool(result.get("verified")) if verifies else None
+    gpu_verified = _bool(result.get("gpu_verified")) if verifies and verified else None
     return HostResult(
         name=name,
         state=state,
         ok=not failed and not unreachable,
         changed=changed,
-        machine_id=host.get("machine_id"),
-        driver=host.get("driver"),
-        gpus=tuple(str(g) for g in host.get("gpus") or ()),
-        tensorflow=choice.get("tensorflow"),
-        cuda=choice.get("cuda"),
-        cudnn=choice.get("cudnn"),
-        python=choice.get("python"),
-        verified=result.get("verified") if verifies else None,
-        seconds=result.get("seconds"),
+        machine_id=_str(host.get("machine_id"), 64),
+        driver=_str(host.get("driver"), 64),
+        gpus=_strs(host.get("gpus"), 120),
+        tensorflow=_str(choice.get("tensorflow"), 64),
+        cuda=_str(choice.get("cuda"), 64),
+        cudnn=_str(choice.get("cudnn"), 64),
+        python=_str(choice.get("python"), 64),
+        verified=verified,
+        seconds=_seconds(result.get("seconds")),
         restored=restored,
         error=error,
         message=message,
         hint=hint,
-        exit_code=result.get("exit_code") if failed else None,
-        reasons=tuple(str(r) for r in result.get("reasons") or ()),
-        applied=tuple(str(a) for a in result.get("applied") or ()),
-        snapshot=result.get("snapshot") or result.get("id"),
-        ledger_run=result.get("ledger_run") if isinstance(result.get("ledger_run"), str) else None,
+        exit_code=_int(result.get("exit_code")) if failed else None,
+        reasons=_strs(result.get("reasons"), 2000),
+        applied=_strs(result.get("applied"), 80),
+        snapshot=_str(result.get("snapshot")) or _str(result.get("id")),
+        ledger_run=_str(result.get("ledger_run"), 64),
         unreported=_unreported(result.get("unreported")),
+        gpu_verified=gpu_verified,
+        layers_passed=_strs(result.get("layers_passed"), 40) if verified else (),
     )
+
+
+def bad_result(name: str, why: str) -> HostResult:
+    """The row of a host whose result file could not be understood at all (its row is kept, not lost)."""
+    return HostResult(name, "unknown", ok=False, changed=False, error="bad-result",
+                      message=f"the host's result could not be read: {why}",
+                      hint="see the playbook log; re-run the same command")
 
 
 def _unreported(value: Any) -> Optional[dict[str, Any]]:
@@ -186,8 +236,8 @@ def _unreported(value: Any) -> Optional[dict[str, Any]]:
     if not isinstance(value, dict):
         return None
     applied = value.get("applied")
-    return {"runs": [str(r) for r in value.get("runs") or [] if isinstance(r, str)],
-            "applied": [str(a) for a in applied] if isinstance(applied, list) else None}
+    return {"runs": list(_strs(value.get("runs"), 64)),
+            "applied": list(_strs(applied, 80)) if isinstance(applied, list) else None}
 
 
 def unreached(name: str, recap: Mapping[str, int], stopped: Optional[str] = None) -> HostResult:
@@ -215,8 +265,16 @@ def collect(results_dir: Path, hosts: Sequence[str], recap: Mapping[str, Mapping
     for name in hosts:
         path = results_dir / f"{name}.json"
         doc = read_result(path)
-        rows.append(host_result(name, doc) if doc is not None else unreached(name, recap.get(name, {}), stopped))
+        rows.append(safe_result(name, doc) if doc is not None else unreached(name, recap.get(name, {}), stopped))
     return rows
+
+
+def safe_result(name: str, doc: Mapping[str, Any]) -> HostResult:
+    """host_result, and a row saying why where even that fails (no host's row is ever lost)."""
+    try:
+        return host_result(name, doc)
+    except Exception as exc:  # noqa: BLE001 (one node's bad file must not cost the other rows)
+        return bad_result(name, type(exc).__name__)
 
 
 # A result file is a module's JSON: bounded like every input we read.

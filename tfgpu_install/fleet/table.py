@@ -6,13 +6,22 @@ from __future__ import annotations
 from typing import Optional, Sequence, TextIO
 
 from tfgpu_install.fleet.results import HostResult
+from tfgpu_install.guard.names import printable
 
 COLUMNS = ("host", "GPUs", "driver", "TF", "CUDA", "cuDNN", "state", "verified", "seconds")
-_WIDTHS = (14, 18, 12, 8, 6, 6, 12, 9, 7)
+_WIDTHS = (14, 18, 12, 8, 6, 6, 12, 11, 7)
 
 
-def _yes_no(value: Optional[bool]) -> str:
-    return "-" if value is None else ("yes" if value else "no")
+def verified_cell(r: HostResult) -> str:
+    """What the verification that ran checked: "GPU", "CPU only" (--allow-cpu: TensorFlow ran on the CPU),
+    "yes (GPU ?)" where the node's tool did not say which, "no", or "-" (nothing verified in this run)."""
+    if r.verified is None:
+        return "-"
+    if not r.verified:
+        return "no"
+    if r.gpu_verified is None:
+        return "yes (GPU ?)"
+    return "GPU" if r.gpu_verified else "CPU only"
 
 
 def row(r: HostResult) -> tuple[str, ...]:
@@ -20,7 +29,7 @@ def row(r: HostResult) -> tuple[str, ...]:
     gpus = ", ".join(r.gpus) if r.gpus else ("none" if r.machine_id or r.driver else "-")
     seconds = "-" if r.seconds is None else f"{r.seconds:.1f}"
     return (r.name, gpus, r.driver or "-", r.tensorflow or "-", r.cuda or "-", r.cudnn or "-",
-            r.state, _yes_no(r.verified), seconds)
+            r.state, verified_cell(r), seconds)
 
 
 def rows(results: Sequence[HostResult]) -> list[tuple[str, ...]]:
@@ -28,7 +37,8 @@ def rows(results: Sequence[HostResult]) -> list[tuple[str, ...]]:
 
 
 def _line(cells: Sequence[str]) -> str:
-    return "  ".join(c[:w].ljust(w) for c, w in zip(cells, _WIDTHS)).rstrip()
+    # A node's strings reach this terminal: control characters (escape sequences) are written as \xNN.
+    return "  ".join(printable(" ".join(c.split()))[:w].ljust(w) for c, w in zip(cells, _WIDTHS)).rstrip()
 
 
 def summary(results: Sequence[HostResult]) -> dict[str, int]:

@@ -122,9 +122,16 @@ planned:
   returned: always
   type: bool
 gpu_verified:
-  description: TensorFlow ran on the GPU during verification.
-  returned: mode is install
+  description: TensorFlow ran on the GPU during verification (false - only the CPU was checked, C(--allow-cpu);
+    null - not known).
+  returned: mode is install or status
   type: bool
+layers_passed:
+  description: The names of the verification layers that passed (from the env's verification record).
+  returned: success
+  type: list
+  elements: str
+  sample: [python, tensorflow]
 verified:
   description: The env passed verification (in this run or an earlier one; status, the last record).
   returned: success
@@ -233,7 +240,17 @@ def _exit_status(module, tool, host, bootstrapped, would):
     module.exit_json(seconds=elapsed(), changed=False, status=doc, host=host, bootstrapped=bootstrapped,
                      would_bootstrap=would, planned=True, env=(doc or {}).get("env"),
                      tensorflow={k: stack.get(k) for k in ("tensorflow", "cuda", "cudnn", "python")},
-                     verified=bool(((doc or {}).get("verification") or {}).get("ok")))
+                     **_verification(doc))
+
+
+def _verification(status_doc):
+    """verified, gpu_verified (False: only the CPU was checked) and the layers that passed, from
+    `status --json`'s verification record (None where it does not say)."""
+    v = (status_doc or {}).get("verification") or {}
+    ok = bool(v.get("ok"))
+    layers = v.get("layers_passed")
+    return dict(verified=ok, gpu_verified=bool(v.get("gpu_verified")) if ok and "gpu_verified" in v else None,
+                layers_passed=[str(x) for x in layers] if ok and isinstance(layers, list) else [])
 
 
 def _steps_with(doc, key, wanted):
@@ -295,12 +312,18 @@ def main():
         dry_run=bool(doc.get("dry_run")),
         gpu_verified=doc.get("gpu_verified"),
         verified=bool(_verified(doc)),
+        layers_passed=[],
         planned=True,
         host=host,
         bootstrapped=bootstrapped,
         would_bootstrap=would,
         **told
     )
+    if result["verified"]:
+        # What the verification checked (GPU or CPU only, which layers passed), from its own record.
+        checked = _verification(_status(module, tool)[1])
+        if checked["verified"]:
+            result.update(gpu_verified=checked["gpu_verified"], layers_passed=checked["layers_passed"])
     if module._diff:
         result["diff"] = stack_diff(before, after if (pending or applied) else before)
     module.exit_json(**result)
