@@ -54,7 +54,7 @@ def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
         # The combination, whichever shape the snapshot stored its resolution in ({"choice": {...}}, ...).
         return found[1], choice_of(found[1])
     try:
-        from tfgpu_install.snapshot.build import recorded_plan
+        from tfgpu_install.plan.journaled import recorded_plan
 
         plan = recorded_plan(ctx, env)
     except (TfgpuError, OSError, ValueError):

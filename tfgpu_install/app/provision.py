@@ -108,10 +108,11 @@ def _rollback_point(ctx: Context, env: Path, facts: Any) -> Optional[str]:
     journal = Journal.for_env(ctx, env)
     if journal.exists() and set(step_states(journal.entries()).values()) & {"interrupted", "failed"}:
         return None
+    from tfgpu_install.plan.journaled import recorded_plan
     from tfgpu_install.snapshot.build import build
     from tfgpu_install.snapshot.model import save
 
-    snap = build(ctx, env, "rollback-point", facts=facts, hashes=False)
+    snap = build(ctx, env, "rollback-point", facts=facts, resolution=recorded_plan(ctx, env), hashes=False)
     save(ctx.state_dir, snap)
     return snap.id
 

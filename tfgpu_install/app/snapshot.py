@@ -41,6 +41,7 @@ class ExportRequest:
 
 
 def export(ctx: Context, req: ExportRequest) -> Result:
+    from tfgpu_install.plan.journaled import recorded_plan
     from tfgpu_install.snapshot.build import build
     from tfgpu_install.snapshot.exports import FORMATS
 
@@ -53,6 +54,7 @@ def export(ctx: Context, req: ExportRequest) -> Result:
         raise UsageError(f"--format {fmt} needs -o FILE", "name the file to write, e.g. -o requirements.txt")
     snap = build(
         ctx, env, "export", facts=_facts(ctx), verification=_last_verification(ctx, env),
+        resolution=recorded_plan(ctx, env),
         hashes=not req.no_hashes and form.look_up_hashes, index_url=req.index_url,
     )
     if form.render is None:

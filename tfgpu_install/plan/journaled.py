@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from tfgpu_install.context import Context
 from tfgpu_install.plan.install import build_steps
 from tfgpu_install.plan.options import InstallOptions, options_from_json, options_to_json
 from tfgpu_install.plan.restore import steps_from_restore_plan
@@ -24,3 +26,18 @@ def steps_from_plan(plan: dict[str, Any]) -> list[Step]:
     if "restore" in plan:  # a `snapshot restore` run: its own step list (plan/restore.py)
         return steps_from_restore_plan(plan)
     return build_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]))
+
+
+def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
+    """The resolution the install journaled for this env (its last "run" event), if any."""
+    from tfgpu_install.engine.journal import Journal, last_plan
+
+    journal = Journal.for_env(ctx, env)
+    plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
+    if not isinstance(plan.get("resolution"), dict):
+        return plan
+    from tfgpu_install.plan.additions import OPTION, from_record, snapshot_block
+
+    # The user's own requirements (--with, add) ride along, as the install's own record has them.
+    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
+    return {**plan["resolution"], **snapshot_block(from_record(options, OPTION))}

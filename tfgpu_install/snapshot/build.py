@@ -27,21 +27,6 @@ def host_contract(facts: Optional[Facts]) -> HostContract:
     )
 
 
-def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
-    """The resolution the install journaled for this env (its last "run" event), if any."""
-    from tfgpu_install.engine.journal import Journal, last_plan
-
-    journal = Journal.for_env(ctx, env)
-    plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
-    if not isinstance(plan.get("resolution"), dict):
-        return plan
-    from tfgpu_install.plan.additions import OPTION, from_record, snapshot_block
-
-    # The user's own requirements (--with, add) ride along, as the install's own record has them.
-    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
-    return {**plan["resolution"], **snapshot_block(from_record(options, OPTION))}
-
-
 def build(
     ctx: Context,
     env: Path,
@@ -75,7 +60,7 @@ def build(
         created=now_iso(),
         env={"path": str(env), "backend": state.backend, "python": state.python, **conda_pins(env)},
         host=host_contract(facts),
-        resolution=dict(resolution if resolution is not None else recorded_plan(ctx, env)),
+        resolution=dict(resolution or {}),  # the caller's: plan.journaled.recorded_plan for a journaled env
         packages=packages,
         files=state.files,
         activation=dict(state.activation),
