@@ -18,13 +18,13 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
     journaled plan (plan/journaled.py) to find each step's undo."""
     from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.errors import UnsatisfiableError
+    from tfgpu_install.snapshot.record import RecordSnapshot
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.cudnn.place import cudnn_steps, placed_lib_dir
     from tfgpu_install.steps.env import CreateEnv
     from tfgpu_install.steps.ldconfig import SystemLdconfig
     from tfgpu_install.steps.libraries import CheckLibraries
     from tfgpu_install.steps.packages import InstallPackages
-    from tfgpu_install.steps.record import RecordSnapshot
     from tfgpu_install.steps.shell_rc import WriteShellRc
     from tfgpu_install.steps.system_libraries import CheckSystemLibraries
     from tfgpu_install.steps.verify import VerifyEnv

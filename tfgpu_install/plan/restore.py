@@ -18,10 +18,10 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
     from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.plan.additions import snapshot_block
     from tfgpu_install.snapshot.model import SEEDED
+    from tfgpu_install.snapshot.record import RecordSnapshot
     from tfgpu_install.steps.activation import WriteActivation
     from tfgpu_install.steps.env import CreateEnv
     from tfgpu_install.steps.packages import InstallPackages
-    from tfgpu_install.steps.record import RecordSnapshot
     from tfgpu_install.steps.sync import SyncPackages
     from tfgpu_install.steps.verify import VerifyEnv
     from tfgpu_install.verify.host import CheckPlan

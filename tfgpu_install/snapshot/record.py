@@ -82,7 +82,7 @@ class RecordSnapshot(Step):
         return "record the known-good snapshot"
 
     def snapshots_dir(self, ctx: Context) -> Path:
-        return ctx.state_dir / "snapshots"  # = tfgpu_install.snapshot.model.store_dir(ctx.state_dir)
+        return ctx.state_dir / "snapshots"  # = snapshot.model.store_dir(ctx.state_dir)
 
     def check(self, ctx: Context) -> bool:
         return False  # the executor's fingerprint check makes a re-run skip this
