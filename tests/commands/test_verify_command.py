@@ -11,7 +11,7 @@ from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import make_venv, tf_env  # noqa: F401
 from tfgpu_install.cli import main
 from tfgpu_install.context import build_context
-from tfgpu_install.engine.journal import Journal
+from tfgpu_install.env.journal import Journal
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.verify.record import read_record
 

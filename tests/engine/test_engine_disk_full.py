@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.full_disk import fill, tmpfs
 from tfgpu_install.engine.env_lock import EnvLock
-from tfgpu_install.engine.journal import Journal
+from tfgpu_install.env.journal import Journal
 from tfgpu_install.errors import DiskFull, ExitCode
 
 

@@ -11,8 +11,8 @@ import pytest
 from tests.support.engine import CountingCheck, WriteFile, demo_steps
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import Executor
-from tfgpu_install.engine.journal import Journal
 from tfgpu_install.env.fingerprint import env_fingerprint
+from tfgpu_install.env.journal import Journal
 from tfgpu_install.errors import EnvironmentProblem, LockedError, StepFailed
 from tfgpu_install.files import tree_digest
 from tfgpu_install.runner import ReplayRunner

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.faults import fault_env, wait_stopped
-from tfgpu_install.engine.journal import Journal
+from tfgpu_install.env.journal import Journal
 from tfgpu_install.files import tree_digest
 
 DRIVER = Path(__file__).resolve().parents[1] / "support" / "engine.py"

@@ -12,7 +12,7 @@ import pytest
 
 from tfgpu_install.cli import main
 from tfgpu_install.context import Context
-from tfgpu_install.engine.journal import Journal
+from tfgpu_install.env.journal import Journal
 from tfgpu_install.env.state import known_envs
 from tfgpu_install.errors import EnvironmentProblem, ExitCode
 

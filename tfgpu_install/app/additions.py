@@ -40,7 +40,7 @@ def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
 
 
 def journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
-    from tfgpu_install.engine.journal import Journal, last_plan
+    from tfgpu_install.env.journal import Journal, last_plan
 
     journal = Journal.for_env(ctx, env)
     plan = last_plan(journal.entries()) if journal.exists() else None

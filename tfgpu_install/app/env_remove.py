@@ -24,7 +24,7 @@ class RemoveRequest:
 
 def created_by_us(entries: list[Any]) -> bool:
     """The journal's current epoch holds an env.create that made the directory (not one that found it)."""
-    from tfgpu_install.engine.journal import open_entries
+    from tfgpu_install.env.journal import open_entries
 
     return any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
                for e in open_entries(entries))
@@ -33,8 +33,8 @@ def created_by_us(entries: list[Any]) -> bool:
 def remove_env(ctx: Context, req: RemoveRequest) -> Result:
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
-    from tfgpu_install.engine.journal import Journal, open_entries
     from tfgpu_install.env.disksize import disk_usage
+    from tfgpu_install.env.journal import Journal, open_entries
     from tfgpu_install.env.layout import user_path
     from tfgpu_install.env.registry import forget_env, last_env
     from tfgpu_install.env.state import known_envs

@@ -110,7 +110,7 @@ def _nvidia_devices(ctx: Context) -> list[str]:
 
 def _touched(journal: Path) -> list[str]:
     """Every path the journal's steps said they touch (read with the journal's own reader)."""
-    from tfgpu_install.engine.journal import Journal, current_epoch
+    from tfgpu_install.env.journal import Journal, current_epoch
 
     paths: set[str] = set()
     for e in current_epoch(Journal(journal).entries()):
@@ -212,7 +212,7 @@ def noop_data(data: Mapping[str, Any], fingerprinted: set[str]) -> dict[str, Any
 def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message: str) -> None:
     """After a successful install (not a dry run): the stamp the next identical run answers from.
     Best effort: a full disk or a read-only state dir only costs the next run its fast path."""
-    from tfgpu_install.engine.journal import Journal, current_epoch
+    from tfgpu_install.env.journal import Journal, current_epoch
     from tfgpu_install.env.state import env_state_dir
     from tfgpu_install.files import atomic_write
 

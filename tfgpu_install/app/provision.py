@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport, Executor
-from tfgpu_install.engine.journal import Journal, step_states
+from tfgpu_install.env.journal import Journal, step_states
 from tfgpu_install.env.registry import forget_env, last_env, remember_env
 from tfgpu_install.errors import TfgpuError, VerifyFailed
 from tfgpu_install.report import Block

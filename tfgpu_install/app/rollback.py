@@ -29,7 +29,7 @@ class RollbackRequest:
 
 def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
     """Every step any journaled run of this env planned (newest plan wins per step id)."""
-    from tfgpu_install.engine.journal import current_epoch
+    from tfgpu_install.env.journal import current_epoch
     from tfgpu_install.plan.journaled import steps_from_plan
 
     by_id: dict[str, Any] = {}
@@ -43,7 +43,7 @@ def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
 
 
 def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
-    from tfgpu_install.engine.journal import current_epoch
+    from tfgpu_install.env.journal import current_epoch
     from tfgpu_install.snapshot.model import find
 
     path, snap = find(ctx.state_dir, ref)
@@ -64,7 +64,7 @@ def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
 def rollback(ctx: Context, req: RollbackRequest) -> Result:
     from tfgpu_install.app.envs import target_env
     from tfgpu_install.engine.executor import Executor
-    from tfgpu_install.engine.journal import Journal, open_entries
+    from tfgpu_install.env.journal import Journal, open_entries
 
     env = target_env(ctx, req.env)
     journal = Journal.for_env(ctx, env)

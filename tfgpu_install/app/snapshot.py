@@ -157,7 +157,7 @@ def own_files_changed(ctx: Context, env: Path) -> list[str]:
     """The tool's own files (activation blocks and launcher, shell rc blocks, the ld.so.conf.d
     entry) that no longer hold what the journal's steps wrote: "step: what it wrote"."""
     from tfgpu_install.app.rollback import journal_steps
-    from tfgpu_install.engine.journal import Journal, step_states
+    from tfgpu_install.env.journal import Journal, step_states
 
     entries = Journal.for_env(ctx, env).entries()
     states = step_states(entries)

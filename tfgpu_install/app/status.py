@@ -39,7 +39,7 @@ def status(ctx: Context, env_given: Optional[str]) -> Result:
     from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
-    from tfgpu_install.engine.journal import Journal, step_states
+    from tfgpu_install.env.journal import Journal, step_states
 
     env = existing_env(ctx, env_given)  # none, or gone: exit 6 (env-not-found), as every command says it
     journal = Journal.for_env(ctx, env)

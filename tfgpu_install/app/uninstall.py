@@ -143,7 +143,7 @@ def _data(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept
 def uninstall(ctx: Context, req: UninstallRequest) -> Result:
     from tfgpu_install.app.env_list import env_rows
     from tfgpu_install.app.env_remove import created_by_us
-    from tfgpu_install.engine.journal import Journal
+    from tfgpu_install.env.journal import Journal
 
     seen: set[tuple[int, int]] = set()
     rows = env_rows(ctx)

@@ -21,10 +21,10 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.engine.env_lock import EnvLock
-from tfgpu_install.engine.journal import Entry, Journal, current_epoch, open_entries
 
 # In its own small module: install's no-op fast path computes it without the step machinery.
 from tfgpu_install.env.fingerprint import env_fingerprint
+from tfgpu_install.env.journal import Entry, Journal, current_epoch, open_entries
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from tfgpu_install.files import atomic_write, sha256_file

@@ -49,7 +49,7 @@ def last_env(ctx: Context) -> Optional[Path]:
 
 def _rolled_back(ctx: Context, env: Path) -> bool:
     """A full rollback is the journal's last word on this env (no run since)."""
-    from tfgpu_install.engine.journal import Journal, current_epoch
+    from tfgpu_install.env.journal import Journal, current_epoch
 
     try:
         entries = Journal.for_env(ctx, env).entries()

@@ -30,7 +30,7 @@ def steps_from_plan(plan: dict[str, Any]) -> list[Step]:
 
 def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
     """The resolution the install journaled for this env (its last "run" event), if any."""
-    from tfgpu_install.engine.journal import Journal, last_plan
+    from tfgpu_install.env.journal import Journal, last_plan
 
     journal = Journal.for_env(ctx, env)
     plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfgpu_install.engine.journal import Journal, last_plan, open_entries, step_states
+from tfgpu_install.env.journal import Journal, last_plan, open_entries, step_states
 from tfgpu_install.env.state import env_key
 
 
