@@ -1,0 +1,279 @@
+"""The package's shape, checked by walking its own source (so a clone checks itself):
+no import circles, no core module importing the command line, no private name used across
+packages, and no import against the declared layer order (every import counts: at the top,
+inside a function, under TYPE_CHECKING).
+
+Run as a script for the report: `python3 tests/test_architecture.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "tfgpu_install"
+
+# The layer order, top to bottom (design.md: commands -> app -> (plan, engine, snapshot, doctor,
+# fleet) -> (steps, resolver) -> (knowledge, facts, fetch) -> (runner, context, errors)), one
+# row per layer. A unit (a subpackage, or a module directly in tfgpu_install/) imports only
+# units in rows below its own; units in one row do not import each other. `<root>` is
+# tfgpu_install/__init__.py (the version).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__main__",),
+    ("entry",),
+    ("cli",),
+    ("commands",),
+    ("completion", "app"),
+    ("fleet", "doctor"),
+    ("plan",),  # resolution or snapshot -> steps
+    ("snapshot",),  # the document, its store, and the step that records it
+    ("engine",),  # runs steps and journals them
+    ("steps",),
+    ("resolver", "conda"),
+    ("verify", "facts", "fetch"),
+    ("knowledge", "env"),  # env: the environment's own room (layout, journal, integrity, tools)
+    ("console",),
+    ("report", "guard", "files", "context"),
+    ("runner", "dirs"),
+    ("errors",),
+    ("<root>",),
+)
+FACE = ("__main__", "entry", "cli", "commands", "completion")  # the command line
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module, dotted (the nearest module that exists)
+    name: Optional[str]  # the name taken from it (`from target import name`), if any
+    line: int
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    out = {}
+    for path in sorted((root / NAME).rglob("*.py")):
+        dotted = ".".join(path.relative_to(root).with_suffix("").parts)
+        out[dotted.removesuffix(".__init__")] = path
+    return out
+
+
+def unit(module: str) -> str:
+    """The layer unit of a module: tfgpu_install.steps.cudnn.place -> steps."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def _existing(dotted: str, mods: dict[str, Path]) -> Optional[str]:
+    while dotted and dotted not in mods:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def _imports_of(module: str, path: Path, mods: dict[str, Path]) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(), str(path))
+    here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _existing(alias.name, mods) if alias.name.startswith(NAME) else None
+                if target:
+                    yield Import(module, target, None, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
+            if not base.startswith(NAME):
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                if full in mods:  # `from package import module`
+                    yield Import(module, full, None, node.lineno)
+                else:
+                    target = _existing(base, mods)
+                    if target:
+                        yield Import(module, target, alias.name, node.lineno)
+
+
+def _module_aliases(path: Path, mods: dict[str, Path], module: str) -> Iterator[tuple[str, str, str, int]]:
+    """`alias._name` where alias was bound by importing one of the package's modules."""
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}
+    here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in mods:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in mods:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in bound and _private(node.attr)):
+            yield module, bound[node.value.id], node.attr, node.lineno
+
+
+@lru_cache(maxsize=1)
+def graph() -> tuple[Import, ...]:
+    mods = modules()
+    return tuple(imp for m, p in mods.items() for imp in _imports_of(m, p, mods))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports() -> list[str]:
+    """Names with a leading underscore (or modules named so) taken from another unit."""
+    mods = modules()
+    found = []
+    for imp in graph():
+        if unit(imp.source) == unit(imp.target):
+            continue
+        if (imp.name and _private(imp.name)) or any(_private(p) for p in imp.target.split(".")):
+            found.append(f"{imp.source}:{imp.line} takes {imp.target}.{imp.name or ''}")
+    for m, p in mods.items():
+        for source, target, attr, line in _module_aliases(p, mods, m):
+            if unit(source) != unit(target):
+                found.append(f"{source}:{line} uses {target}.{attr}")
+    return sorted(set(found))
+
+
+def _rank(u: str) -> int:
+    for i, row in enumerate(LAYERS):
+        if u in row:
+            return i
+    raise KeyError(u)
+
+
+def unplaced() -> list[str]:
+    return sorted({unit(m) for m in modules()} - {u for row in LAYERS for u in row})
+
+
+def arrows_against_layers() -> list[str]:
+    """Imports from a unit to one in its own row or above it."""
+    found = []
+    for imp in graph():
+        a, b = unit(imp.source), unit(imp.target)
+        if a != b and _rank(b) <= _rank(a):
+            found.append(f"{a} -> {b}: {imp.source}:{imp.line} imports {imp.target}")
+    return sorted(set(found))
+
+
+def core_to_command() -> list[str]:
+    return sorted({f"{imp.source}:{imp.line} imports {imp.target}" for imp in graph()
+                   if unit(imp.source) not in FACE and unit(imp.target) in ("commands", "cli")})
+
+
+def circles() -> list[list[str]]:
+    """Import circles among modules (a package's __init__ re-exporting its children is none)."""
+    mods = modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for imp in graph():
+        own_child = mods[imp.source].name == "__init__.py" and imp.target.startswith(imp.source + ".")
+        if imp.target != imp.source and not own_child:
+            edges[imp.source].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def test_every_unit_has_a_layer() -> None:
+    assert unplaced() == []
+
+
+def test_no_import_circles() -> None:
+    assert circles() == []
+
+
+def test_no_core_module_imports_the_command_line() -> None:
+    assert core_to_command() == []
+
+
+def test_no_private_name_crosses_a_package() -> None:
+    assert private_imports() == []
+
+
+def test_no_import_runs_against_the_layer_order() -> None:
+    assert arrows_against_layers() == []
+
+
+def test_the_checker_sees_what_it_looks_for(tmp_path: Path) -> None:
+    """A seeded package with one of each fault: the walk finds each, so a silent pass means
+    none, not a blind checker."""
+    pkg = tmp_path / NAME
+    for sub in ("steps", "snapshot", "commands"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "steps" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from tfgpu_install.snapshot.b import Thing\n"
+        "def f():\n    from ..snapshot import b\n    return b._hidden\n")
+    (pkg / "snapshot" / "b.py").write_text(
+        "from tfgpu_install.steps.a import f\nfrom tfgpu_install.commands.c import _g\n")
+    (pkg / "commands" / "c.py").write_text("def _g(): pass\n")
+    mods = modules(tmp_path)
+    imps = [imp for m, p in mods.items() for imp in _imports_of(m, p, mods)]
+    pairs = {(unit(i.source), unit(i.target), i.name) for i in imps}
+    assert ("steps", "snapshot", "Thing") in pairs  # under TYPE_CHECKING
+    assert ("steps", "snapshot", None) in pairs  # relative, inside a function
+    assert ("snapshot", "commands", "_g") in pairs
+    uses = [u for m, p in mods.items() for u in _module_aliases(p, mods, m)]
+    assert uses == [(f"{NAME}.steps.a", f"{NAME}.snapshot.b", "_hidden", 6)]
+
+
+def report() -> str:
+    lines = []
+    for title, found in (("unplaced units", unplaced()), ("private cross-package", private_imports()),
+                         ("arrows against the layers", arrows_against_layers()),
+                         ("core -> command", core_to_command()),
+                         ("circles", [", ".join(c) for c in circles()])):
+        lines.append(f"{title}: {len(found)}")
+        lines += [f"  {f}" for f in found]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report())
