@@ -31,6 +31,8 @@ COMMANDS: dict[str, Command] = {
                       "tfgpu-install status --env ~/envs/tf"),
     "verify": Command("verify", "layered GPU check ending in a real matmul",
                       "tfgpu-install verify --env ~/envs/tf --benchmark"),
+    "gpu-check": Command("gpucheck", "the GPU check for a machine with no network: --pack DIR builds what it needs",
+                         "tfgpu-install gpu-check --pack ./gpu-pack"),
     "doctor": Command("doctor", "diagnose a broken setup, or classify a pasted log",
                       "tfgpu-install doctor --log train.log"),
     "snapshot": Command("snapshot", "export, restore, list, show, diff and bundle snapshots",
