@@ -155,3 +155,64 @@ def test_the_restore_command_it_suggests_is_shell_quoted(tmp_path: Path) -> None
     _, line = _target_env(ctx, None, snap, Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11",
                                                   jit_only=False))
     assert "--env '/envs/x; touch PWNED'" in line, line
+
+
+# --- every field the tool writes in the resolution is typed when read back (#39 item 20) -------
+
+def _recorded_resolution() -> dict[str, object]:
+    """The resolution block as an install records it: the resolver's Resolution.to_json() + added."""
+    from tfgpu_install.resolver.model import Choice, Rejection, Resolution
+
+    choice = Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11", jit_only=False,
+                    pins={"nvidia-cudnn-cu12": "8.9.7.29"}, constraints={"numpy": ">=1.26,<2"},
+                    hashes={"nvidia-cudnn-cu12": ["sha256:" + "d" * 64]}, sonames=["libcudart.so.12"])
+    res = Resolution(profile="stable", choice=choice, reasons=("driver 535 supports CUDA <= 12.2",),
+                     rejected=(Rejection("2.18.0", ("CUDA 12.5 > 12.2",)),), options=("o",), remedies=(),
+                     warnings=("w",))
+    return {**res.to_json(), "added": ["pandas>=2"]}
+
+
+RECORDED = S.dumps(make(id="20261201T000000Z-known-good-aaaaaa", resolution=_recorded_resolution()))
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("      nvidia-cudnn-cu12:\n      - sha256:", "      nvidia-cudnn-cu12: 12\n      x:\n      - sha256:",
+     "resolution.choice.hashes.nvidia-cudnn-cu12"),
+    ("      - sha256:", "      - md5:", "resolution.choice.hashes.nvidia-cudnn-cu12[0]"),
+    ("    sonames:\n    - libcudart.so.12", "    sonames: 5", "resolution.choice.sonames"),
+    ("    sonames:\n    - libcudart.so.12", "    sonames:\n    - 5", "resolution.choice.sonames[0]"),
+    ("  reasons:\n  - driver 535", "  reasons: 7\n  x:\n  - driver 535", "resolution.reasons"),
+    ("  - tensorflow: 2.18.0", "  - tensorflow: [2]", "resolution.rejected[0].tensorflow"),
+    ("    reasons:\n    - CUDA 12.5", "    reasons: {a: 1}\n    x:\n    - CUDA 12.5", "resolution.rejected[0].reasons"),
+    ("  options:\n  - o", "  options: 3", "resolution.options"),
+    ("  remedies: []", "  remedies: [{a: 1}]", "resolution.remedies[0]"),
+    ("  warnings:\n  - w", "  warnings: true", "resolution.warnings"),
+    ("  profile: stable", "  profile: [1]", "resolution.profile"),
+    ("  cpu_only: false", "  cpu_only: 'no'", "resolution.cpu_only"),
+    ("    jit_only: false", "    jit_only: 0", "resolution.choice.jit_only"),
+])
+def test_every_field_of_a_recorded_resolution_is_typed(old: str, new: str, where: str) -> None:
+    assert old in RECORDED, old
+    with pytest.raises(BadInputError) as info:
+        S.loads(RECORDED.replace(old, new, 1), "f.yaml")
+    assert info.value.code == ExitCode.BAD_INPUT and f"{where}:" in info.value.message, info.value.message
+
+
+def test_a_recorded_resolution_loads_and_writes_back_the_same_bytes() -> None:
+    """The control: the document as the tool writes it loads, and is written back byte for byte."""
+    assert S.dumps(S.loads(RECORDED, "f.yaml")) == RECORDED
+
+
+def test_restore_dry_run_refuses_a_hash_of_the_wrong_type(
+    tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`resolution.choice.hashes: 12` was accepted by `snapshot restore --dry-run` (exit 0)."""
+    from tfgpu_install.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(RECORDED.replace("    hashes:\n    ", "    hashes: 12\n    x:\n    ", 1))
+    code = main(["snapshot", "restore", str(bad), "--env", str(tmp_path / "new"), "--dry-run", "--json"],
+                environ=tmp_env)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == ExitCode.BAD_INPUT and "resolution.choice.hashes: expected a mapping" in doc["message"], doc
+    assert not (tmp_path / "new").exists()

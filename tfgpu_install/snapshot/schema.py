@@ -244,6 +244,32 @@ def _choice_fields(c: Check, m: dict[str, Node], path: str) -> None:
                 where = _join(_join(path, key), name)
                 c.typed(Node(item.line or m[key].line, name), where, "project")
                 c.typed(item, where, kind)
+    if _present(m, "hashes"):  # pin -> ["sha256:..."]
+        for name, item in c.mapping(m["hashes"], _join(path, "hashes")).items():
+            where = _join(_join(path, "hashes"), name)
+            c.typed(Node(item.line or m["hashes"].line, name), where, "project")
+            for i, digest in enumerate(c.seq(item, where, "a list of hashes")):
+                c.typed(digest, f"{where}[{i}]", "sha256")
+    if _present(m, "sonames"):
+        c.strings(m["sonames"], _join(path, "sonames"), limit=200)
+
+
+def _resolver_fields(c: Check, m: dict[str, Node], path: str) -> None:
+    """The rest of what Resolution.to_json() writes: right types where present."""
+    if "profile" in m:
+        c.text(m["profile"], _join(path, "profile"), null=True, limit=200)
+    for key in ("reasons", "options", "remedies", "warnings"):
+        if _present(m, key):
+            c.strings(m[key], _join(path, key), MAX_SCALAR)
+    if _present(m, "rejected"):
+        for i, item in enumerate(c.seq(m["rejected"], _join(path, "rejected"))):
+            where = f"{_join(path, 'rejected')}[{i}]"
+            r = c.mapping(item, where, ("tensorflow",))
+            c.text(r["tensorflow"], _join(where, "tensorflow"), limit=200)
+            if _present(r, "reasons"):
+                c.strings(r["reasons"], _join(where, "reasons"), MAX_SCALAR)
+            if "summary" in r:
+                c.text(r["summary"], _join(where, "summary"), null=True, limit=MAX_SCALAR)
 
 
 def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any]:
@@ -251,6 +277,7 @@ def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any
         return {}
     m = c.mapping(node, path)
     _choice_fields(c, m, path)
+    _resolver_fields(c, m, path)
     if "choice" in m and m["choice"].value is not None:
         _choice_fields(c, c.mapping(m["choice"], f"{path}.choice"), f"{path}.choice")
     if "resolution" in m and path == "resolution":  # a journaled plan: {"resolution": {...}, "options"}
