@@ -400,14 +400,8 @@ DEFECTS: dict[str, list[dict[str, Any]]] = {
         "fix": "the environment's activation sets LD_LIBRARY_PATH to the nvidia/*/lib directories",
     }],
 }
-NO_BLACKWELL = {
-    "id": "no-blackwell-sass",
-    "text": "no SASS for Blackwell (compute capability 10.x / 12.x): such a GPU runs only by JIT-compiling "
-            "the embedded PTX (slow first start; failures reported)",
-    "source": "this row's sass/ptx lists (build_info.py cuda_compute_capabilities)",
-    "blocks": False,
-    "fix": "the resolver marks the choice jit_only and says so",
-}
+# No Blackwell (compute capability 10.x/12.x) defect per row: which releases fail on which GPU family is
+# knowledge of its own, with its public sources (profiles/kernels.yaml known_failures).
 
 
 
@@ -617,7 +611,6 @@ def _defects(ver: str, line: str) -> list[Any]:
     for key, ds in DEFECTS.items():
         if key == ver or (key.endswith(".*") and line == key[:-2]):
             defects += ds
-    defects.append(NO_BLACKWELL)
     return defects
 
 

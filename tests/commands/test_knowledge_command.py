@@ -97,11 +97,17 @@ def test_latest_picks_a_learned_release_and_stable_waits(tmp_env: dict[str, str]
         assert "2.22.0 (learned from the package index, not curated; the profile takes such a release once it is " \
                "a patch release at least 90 days old)" in reasons
 
-        # A patch release, older than stable's 90 days: now the profile allows it.
+        # A patch release the index dates 120 days back: stable still waits, since its age counts from the
+        # day this tool first saw it too (issue #39 item 10; this test used to expect 2.22.1 at once).
         index.release("2.22.1", today - timedelta(days=120))
         code, doc = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
         assert code == ExitCode.OK and [r["tensorflow"] for r in doc["learned"]] == ["2.22.1"]
         assert doc["kept"] == ["2.22.0"]
+    assert _choice(capsys, tmp_env, "stable")[0] != "2.22.1"
+    # 120 days after the tool first saw it (the overlay's first_seen, as the tool wrote it then): settled.
+    path = overlay_path(build_context(tmp_env).state_dir)
+    path.write_text(path.read_text().replace(f'"first_seen": "{today.isoformat()}"',
+                                             f'"first_seen": "{(today - timedelta(days=120)).isoformat()}"'))
     assert _choice(capsys, tmp_env, "stable")[0] == "2.22.1"
 
     code, doc = _run(capsys, tmp_env, "knowledge", "show")
@@ -184,3 +190,16 @@ def test_a_hostile_wheel_is_skipped_and_nothing_is_written(attack: str, tmp_env:
     why = "not a readable wheel" if attack == "not-a-zip" else "bytes (a wheel's is a few KB)"
     assert why in out["skipped"][0]
     assert not overlay_path(build_context(tmp_env).state_dir).exists()
+
+
+def test_an_index_date_alone_never_makes_a_release_settled(tmp_env: dict[str, str], tmp_path: Path,
+                                                          capsys: Any) -> None:
+    """Issue #39 item 10: `stable` picked a just-learned release at once because the index dated it
+    2001-01-01. Its age counts from the later of that date and the day this tool first read it."""
+    with LoopbackServer() as srv:
+        Index(srv, tmp_path / "pwned").release("2.22.1", date(2001, 1, 1))
+        code, doc = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
+    assert code == ExitCode.OK and [r["tensorflow"] for r in doc["learned"]] == ["2.22.1"]
+    choice, reasons = _choice(capsys, tmp_env, "stable")
+    assert choice != "2.22.1" and "2.22.1 (learned from the package index, not curated" in reasons
+    assert _choice(capsys, tmp_env, "latest")[0] == "2.22.1"  # the control: latest takes it at once

@@ -18,7 +18,7 @@ def test_profiles_json(capsys: Any, tmp_env: dict[str, str]) -> None:
     assert main(["profiles", "--json"], environ=tmp_env) == 0
     doc = json.loads(capsys.readouterr().out)
     names = [p["name"] for p in doc["profiles"]]
-    assert names == ["stable", "latest", "legacy"]
+    assert names == ["stable", "latest", "legacy", "preview"]  # preview: pre-releases (issue #40)
     stable = doc["profiles"][0]
     assert stable["require_patch_release"] is True and stable["builtin"] is True
     assert "settled" in stable["rules"] and stable["source"]
@@ -64,4 +64,4 @@ def test_profiles_subprocess(tmp_env: dict[str, str]) -> None:
         capture_output=True, text=True, env=tmp_env, check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert {p["name"] for p in json.loads(out.stdout)["profiles"]} == {"stable", "latest", "legacy"}
+    assert {p["name"] for p in json.loads(out.stdout)["profiles"]} == {"stable", "latest", "legacy", "preview"}

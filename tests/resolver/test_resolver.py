@@ -106,11 +106,30 @@ def test_minor_compat_is_not_offered_when_a_gpu_needs_ptx_jit() -> None:
     assert any("JIT-compiles on first run" in w for w in res.warnings)
 
 
-def test_blackwell_runs_ptx_only_and_says_it_has_failed_that_way() -> None:
+def test_blackwell_is_never_offered_a_release_known_to_fail_there() -> None:
+    # Was: TF 2.21.0 chosen as "JIT only" on an RTX 5090 (issue #40: by public reports it fails at the first op).
     res = resolve(machine("575.51.03", gpus_named("NVIDIA GeForce RTX 5090"), pythons=("3.12.3",)), KN, LATEST)
-    assert res.choice is not None and res.choice.jit_only
-    assert res.choice.tensorflow == "2.21.0"
-    assert any("compute_90 PTX" in w and "issues/89272" in w for w in res.warnings)
+    assert res.choice is None
+    why = rejected_map(res)["2.21.0"]
+    assert any("known failure blackwell-ptx-jit (reported)" in w and "issues/101746" in w and "issues/111958" in w
+               for w in why)
+    assert any("what runs there" in r and "knowledge update" in r and "ngc" in r.lower() for r in res.remedies)
+    assert not any("no prebuilt TensorFlow GPU release" in r for r in res.remedies)
+
+
+def test_blackwell_named_release_installs_with_the_failure_as_a_warning_never_jit_only() -> None:
+    named = policy("latest", tensorflow="==2.21.0", explicit=True)
+    res = resolve(machine("575.51.03", gpus_named("NVIDIA GeForce RTX 5090"), pythons=("3.12.3",)), KN, named)
+    assert res.choice is not None and res.choice.tensorflow == "2.21.0" and not res.choice.jit_only
+    assert any("known failure blackwell-ptx-jit" in w and "expect it to fail" in w for w in res.warnings)
+    assert not any("JIT-compiles" in w for w in res.warnings)
+
+
+def test_a_release_with_sass_for_the_gpu_is_not_held_to_the_failure() -> None:
+    fixed = replace(KN.releases[0], sass=(*KN.releases[0].sass, "12.0"))
+    res = resolve(machine("575.51.03", gpus_named("NVIDIA GeForce RTX 5090"), pythons=("3.12.3",)),
+                  replace(KN, releases=(fixed, *KN.releases[1:])), LATEST)
+    assert res.choice is not None and res.choice.tensorflow == fixed.tensorflow and not res.choice.jit_only
 
 
 def test_older_release_with_sass_is_offered_when_the_choice_is_jit_only() -> None:

@@ -116,11 +116,23 @@ def test_ptxas_table() -> None:
     assert row is not None and row.ptxas == "12.8" and "12.8" in row.source
 
 
+def with_a_2_22() -> Knowledge:
+    """The real tables plus a 2.22-shaped release (2.21's wheel facts: SASS up to 9.0, compute_90 PTX),
+    which the Blackwell known failures (TF <= 2.21) do not hold for: its PTX path is the one a GPU uses."""
+    from dataclasses import replace
+    from datetime import date, timedelta
+
+    base = kn().release("2.21.0")
+    assert base is not None
+    settled = (date.today() - timedelta(days=200)).isoformat()  # older than stable's 90 days
+    return replace(kn(), releases=(replace(base, tensorflow="2.22.0", released=settled), *kn().releases))
+
+
 def test_rtx_5090_on_575_pins_a_ptxas_that_knows_sm_120_and_states_the_risk() -> None:
     m = machine("575.51.03", [gpu("NVIDIA GeForce RTX 5090", "12.0")], pythons=("3.12.3",))
-    res = resolve(m, kn(), STABLE)
+    res = resolve(m, with_a_2_22(), STABLE)
     c = res.choice
-    assert c is not None and c.jit_only
+    assert c is not None and c.tensorflow == "2.22.0" and c.jit_only
     nvcc = c.pins["nvidia-cuda-nvcc-cu12"]
     assert tuple(map(int, nvcc.split(".")[:2])) >= (12, 8) and nvcc == "12.8.93"
     assert c.hashes["nvidia-cuda-nvcc-cu12"] == [next(r.sha256 for r in kn().ptxas if r.ptxas == "12.8")]
@@ -130,10 +142,18 @@ def test_rtx_5090_on_575_pins_a_ptxas_that_knows_sm_120_and_states_the_risk() ->
 
 
 def test_b200_gets_ptxas_12_8_and_a_cc_12_1_gpu_gets_12_9() -> None:
-    b200 = resolve(machine("575.51.03", [gpu("NVIDIA B200", "10.0")], pythons=("3.12.3",)), kn(), STABLE).choice
+    kn22 = with_a_2_22()
+    b200 = resolve(machine("575.51.03", [gpu("NVIDIA B200", "10.0")], pythons=("3.12.3",)), kn22, STABLE).choice
     assert b200 is not None and b200.pins["nvidia-cuda-nvcc-cu12"] == "12.8.93"
-    spark = resolve(machine("580.65.06", [gpu("NVIDIA GB10", "12.1")], pythons=("3.12.3",)), kn(), STABLE).choice
+    spark = resolve(machine("580.65.06", [gpu("NVIDIA GB10", "12.1")], pythons=("3.12.3",)), kn22, STABLE).choice
     assert spark is not None and spark.pins["nvidia-cuda-nvcc-cu12"] == "12.9.86"
+
+
+def test_blackwell_gets_no_release_the_tables_know_to_fail_there() -> None:
+    for name, cc in (("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA B200", "10.0"), ("NVIDIA GB10", "12.1")):
+        res = resolve(machine("580.65.06", [gpu(name, cc)], pythons=("3.12.3",)), kn(), STABLE)
+        assert res.choice is None, name
+        assert all(any("known failure" in why for why in r.reasons) for r in res.rejected), name
 
 
 def test_a_gpu_the_pinned_ptxas_knows_keeps_the_tested_pin() -> None:
@@ -163,5 +183,6 @@ def test_a_cc_ptxas_12_8_does_not_know_though_below_its_highest_gets_12_9() -> N
     assert ptxas_knows(rows, "12.8", "10.3") is False and ptxas_knows(rows, "12.9", "10.3") is True
     row = ptxas_for(rows, "10.3")
     assert row is not None and row.ptxas == "12.9"
-    b300 = resolve(machine("580.65.06", [gpu("NVIDIA B300", "10.3")], pythons=("3.12.3",)), kn(), STABLE).choice
+    b300 = resolve(machine("580.65.06", [gpu("NVIDIA B300", "10.3")], pythons=("3.12.3",)), with_a_2_22(),
+                   STABLE).choice
     assert b300 is not None and b300.pins["nvidia-cuda-nvcc-cu12"] == "12.9.86"

@@ -11,7 +11,17 @@ from __future__ import annotations
 from typing import Iterable, Optional, Sequence
 
 from tfgpu_install.facts.model import Driver, Facts, Gpu, Host, PythonInterp, Tools
-from tfgpu_install.knowledge.model import Defect, DriverRow, GpuRow, Knowledge, MinorCompatRow, Policy, Release
+from tfgpu_install.knowledge.model import (
+    Defect,
+    DriverRow,
+    FloorRow,
+    GpuRow,
+    Knowledge,
+    KnownFailure,
+    MinorCompatRow,
+    Policy,
+    Release,
+)
 
 TF_TABLE = "https://www.tensorflow.org/install/source#gpu"
 CUDA_TABLE = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#id5"
@@ -116,12 +126,26 @@ def mini_releases() -> tuple[Release, ...]:
     )
 
 
+def kernel_rules() -> tuple[tuple[FloorRow, ...], tuple[KnownFailure, ...]]:
+    """profiles/kernels.yaml as it is (library floors, known failures): the resolver's GPU-family rules are
+    data, so these tests read the real rows rather than a copy that could drift."""
+    from pathlib import Path
+
+    from tfgpu_install.knowledge.schema import parse_kernels
+
+    path = Path(__file__).resolve().parents[2] / "profiles" / "kernels.yaml"
+    return parse_kernels(path, "profiles/kernels.yaml")
+
+
 def mini_knowledge(releases: Optional[Sequence[Release]] = None) -> Knowledge:
+    floors, failures = kernel_rules()
     return Knowledge(
         releases=tuple(releases) if releases is not None else mini_releases(),
         drivers=tuple(DriverRow(c, d, CUDA_TABLE) for c, d in DRIVERS),
         minor_compat=(MinorCompatRow("11", "450.80.02", MINOR_COMPAT), MinorCompatRow("12", "525.60.13", MINOR_COMPAT)),
         gpus=tuple(GpuRow(n, cc, CC_TABLE, architecture=a) for n, cc, a in GPUS),
+        floors=floors,
+        known_failures=failures,
     )
 
 

@@ -87,7 +87,7 @@ def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, A
     newest = max(files, key=lambda f: int(f["py"][2:]))
     check_url(newest["url"], allow_http=allow_http)
     wheel = read_wheel(RangeFile(session, newest["url"], newest["size"]))
-    row = learned_row(version, files, wheel, index, newest, today)
+    row = {**learned_row(version, files, wheel, index, newest, today), "first_seen": today}
     if not row["cuda"]:
         raise ValueError("its build_info.py names no CUDA version (a CPU-only build?)")
     if not row["min_glibc"]:
@@ -109,6 +109,11 @@ def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
 
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     return [r for r in doc.get("releases", []) if isinstance(r, dict)]
+
+
+def _seen(rows: list[dict[str, Any]], day: str) -> list[dict[str, Any]]:
+    """Rows learned before the tool kept the day it first saw a release: their clock starts now."""
+    return [r if r.get("first_seen") else {**r, "first_seen": day} for r in rows]
 
 
 def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
@@ -160,7 +165,7 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
         return report
     newest = max((r.tensorflow for r in curated.releases), key=release_key, default="0.0.0")
     day = (today or date.today()).isoformat()
-    rows = {str(r.get("tensorflow")): r for r in old}
+    rows = {str(r.get("tensorflow")): r for r in _seen(old, day)}
     _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http)
     report.status = "updated" if report.learned else "up-to-date"
     if report.learned:

@@ -80,7 +80,7 @@ def pinned_policy(policy: Policy, knowledge: Knowledge, wanted: str) -> Policy:
         raise UsageError(f"TensorFlow {wanted} is not in the knowledge tables",
                          hint="known release lines: " + ", ".join(lines[-12:]) + " (`tfgpu-install profiles`)")
     spec = f"=={wanted}" if len(parts) == 3 else f"=={wanted}.*"
-    return replace(policy, tensorflow=spec, min_age_days=0, require_patch_release=False,
+    return replace(policy, tensorflow=spec, min_age_days=0, require_patch_release=False, explicit=True,
                    name=f"{policy.name} (--tensorflow {wanted})")
 
 

@@ -27,8 +27,10 @@ from tfgpu_install.knowledge.model import (
     ArchRow,
     Defect,
     DriverRow,
+    FloorRow,
     GpuRow,
     Knowledge,
+    KnownFailure,
     MinorCompatRow,
     Policy,
     PtxasRow,
@@ -36,7 +38,8 @@ from tfgpu_install.knowledge.model import (
 )
 
 FORMAT = "knowledge-json-v1"
-_CLASSES = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy, ArchRow, PtxasRow)
+_CLASSES = (Knowledge, Release, Defect, DriverRow, MinorCompatRow, GpuRow, Policy, ArchRow, PtxasRow, FloorRow,
+            KnownFailure)
 # The dataclasses' fields: a cache written for another shape of them is not used.
 SHAPE = ",".join(f"{cls.__name__}.{f.name}" for cls in _CLASSES for f in fields(cls))
 

@@ -9,7 +9,14 @@ from typing import Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError
 from tfgpu_install.knowledge.model import BUILTIN_POLICIES, Knowledge, Policy
-from tfgpu_install.knowledge.schema import parse_drivers, parse_gpus, parse_hardware, parse_matrix, parse_policy
+from tfgpu_install.knowledge.schema import (
+    parse_drivers,
+    parse_gpus,
+    parse_hardware,
+    parse_kernels,
+    parse_matrix,
+    parse_policy,
+)
 
 
 def profiles_dir() -> Path:
@@ -33,7 +40,20 @@ def load_knowledge(directory: Optional[Path] = None, cache_dir: Optional[Path] =
     return _load_cached(Path(directory or profiles_dir()).resolve(), cache_dir)
 
 
-KNOWLEDGE_FILES = ("matrix.yaml", "drivers.yaml", "gpus.yaml") + tuple(f"{n}.yaml" for n in BUILTIN_POLICIES)
+KNOWLEDGE_FILES = ("matrix.yaml", "drivers.yaml", "gpus.yaml", "kernels.yaml") + tuple(
+    f"{n}.yaml" for n in BUILTIN_POLICIES)
+# Added after sites began keeping their own profiles dir (TFGPU_PROFILES_DIR): where that dir lacks one,
+# the packaged file is read (NVIDIA's floors, the known failures, the preview policy).
+PACKAGED_FALLBACK = ("kernels.yaml", "preview.yaml")
+
+
+def _source(directory: Path, name: str) -> tuple[Path, str]:
+    """The file to read for `name` and its label in messages ("profiles/matrix.yaml" for the built-in
+    files, the full path otherwise)."""
+    own = directory / name
+    if name in PACKAGED_FALLBACK and directory != profiles_dir() and not own.is_file():
+        return profiles_dir() / name, f"profiles/{name}"
+    return own, f"profiles/{name}" if directory == profiles_dir() else str(own)
 
 
 @lru_cache(maxsize=8)
@@ -48,7 +68,7 @@ def _load_cached(directory: Path, cache_dir: Optional[Path]) -> Knowledge:
     crc, size = zlib.crc32(f"{cache.FORMAT}:{cache.SHAPE}".encode()), 0
     for name in KNOWLEDGE_FILES:
         try:
-            data = (directory / name).read_bytes()
+            data = _source(directory, name)[0].read_bytes()
         except OSError:
             return _parse_all(directory)  # let the parser report the missing file
         crc, size = zlib.crc32(name.encode() + b"\0" + data, crc), size + len(data)
@@ -61,19 +81,17 @@ def _load_cached(directory: Path, cache_dir: Optional[Path]) -> Knowledge:
 
 
 def _parse_all(directory: Path) -> Knowledge:
-    def label(name: str) -> str:
-        # "profiles/matrix.yaml" for the built-in files, the full path otherwise
-        return f"profiles/{name}" if directory == profiles_dir() else str(directory / name)
+    def src(name: str) -> tuple[Path, str]:
+        return _source(directory, name)
 
-    releases = parse_matrix(directory / "matrix.yaml", label("matrix.yaml"))
-    drivers, minor = parse_drivers(directory / "drivers.yaml", label("drivers.yaml"))
-    gpus = parse_gpus(directory / "gpus.yaml", label("gpus.yaml"))
-    policies = {
-        name: parse_policy(directory / f"{name}.yaml", label(f"{name}.yaml"), expect_name=name)
-        for name in BUILTIN_POLICIES
-    }
-    archs, ptxas = parse_hardware(directory / "drivers.yaml", label("drivers.yaml"))
-    return Knowledge(releases, drivers, minor, gpus, policies, directory, architectures=archs, ptxas=ptxas)
+    releases = parse_matrix(*src("matrix.yaml"))
+    drivers, minor = parse_drivers(*src("drivers.yaml"))
+    gpus = parse_gpus(*src("gpus.yaml"))
+    policies = {name: parse_policy(*src(f"{name}.yaml"), expect_name=name) for name in BUILTIN_POLICIES}
+    archs, ptxas = parse_hardware(*src("drivers.yaml"))
+    floors, failures = parse_kernels(*src("kernels.yaml"))
+    return Knowledge(releases, drivers, minor, gpus, policies, directory, architectures=archs, ptxas=ptxas,
+                     floors=floors, known_failures=failures)
 
 
 def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:

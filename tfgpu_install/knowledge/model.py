@@ -9,8 +9,10 @@ drivers.yaml  cuda:        CUDA version -> minimum Linux driver (toolkit table) 
               architectures: compute capabilities -> last driver branch -> ArchRow
               ptxas: ptxas (CUDA) version -> highest compute capability it targets -> PtxasRow
 gpus.yaml     groups:      compute capability + source -> GPU model names (and nvidia-smi spellings) -> GpuRow
+kernels.yaml  floors:      library release -> lowest compute capability it has kernels for -> FloorRow
+              known_failures: TensorFlow release range x compute capabilities that fail -> KnownFailure
 errors.yaml   rules:       log pattern -> cause -> fix -> source (used by doctor)
-stable.yaml / latest.yaml / legacy.yaml: policies -> Policy
+stable.yaml / latest.yaml / legacy.yaml / preview.yaml: policies -> Policy
 
 Every row carries `source`. A value that could not be confirmed is listed in the
 row's `unconfirmed` list; the resolver says so when it relies on one.
@@ -74,6 +76,14 @@ class Release:
     sonames: tuple[str, ...] = ()
     # read from the package index by `knowledge update` (knowledge/learned.py), not curated in matrix.yaml
     learned: bool = False
+    # learned releases: the day this tool first read it from the index (its age for a profile counts from
+    # the later of this and `released`: an index's date alone never makes a release old)
+    first_seen: Optional[str] = None
+
+    @property
+    def prerelease(self) -> bool:
+        """2.22.0rc0: a release candidate (or alpha/beta), learned only with `knowledge update --pre`."""
+        return is_prerelease(self.tensorflow)
 
     @property
     def blocking_defects(self) -> tuple[Defect, ...]:
@@ -123,6 +133,36 @@ class PtxasRow:
 
 
 @dataclass(frozen=True)
+class FloorRow:
+    """From library release `since` on, GPUs below `min_cc` have no kernels in it (kernels.yaml floors)."""
+
+    library: str  # "cudnn" | "cuda"
+    since: str  # "9.11": the first release without them
+    min_cc: str  # "7.5"
+    source: str
+    last: str = ""  # "9.10.2.21": the newest release that still has them
+    wheel: str = ""  # "nvidia-cudnn-cu12==9.10.2.21": what the plan pins for such a GPU
+    sha256: str = ""  # "sha256:..." of that wheel (Linux x86_64)
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """TensorFlow releases in `tensorflow` fail on compute capabilities cc_min..cc_max (kernels.yaml)."""
+
+    id: str  # "blackwell-ptx-jit"
+    tensorflow: str  # a PEP 440 specifier, pre-releases included: "<2.22"
+    cc_min: str
+    cc_max: str
+    text: str
+    sources: tuple[str, ...]
+    runs_instead: tuple[str, ...] = ()
+    unless_sass: bool = True  # a release with SASS for the GPU is not affected
+    inferred: bool = False  # no public report of this exact case: the same cause as the reported one
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class GpuRow:
     name: str  # canonical model name as nvidia-smi prints it, e.g. "NVIDIA GeForce RTX 3090"
     compute_capability: str  # "8.6"
@@ -148,6 +188,8 @@ class Policy:
     # old when the profile has an age rule) | "never"
     learned: str = "settled"
     path: Optional[str] = None  # the file it was loaded from
+    prereleases: bool = False  # may pick a pre-release (2.22.0rc0) learned with `knowledge update --pre`
+    explicit: bool = False  # the user named the release (--tensorflow): a known failure warns, never rejects
 
 
 @dataclass(frozen=True)
@@ -160,13 +202,15 @@ class Knowledge:
     directory: Optional[Path] = None
     architectures: tuple[ArchRow, ...] = ()  # drivers.yaml architectures: driver ceilings per architecture
     ptxas: tuple[PtxasRow, ...] = ()  # drivers.yaml ptxas: ptxas version -> highest compute capability
+    floors: tuple[FloorRow, ...] = ()  # kernels.yaml floors: library release -> lowest compute capability
+    known_failures: tuple[KnownFailure, ...] = ()  # kernels.yaml known_failures
 
     def release(self, version: str) -> Optional[Release]:
         return next((r for r in self.releases if r.tensorflow == version), None)
 
 
 
-BUILTIN_POLICIES = ("stable", "latest", "legacy")
+BUILTIN_POLICIES = ("stable", "latest", "legacy", "preview")
 
 
 def _driver_key(version: str) -> tuple[int, ...]:
@@ -217,9 +261,25 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+_RELEASE = re.compile(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?$")
+_STAGE = {"a": -3, "b": -2, "rc": -1}
+
+
 def release_key(version: str) -> tuple[int, ...]:
-    """A release's place in order: "2.15.0.post1" -> (2, 15, 0, 1), after 2.15.0."""
-    return tuple(int(x) for x in version.replace(".post", ".").split("."))
+    """A release's place in order (PEP 440 for the forms releases use): 2.22.0rc0 < 2.22.0 < 2.22.0.post1.
+    "2.15.0.post1" -> (2, 15, 0, 0, 0, 1); "2.22.0rc1" -> (2, 22, 0, -1, 1, 0). ValueError on anything else."""
+    m = _RELEASE.match(version.strip())
+    if not m:
+        raise ValueError(f"not a release version: {version!r}")
+    nums = tuple(int(x) for x in m.group(1).split("."))
+    nums += (0,) * (3 - len(nums))
+    stage = (_STAGE[m.group(2)], int(m.group(3))) if m.group(2) else (0, 0)
+    return nums + stage + (int(m.group(4) or 0),)
+
+
+def is_prerelease(version: str) -> bool:
+    m = _RELEASE.match(version.strip())
+    return bool(m and m.group(2))
 
 
 def numbers_in(text: str) -> tuple[int, ...]:

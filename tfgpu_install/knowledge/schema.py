@@ -14,7 +14,9 @@ from tfgpu_install.knowledge.model import (
     ArchRow,
     Defect,
     DriverRow,
+    FloorRow,
     GpuRow,
+    KnownFailure,
     MinorCompatRow,
     Policy,
     PtxasRow,
@@ -38,10 +40,10 @@ RELEASE_REQUIRED = (
 )
 RELEASE_OPTIONAL = (
     "extra", "pins", "pins_kind", "extra_requires", "constraints", "defects", "sources", "pin_hashes", "sonames",
-    "unconfirmed", "arches", "notes", "build_info",
+    "unconfirmed", "arches", "notes", "build_info", "first_seen",
 )
 # Field names an `unconfirmed:` list may name (Release fields).
-RELEASE_FIELDS = set(RELEASE_REQUIRED + RELEASE_OPTIONAL) - {"source", "sources", "unconfirmed"}
+RELEASE_FIELDS = set(RELEASE_REQUIRED + RELEASE_OPTIONAL) - {"source", "sources", "unconfirmed", "first_seen"}
 
 
 def _top(c: Checker, data: Any, key: str, extra: tuple[str, ...] = ()) -> Any:
@@ -141,6 +143,7 @@ def _release(c: Checker, row: LDict, p: str) -> Release:
         build_info={str(k): str(v) for k, v in (row.get("build_info") or {}).items()},
         pin_hashes=_pin_hashes(c, row, p, pins),
         sonames=c.strings(row, "sonames", f"{p}.sonames"),
+        first_seen=s(row, "first_seen", f"{p}.first_seen", pattern=DATE, example="2026-09-22", optional=True),
     )
 
 
@@ -288,7 +291,7 @@ def parse_gpus(path: Path, label: str) -> tuple[GpuRow, ...]:
 
 POLICY_KEYS = ("name", "description", "prefer", "source")
 POLICY_OPTIONAL = ("require_patch_release", "min_age_days", "tensorflow", "allow_defects", "cuda_from",
-                   "jit_only_ok", "format", "learned")
+                   "jit_only_ok", "format", "learned", "prereleases")
 
 
 def parse_policy(path: Path, label: str, expect_name: Optional[str] = None) -> Policy:
@@ -326,4 +329,66 @@ def parse_policy(path: Path, label: str, expect_name: Optional[str] = None) -> P
         jit_only_ok=c.boolean(top, "jit_only_ok", "jit_only_ok", True),
         learned=c.string(top, "learned", "learned", optional=True, choices=("any", "settled", "never")) or "settled",
         path=str(path),
+        prereleases=c.boolean(top, "prereleases", "prereleases", False),
     )
+
+
+FLOOR_KEYS = ("library", "from", "min_cc", "source")
+FAILURE_KEYS = ("id", "tensorflow", "cc_min", "cc_max", "text", "sources")
+
+
+def parse_kernels(path: Path, label: str) -> tuple[tuple[FloorRow, ...], tuple[KnownFailure, ...]]:
+    """kernels.yaml: library floors (the lowest compute capability a release has kernels for) and known
+    failures of TensorFlow release ranges on compute capabilities."""
+    c = Checker(label)
+    top = _top(c, read_yaml(path, label), "floors", ("known_failures", "format"))
+    floors = []
+    rows = c.seq(top["floors"], "floors", c.line_of(top, "floors"))
+    for i, raw in enumerate(rows):
+        p = f"floors[{i}]"
+        row = c.mapping(raw, p, c.line_of(rows, i), FLOOR_KEYS, ("last", "wheel", "sha256"))
+        floors.append(FloorRow(
+            library=c.string(row, "library", f"{p}.library", choices=("cudnn", "cuda")) or "",
+            since=c.string(row, "from", f"{p}.from", pattern=VERSION_ANY, example="9.11") or "",
+            min_cc=c.string(row, "min_cc", f"{p}.min_cc", pattern=VERSION2, example="7.5") or "",
+            source=c.string(row, "source", f"{p}.source") or "",
+            last=c.string(row, "last", f"{p}.last", pattern=VERSION_ANY, example="9.10.2.21", optional=True) or "",
+            wheel=c.string(row, "wheel", f"{p}.wheel", optional=True,
+                           pattern=re.compile(r"^nvidia-cudnn-cu\d+==[\d.]+$"),
+                           example="nvidia-cudnn-cu12==9.10.2.21") or "",
+            sha256=c.string(row, "sha256", f"{p}.sha256", optional=True, pattern=_SHA256,
+                            example="sha256:<64 hex>") or "",
+            line=row.line,
+        ))
+    failures = []
+    rows = c.seq(top.get("known_failures") or [], "known_failures", c.line_of(top, "known_failures"))
+    for i, raw in enumerate(rows):
+        p = f"known_failures[{i}]"
+        row = c.mapping(raw, p, c.line_of(rows, i), FAILURE_KEYS, ("runs_instead", "unless_sass", "inferred"))
+        failures.append(KnownFailure(
+            id=c.string(row, "id", f"{p}.id", pattern=re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$"),
+                        example="blackwell-ptx-jit") or "",
+            tensorflow=_specifier(c, row, f"{p}.tensorflow"),
+            cc_min=c.string(row, "cc_min", f"{p}.cc_min", pattern=VERSION2, example="12.0") or "",
+            cc_max=c.string(row, "cc_max", f"{p}.cc_max", pattern=VERSION2, example="12.0") or "",
+            text=c.string(row, "text", f"{p}.text") or "",
+            sources=c.strings(row, "sources", f"{p}.sources"),
+            runs_instead=c.strings(row, "runs_instead", f"{p}.runs_instead"),
+            unless_sass=c.boolean(row, "unless_sass", f"{p}.unless_sass", True),
+            inferred=c.boolean(row, "inferred", f"{p}.inferred", False),
+            line=row.line,
+        ))
+        if not failures[-1].sources:
+            c.fail(row.line, f"{p}.sources", "a known failure needs its public sources", "list issue or note URLs")
+    return tuple(floors), tuple(failures)
+
+
+def _specifier(c: Checker, row: LDict, path: str) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    spec = c.string(row, "tensorflow", path) or ""
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        c.fail(c.line_of(row, "tensorflow"), path, f"not a version specifier: {spec!r}", 'write it like "<2.22"')
+    return spec

@@ -108,7 +108,7 @@ def read_yaml(path: Path, label: str) -> Any:
 
 VERSION2 = re.compile(r"^\d+\.\d+$")  # "12.3", "3.10", "8.6"
 VERSION_ANY = re.compile(r"^\d+(\.\d+){0,3}(\.post\d+)?$")  # "9", "12.5.1", "8.9.4.25", "8.6.1.post1"
-TF_VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")  # "2.15.1", "2.15.0.post1"
+TF_VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?$")  # "2.15.1", "2.15.0.post1", "2.22.0rc0"
 DRIVER = re.compile(r"^\d+(\.\d+){1,2}$")  # "525.60.13", "331.62"
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 

@@ -12,11 +12,21 @@ from datetime import date
 from typing import Iterable, Optional, Sequence
 
 from tfgpu_install.facts.model import Facts, Gpu, PythonInterp
+from tfgpu_install.knowledge.gpu_rules import (
+    below,
+    failure_text,
+    floor_text,
+    known_failure,
+    lacks_kernels,
+    last_with_kernels,
+)
 from tfgpu_install.knowledge.model import (
     Defect,
     DriverRow,
+    FloorRow,
     GpuRow,
     Knowledge,
+    KnownFailure,
     MinorCompatRow,
     Policy,
     Release,
@@ -29,8 +39,6 @@ from tfgpu_install.verify.gpucheck.tfgpucheck_arch import coverage
 # Source: https://www.tensorflow.org/install/pip#windows-native ("TensorFlow 2.10 was the
 # last TensorFlow release that supported GPU on native-Windows").
 WINDOWS_NATIVE_GPU_LAST = "2.10"
-# The Blackwell PTX-JIT failure reported against the stock wheels.
-BLACKWELL_JIT_SOURCE = "https://github.com/tensorflow/tensorflow/issues/89272"
 # Packages whose own version is the CUDA version they carry (cuBLAS, cuDNN... are not).
 _CUDA_VERSIONED = re.compile(r"^nvidia-cuda-(runtime|nvcc|nvrtc|cupti)-cu\d+$")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
@@ -141,13 +149,24 @@ def _learned_refused(r: Release, policy: Policy, age: Optional[int]) -> str:
     return f"{what}; the profile takes such a release once it is {need}"
 
 
+def _effective_date(r: Release) -> Optional[str]:
+    """A learned release is as old as the later of its upload date and the day this tool first read it:
+    an index that dates a fresh release 2001-01-01 does not make it settled (issue #39)."""
+    if not r.learned:
+        return r.released
+    if not r.first_seen:
+        return None  # learned before the tool kept the day: its age is unknown, so it is not settled
+    return max(d for d in (r.released, r.first_seen) if d)
+
+
 def candidates(
     knowledge: Knowledge, policy: Policy, today: Optional[date] = None
 ) -> tuple[list[Release], list[str]]:
     """The releases the policy keeps, in its order, and one line per release it leaves out."""
     today = today or date.today()
     newest_in_series: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for r in knowledge.releases:
+    finals = [r for r in knowledge.releases if not r.prerelease]
+    for r in finals:
         series = version_key(r.tensorflow)[:2]
         newest_in_series[series] = max(newest_in_series.get(series, ()), version_key(r.tensorflow))
     newest_series = max(newest_in_series, default=())
@@ -155,16 +174,18 @@ def candidates(
     left_out: list[str] = []
     for r in knowledge.releases:
         key = version_key(r.tensorflow)
-        age = _age_days(r.released, today)
+        age = _age_days(_effective_date(r), today)
         old_enough = age is not None and policy.min_age_days > 0 and age >= policy.min_age_days
         why = None
-        if r.learned and _learned_refused(r, policy, age):
+        if r.prerelease and not policy.prereleases:
+            why = "a pre-release; the preview profile may pick it (--profile preview)"
+        elif r.learned and _learned_refused(r, policy, age):
             why = _learned_refused(r, policy, age)
         elif policy.tensorflow and not _spec_allows(policy.tensorflow, r.tensorflow):
             why = f"outside the profile's range {policy.tensorflow}"
         elif r.cuda_from not in policy.cuda_from:
             why = f"gets CUDA from {r.cuda_from}; the profile takes {' or '.join(policy.cuda_from)}"
-        elif policy.require_patch_release:
+        elif policy.require_patch_release and not r.prerelease:
             # settled: a patch release itself, a later patch in its line, a later line, or old enough
             settled = (
                 (key + (0, 0, 0))[2] >= 1
@@ -177,13 +198,13 @@ def candidates(
                     f", {age} days old (< {policy.min_age_days})" if age is not None and policy.min_age_days else ""
                 )
         elif policy.min_age_days and age is not None and age < policy.min_age_days:
-            why = (f"released {r.released[:10] if r.released else '?'}, "
+            why = (f"released {_effective_date(r) or '?'}, "
                    f"younger than the profile's {policy.min_age_days} days")
         if why:
             left_out.append(f"{r.tensorflow}: {why}")
         else:
             kept.append(r)
-    kept.sort(key=lambda r: version_key(r.tensorflow), reverse=policy.prefer != "oldest")
+    kept.sort(key=lambda r: release_key(r.tensorflow), reverse=policy.prefer != "oldest")
     return kept, left_out
 
 
@@ -218,6 +239,9 @@ class Machine:
     wsl: bool = False
     dropped: tuple[tuple[int, str, str], ...] = ()  # (GPU index, why, short): the driver no longer drives it
     tegra: Optional[str] = None  # a Jetson ("L4T R35.4.1; NVIDIA Jetson AGX Orin ...") and where that came from
+    # kernels.yaml: which library releases have kernels for which GPUs, and the known failures
+    floors: tuple[FloorRow, ...] = ()
+    failures: tuple[KnownFailure, ...] = ()
 
     @property
     def gpu_ready(self) -> bool:
@@ -311,6 +335,8 @@ def machine_view(facts: Facts, knowledge: Knowledge, conda_available: bool) -> M
         wsl=facts.host.wsl,
         dropped=tuple(dropped),
         tegra=f"{facts.host.tegra} ({facts.host.tegra_source})" if facts.host.tegra else None,
+        floors=knowledge.floors,
+        failures=knowledge.known_failures,
     )
 
 
@@ -348,6 +374,9 @@ class Finding:
     jit: bool = False  # ok, but only through PTX JIT
     minor_compat: bool = False  # failed on driver, but minor-version compatibility would run it
     short: str = ""  # a few words for the human table of rejections
+    known_failure: bool = False  # ok only because the user named the release (--tensorflow): a warning
+    pin: Optional[tuple[str, str, str]] = None  # (wheel, version, "sha256:...") the choice must pin instead
+    failure: Optional[str] = None  # the kernels.yaml known failure that rejected it (its id)
 
 
 @dataclass(frozen=True)
@@ -382,11 +411,11 @@ def _driver_txt(m: Machine) -> str:
     return f"driver {m.driver} ({m.driver_source}) supports CUDA <= {m.max_cuda} ({m.max_cuda_source})"
 
 
-def _check_gpus(r: Release, devices: Sequence[Device], jit_ok: bool = True) -> list[Finding]:
+def _check_gpus(r: Release, m: Machine, policy: Policy) -> list[Finding]:
     out = []
     tf = r.tensorflow
     unknown = not r.sass and not r.ptx and ("sass" in r.unconfirmed or "ptx" in r.unconfirmed)
-    for dev in devices:
+    for dev in m.devices:
         if not dev.cc:
             continue
         if unknown:  # never guess that kernels exist: an unverifiable GPU constraint is not met
@@ -395,17 +424,17 @@ def _check_gpus(r: Release, devices: Sequence[Device], jit_ok: bool = True) -> l
                                f"cannot be checked", dev.gpu.index, short="kernel list unconfirmed"))
             continue
         how, arch = gpu_coverage(dev.cc, r)
-        if how == "sass":
+        failure = known_failure(m.failures, tf, dev.cc, has_sass=how == "sass")
+        if failure is not None:
+            out.append(_failure_finding(r, dev, failure, how, policy))
+        elif how == "sass":
             out.append(Finding("gpu", True, f"{dev.label}: runs TF {tf}'s sm_{(arch or '').replace('.', '')} SASS "
                                f"(ahead-of-time kernels; {_src(r, 'sass')})", dev.gpu.index))
         elif how == "ptx":
             msg = (f"{dev.label}: TF {tf} has no SASS for it (SASS: {', '.join(r.sass) or 'none'}), only "
                    f"compute_{(arch or '').replace('.', '')} PTX, which the driver JIT-compiles on first run: that "
-                   "takes "
-                   f"minutes, and newer GPUs have failed that way")
-            if version_key(dev.cc)[:1] >= (10,):
-                msg += f" (Blackwell PTX JIT failures: {BLACKWELL_JIT_SOURCE})"
-            if jit_ok:
+                   "takes minutes")
+            if policy.jit_only_ok:
                 out.append(Finding("gpu", True, msg, dev.gpu.index, jit=True))
             else:
                 out.append(Finding("gpu", False, msg + "; the profile does not accept JIT-only GPUs", dev.gpu.index,
@@ -416,6 +445,84 @@ def _check_gpus(r: Release, devices: Sequence[Device], jit_ok: bool = True) -> l
                                f"{_src(r, 'sass')})", dev.gpu.index,
                                short=f"GPU {dev.gpu.index} cc {dev.cc}: no kernels"))
     return out
+
+
+def _failure_finding(r: Release, dev: Device, row: KnownFailure, how: str, policy: Policy) -> Finding:
+    """A release known to fail on this GPU: rejected, or (the user named it) installed with the failure
+    as a warning; never offered as "JIT only"."""
+    kernels = f"SASS: {', '.join(r.sass) or 'none'}; PTX: {', '.join(r.ptx) or 'none'}; {_src(r, 'sass')}"
+    text = f"{dev.label}: TF {r.tensorflow} ({kernels}): {failure_text(row)}"
+    if policy.explicit:
+        return Finding("gpu", True, text + "; installed as asked (--tensorflow), expect it to fail on this GPU",
+                       dev.gpu.index, known_failure=True)
+    return Finding("gpu", False, text, dev.gpu.index, failure=row.id,
+                   short=f"GPU {dev.gpu.index} cc {dev.cc}: known failure {row.id}" + (" (inferred)" * row.inferred))
+
+
+# --- library floors: cuDNN >= 9.11 and CUDA 13 have no kernels for cc < 7.5 ---------------------------
+
+_CUDNN = re.compile(r"^nvidia-cudnn-cu\d+$")
+
+
+def _check_floors(r: Release, m: Machine) -> list[Finding]:
+    """The CUDA and cuDNN a release brings against every GPU's compute capability (kernels.yaml floors)."""
+    old = [d for d in m.devices if d.cc and any(f.library in ("cuda", "cudnn") and below(d.cc, f.min_cc)
+                                                for f in m.floors)]
+    if not old:
+        return []
+    out: list[Finding] = []
+    cuda = _cuda_major_minor(r)
+    for dev in old:
+        row = lacks_kernels(m.floors, "cuda", cuda, dev.cc or "")
+        if row is not None:
+            out.append(Finding("gpu", False, f"{dev.label}: TF {r.tensorflow} needs CUDA {cuda}: "
+                               f"{floor_text(row)}", dev.gpu.index,
+                               short=f"GPU {dev.gpu.index} cc {dev.cc}: CUDA {cuda} has no kernels"))
+    name = next((n for n in r.pins if _CUDNN.match(n)), None)
+    if name is not None and r.cuda_from == "pip":
+        out += _cudnn_floor(r, name, old, m.floors)
+    return out
+
+
+def _cuda_major_minor(r: Release) -> Optional[str]:
+    """The CUDA the release's libraries come from: the newer of its build CUDA and its -cuNN pins."""
+    need = required_cuda(r)
+    majors = [int(m.group(1)) for n in r.pins if (m := re.search(r"-cu(\d+)$", n))]
+    if majors and (need is None or max(majors) > version_key(need)[0]):
+        return f"{max(majors)}.0"
+    return need
+
+
+def _cudnn_floor(r: Release, name: str, old: Sequence[Device], floors: Sequence[FloorRow]) -> list[Finding]:
+    """The cuDNN pin against the oldest GPU: kept when it has its kernels (and said why, when the release's
+    range would allow one that has not), lowered to the newest that has them, or the release rejected."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    pin = r.pins[name]
+    low = min(old, key=lambda d: version_key(d.cc or "0"))
+    gpus = ", ".join(d.label for d in old)
+    row = last_with_kernels(floors, "cudnn", low.cc or "0")
+    if row is None:
+        return []
+    spec = r.extra_requires.get(name) or f"=={pin}"
+    try:
+        allowed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        allowed = SpecifierSet(f"=={pin}")
+    if lacks_kernels(floors, "cudnn", pin, low.cc or "0") is None:
+        if not allowed.contains(row.since, prereleases=True):
+            return []  # the range stops below the floor: nothing to say
+        return [Finding("gpu", True, f"{gpus}: cuDNN {pin} (TF {r.tensorflow}'s pin) has kernels for cc "
+                        f"{low.cc}; {name}{spec} would also allow cuDNN >= {row.since}, which has none: "
+                        f"{floor_text(row)}", low.gpu.index)]
+    wheel, _, last = row.wheel.partition("==")
+    if wheel == name and last and allowed.contains(last, prereleases=True):
+        return [Finding("gpu", True, f"{gpus}: cuDNN {pin} (TF {r.tensorflow}'s pin) has no kernels for cc "
+                        f"{low.cc}, so the plan pins {name}=={last}, the newest in {spec} that has them: "
+                        f"{floor_text(row)}", low.gpu.index, pin=(name, last, row.sha256))]
+    return [Finding("gpu", False, f"{gpus}: no cuDNN in TF {r.tensorflow}'s range {name}{spec} has kernels "
+                    f"for cc {low.cc}: {floor_text(row)}", low.gpu.index,
+                    short=f"GPU {low.gpu.index} cc {low.cc}: no cuDNN in range has kernels")]
 
 
 def defect_applies(d: Defect, r: Release, python: Optional[str]) -> bool:
@@ -490,7 +597,8 @@ def evaluate(r: Release, m: Machine, policy: Policy, gpu_mode: bool) -> tuple[li
     findings: list[Finding] = []
     if gpu_mode:
         findings += _check_driver(r, m)
-        findings += _check_gpus(r, m.devices, policy.jit_only_ok)
+        findings += _check_gpus(r, m, policy)
+        findings += _check_floors(r, m)
         findings += [Finding("gpu", False, why, index, short=short) for index, why, short in m.dropped]
     # Pythons that only a blocking defect rules out are avoided, so another Python can still fit.
     avoid = frozenset(

@@ -58,19 +58,26 @@ __all__ = [
 
 
 def _choice(r: Release, pick: Pick, findings: Sequence[Finding], visible: Optional[str] = None) -> Choice:
+    pins, hashes, cudnn = dict(r.pins), {name: [digest] for name, digest in sorted(r.pin_hashes.items())}, r.cudnn
+    for name, version, digest in (f.pin for f in findings if f.ok and f.pin):
+        # a pin a GPU of this machine needs instead (kernels.yaml floors): its hash from the same row
+        pins[name] = version
+        hashes = {**hashes, name: [digest]} if digest else {k: v for k, v in hashes.items() if k != name}
+        if name.startswith("nvidia-cudnn-"):
+            cudnn = ".".join(version.split(".")[:2])
     return Choice(
         tensorflow=r.tensorflow,
         cuda=required_cuda(r) if r.cuda or r.pins else None,
-        cudnn=r.cudnn,
+        cudnn=cudnn,
         python=pick.python or "",
         jit_only=any(f.jit for f in findings),
         package=r.package,
         python_path=pick.python_path,
         cuda_from=r.cuda_from,
-        pins=dict(r.pins),
+        pins=pins,
         constraints=dict(r.constraints),
         visible_devices=visible,
-        hashes={name: [digest] for name, digest in sorted(r.pin_hashes.items())},
+        hashes=hashes,
         sonames=list(r.sonames) if r.cuda_from == "system" else [],
     )
 
@@ -80,8 +87,6 @@ def _release_warnings(r: Release, policy: Policy, python: str) -> list[str]:
     for d in r.defects:
         if (d.blocks and not policy.allow_defects) or not defect_applies(d, r, python):
             continue
-        if "blackwell" in d.id:
-            continue  # the per-GPU JIT finding already says it, for the GPUs this machine has
         fix = f"; the installer handles it: {d.fix}" if d.fix else ""
         out.append(f"TF {r.tensorflow}: {d.text} ({d.source}){fix}")
     if r.unconfirmed:
@@ -190,7 +195,7 @@ def _search(cands: Sequence[Release], m: Machine, policy: Policy, gpu_mode: bool
         if not fails:
             s.chosen, s.release = _choice(r, pick, findings), r
             s.reasons += [f.text for f in findings] + (wheel_notes(r, m) if gpu_mode else [])
-            s.warnings += [f.text for f in findings if f.jit]
+            s.warnings += [f.text for f in findings if f.jit or f.known_failure]
             return s
         accepted = _accept_with_flag(r, pick, findings, m, allow_minor_compat, restrict_gpus)
         if accepted is not None:
@@ -356,8 +361,11 @@ def _remedies(
     if py is not None:
         out.append(f"install Python {max(py.pythons, key=version_key)} (TF {py.tensorflow} supports "
                    f"{span(py.pythons)}) or conda/micromamba to provide it, then run plan again")
+    if gpu_mode:
+        out += _failure_remedies(evaluated, m)
     if gpu_mode and all("gpu" in kinds(fs) for _, fs, _ in evaluated) and evaluated:
-        bad = {f.gpu_index for _, fs, _ in evaluated for f in failures(fs) if f.kind == "gpu"}
+        known = {f.gpu_index for _, fs, _ in evaluated for f in failures(fs) if f.failure}
+        bad = {f.gpu_index for _, fs, _ in evaluated for f in failures(fs) if f.kind == "gpu"} - known
         devices = [d for d in m.devices if d.gpu.index in bad]
         names = [f"GPU {d.gpu.index} ({d.gpu.name}, cc {d.cc})" for d in devices if not _before_tf(d.cc)]
         never = [f"GPU {d.gpu.index} ({d.gpu.name}, cc {d.cc})" for d in devices if _before_tf(d.cc)]
@@ -370,6 +378,19 @@ def _remedies(
     cpu = next((r for r, fs, _ in evaluated if kinds(fs) <= {"driver", "gpu", "cuda", "defect"}), None)
     if cpu is not None:
         out.append(f"CPU-only TensorFlow: pip install tensorflow=={cpu.tensorflow} (no GPU acceleration)")
+    return out
+
+
+def _failure_remedies(evaluated: Sequence[tuple[Release, list[Finding], Pick]], m: Machine) -> list[str]:
+    """What runs on a GPU where releases were rejected for a known failure (the rows' runs_instead)."""
+    out = []
+    for fid in dict.fromkeys(f.failure for _, fs, _ in evaluated for f in failures(fs) if f.failure):
+        row = next((r for r in m.failures if r.id == fid), None)
+        gpus = sorted({f.gpu_index for _, fs, _ in evaluated for f in failures(fs) if f.failure == fid
+                       and f.gpu_index is not None})
+        if row is not None and row.runs_instead:
+            out.append(f"GPU {', '.join(map(str, gpus))}: releases with known failure {row.id} were left out; "
+                       f"what runs there: " + "; ".join(row.runs_instead))
     return out
 
 
