@@ -134,7 +134,10 @@ def check_machine(
         return
     c = res.choice
     assert c.tensorflow not in rejected
-    assert not _violations(facts, KN, c, res.cpu_only, minor)
+    # Without --strict-driver a release with SASS for every GPU is taken through minor-version compatibility
+    # over a PTX-JIT-only one the driver runs outright, and the plan says so (resolve._native_text).
+    native = any("so it is chosen; --strict-driver keeps" in r for r in res.reasons)
+    assert not _violations(facts, KN, c, res.cpu_only, minor or native)
     if c.visible_devices:
         assert restrict and set(c.visible_devices.split(",")) <= {str(g.index) for g in facts.gpus}
     if c.python_path is not None:
