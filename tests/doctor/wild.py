@@ -1,0 +1,44 @@
+"""The second-route set (tests/fixtures/logs-wild): each log's label and how a diagnosis is judged against it.
+
+A diagnosis is right only when every diagnosis field agrees with the label written before the doctor ran:
+`status` equal, `primary`'s rule equal (none unless the status is a cause), every rule the label lists under
+`others` / `harmless` present there, and nothing the label blames (primary or others) filed as harmless.
+The checklist, `unexplained` and `stopped_by` earn nothing (they repeat the log)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfgpu_install.doctor.classify import Diagnosis
+
+WILD = Path(__file__).resolve().parent.parent / "fixtures" / "logs-wild"
+
+
+def cases(split: str | None = None) -> list[dict[str, Any]]:
+    out = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(WILD.glob("*.yaml"))]
+    return [c for c in out if split is None or c["split"] == split]
+
+
+def verdict(d: Diagnosis, label: dict[str, Any]) -> str:
+    """"" when the diagnosis agrees with the label, else what differs (for the failure message)."""
+    primary = d.primary.rule_id if d.primary else None
+    others = {f.rule_id for f in d.others}
+    harmless = {f.rule_id for f in d.harmless}
+    wrong = []
+    if d.status != label["status"]:
+        wrong.append(f"status {d.status} (label {label['status']})")
+    if primary != label["primary"]:
+        wrong.append(f"primary {primary} (label {label['primary']})")
+    missing = set(label["others"]) - others
+    if missing:
+        wrong.append(f"others lack {sorted(missing)}")
+    missing = set(label["harmless"]) - harmless
+    if missing:
+        wrong.append(f"harmless lack {sorted(missing)}")
+    blamed_harmless = ({label["primary"]} | set(label["others"])) & harmless
+    if blamed_harmless:
+        wrong.append(f"filed as harmless: {sorted(blamed_harmless)}")
+    return "; ".join(wrong)
