@@ -27,6 +27,7 @@ class ExitCode(IntEnum):
     DRIFT = 11  # `check`: the env drifted from its known-good snapshot
     INCOMPATIBLE_HOST = 12  # snapshot restore refused: host does not meet the snapshot's contract
     DIAGNOSED = 13  # `doctor` found a broken layer
+    UNEXPLAINED = 14  # `doctor --log`: the log ends in a failure (a fatal line) that no rule explains
     INTERRUPTED = 130  # Ctrl-C
 
 

@@ -58,7 +58,7 @@ def test_log_from_stdin_harmless_only_exits_0(tmp_env: dict[str, str], monkeypat
 def test_unknown_log_says_no_known_cause(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("Segmentation fault (core dumped)\n"))
-    assert main(["doctor", "--log", "-"], environ=tmp_env) == 0
+    assert main(["doctor", "--log", "-"], environ=tmp_env) == 14  # a failure nothing explains (issue 43; was 0)
     out = capsys.readouterr().out
     assert "No known cause" in out and "1. NVIDIA driver" in out and "10. utilisation" in out
     assert "Diagnosis: unknown" in out and "Generic checklist (not a diagnosis" in out
@@ -68,11 +68,40 @@ def test_unknown_log_says_no_known_cause(tmp_env: dict[str, str], monkeypatch: p
 def test_unknown_log_json_keeps_the_checklist_apart(tmp_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("Segmentation fault (core dumped)\n"))
-    assert main(["doctor", "--log", "-", "--json"], environ=tmp_env) == 0
+    assert main(["doctor", "--log", "-", "--json"], environ=tmp_env) == 14  # issue 43: was 0
     doc = _json(capsys)
     assert doc["status"] == "unknown" and doc["primary"] is None
     assert doc["unexplained"] == ["L1: Segmentation fault (core dumped)"]
     assert "not a diagnosis" in doc["checklist"]["label"] and len(doc["checklist"]["steps"]) == 10
+
+
+def test_reverse_numpy_abi_log_exits_13_with_a_numpy_diagnosis(tmp_env: dict[str, str], tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 1: this log was `harmless-only`, exit 0."""
+    from tests.doctor.test_doctor_unexplained import REVERSE_ABI
+
+    f = tmp_path / "log.txt"
+    f.write_text(REVERSE_ABI)
+    assert main(["doctor", "--log", str(f), "--json"], environ=tmp_env) == 13
+    doc = _json(capsys)
+    assert doc["status"] == "cause" and doc["primary"]["rule"] == "numpy-api-version"
+    assert "NumPy" in doc["primary"]["cause"] and doc["checklist"] is None and doc["advice"] == []
+
+
+def test_noise_then_an_unexplained_failure_exits_14_and_noise_alone_0(
+        tmp_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.doctor.test_doctor_unexplained import NOISE
+
+    f = tmp_path / "log.txt"
+    f.write_text(NOISE + "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                 "SystemError: <built-in function __import__> returned a result with an exception set\n")
+    assert main(["doctor", "--log", str(f), "--json"], environ=tmp_env) == 14
+    doc = _json(capsys)
+    assert doc["status"] == "unknown" and doc["primary"] is None and "SystemError" in doc["stopped_by"]
+    assert doc["checklist"]["steps"] == doc["advice"]  # one list; advice repeats it for old readers
+    f.write_text(NOISE)
+    assert main(["doctor", "--log", str(f)], environ=tmp_env) == 0
+    assert "Nothing wrong in this log" in capsys.readouterr().out
 
 
 def test_unreadable_log_is_a_usage_error(tmp_env: dict[str, str], tmp_path: Path,

@@ -5,8 +5,12 @@ Exit codes:
                     13 (DIAGNOSED) a layer is broken: what, why and the fix are printed
                     3 (NO_GPU) no NVIDIA GPU and no driver here: nothing GPU-related to diagnose
   --log FILE|-      13 (DIAGNOSED) a known cause was found in the text
-                    0 nothing wrong found: only known-harmless lines, or no known cause
+                    14 (UNEXPLAINED) the text ends in a failure (an exception, a fatal line, a crash) that no
+                      rule explains: status "unknown", the line is named, never "nothing wrong"
+                    0 no failure in the text: only known-harmless lines, or nothing known and nothing fatal
                       (then the layer-by-layer checks are printed; never a guess)
+JSON (--log): `checklist` is the one list of generic checks (label + steps, null when a cause was found);
+`advice` repeats its steps for readers of older versions and will not grow.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 if TYPE_CHECKING:
     from tfgpu_install.doctor.rules import RuleSet
 
-_EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cause);
-13 a broken layer (or, with --log, a known cause) was found; 3 no NVIDIA GPU or driver here."""
+_EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cause and nothing fatal);
+13 a broken layer (or, with --log, a known cause) was found; 14 (--log) the text ends in a failure no rule
+explains; 3 no NVIDIA GPU or driver here."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -87,6 +92,9 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
     elif diag.status == HARMLESS_ONLY:
         blocks.append(Text("Nothing wrong in this log: the lines below are known noise, not a failure. "
                            "If something still fails, its cause is not in this text.", "ok"))
+    elif diag.stopped_by:
+        blocks.append(Text("Diagnosis: unknown. The program failed here. No known cause in this log explains it "
+                           "(doctor does not guess).", "error"))
     else:
         blocks.append(Text("Diagnosis: unknown. No known cause in this log (doctor does not guess).", "warn"))
     if diag.stopped_by and diag.status != CAUSE:
@@ -108,7 +116,7 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
     smi_info = _smi_context(text)
     if smi_info:
         blocks.append(Text(smi_info["text"], "dim"))
-    code = ExitCode.DIAGNOSED if diag.status == CAUSE else ExitCode.OK
+    code = ExitCode.DIAGNOSED if diag.status == CAUSE else ExitCode.UNEXPLAINED if diag.stopped_by else ExitCode.OK
     data = {"mode": "log", **diag.to_json(), "nvidia_smi": smi_info.get("reading") if smi_info else None}
     return Result(data=data, blocks=blocks, exit_code=int(code))
 

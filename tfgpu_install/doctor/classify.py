@@ -170,7 +170,8 @@ def classify(text: str, rules: RuleSet) -> Diagnosis:
     advice: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
     if primary is None:
-        status = HARMLESS_ONLY if harmless and not survived else UNKNOWN
+        # Known noise alone is "nothing wrong"; noise before a failure no rule explains is not (issue 43).
+        status = HARMLESS_ONLY if harmless and not survived and not stopped_by else UNKNOWN
         advice = layer_advice(rules)
         left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
     return Diagnosis(

@@ -78,7 +78,8 @@ _STOP = re.compile(
     r"|(?:^|\]\s|:\s|\s)F (?:tensorflow|external|third_party)/\S+\]"
     r"|panic: "
     r"|^\s*(?:\S.*\s)?(?:Aborted|Illegal instruction|Segmentation fault)(?: \(core dumped\))?\s*$"
-    r"|^\s*error: [a-z][a-z-]+\s*$",
+    r"|^\s*error: [a-z][a-z-]+\s*$"
+    r"|Process finished with exit code -?[1-9]\d*",  # an IDE's (PyCharm) account of a crash: no other output
     re.MULTILINE,
 )
 _CAUSE_LINE = re.compile(r"^\s*(?:During handling of the above exception|The above exception was the direct cause)")
@@ -86,7 +87,7 @@ STOP_SPAN = 10  # an exception's message may run on for a few lines
 
 
 _STOP_NEEDLES = ("Error", "Exception", "panic: ", "Aborted", "Illegal instruction", "Segmentation fault", "error: ",
-                 "F tensorflow/", "F external/", "F third_party/")
+                 "F tensorflow/", "F external/", "F third_party/", "Process finished with exit code")
 
 
 def _backward(text: str, needles: tuple[str, ...]) -> Iterator[tuple[int, str]]:
