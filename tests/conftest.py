@@ -52,8 +52,31 @@ def ctx(tmp_env: dict[str, str]) -> Iterator[Context]:
     yield build_context(tmp_env)
 
 
+# The fixtures that provision a real env (a venv built by the real install from a local index of real
+# wheels) or serve the index such an install reads: a test taking one of them is end-to-end. Marking by
+# fixture rather than by hand means a new test on these fixtures joins the e2e lane by itself;
+# tests/test_lanes.py holds the names to fixtures that exist.
+PROVISIONING_FIXTURES = frozenset({
+    "index", "served_index", "package_index", "wheelhouse",  # local package indexes of real wheels
+    "source_env", "with_env", "two_envs", "exported", "tf_env",  # envs built by a real install
+    "reference",  # test_install_faults / test_faults: an uninterrupted install to compare with
+})
+
+
+def is_e2e(item: pytest.Item) -> bool:
+    """A test in the e2e lane: marked e2e (or slow: the real registry; or fleet: namespaces + sshd), or
+    taking a provisioning fixture."""
+    if any(m in item.keywords for m in ("e2e", "slow", "fleet")):
+        return True
+    return bool(PROVISIONING_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """TFGPU_SKIP_SLOW=1 leaves out the tests marked slow (real registry installs, real TF)."""
+    """Every e2e test carries the `e2e` marker (`scripts/test --fast` runs `-m "not e2e"`);
+    TFGPU_SKIP_SLOW=1 leaves out the tests marked slow (real registry installs, real TF)."""
+    for item in items:
+        if "e2e" not in item.keywords and is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
     if not os.environ.get("TFGPU_SKIP_SLOW"):
         return
     skip = pytest.mark.skip(reason="TFGPU_SKIP_SLOW is set")

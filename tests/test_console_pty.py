@@ -16,6 +16,8 @@ import pytest
 
 from tfgpu_install.console import Progress
 
+pytestmark = pytest.mark.e2e  # a real pty and a child that feeds progress with real pauses (seconds each)
+
 REPO = Path(__file__).resolve().parents[1]
 # uv's own lines (as captured in tests/steps/test_install_progress.py), fed with pauses so the rates
 # are measured over real time; the assertions never depend on how long anything took.

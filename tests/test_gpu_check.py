@@ -26,6 +26,7 @@ def _no_network_namespace() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
+@pytest.mark.e2e  # builds the pack (a venv of real wheels) and runs it in a namespace without network
 @pytest.mark.skipif(not _no_network_namespace(), reason="needs `unshare -n` (root or CAP_SYS_ADMIN)")
 def test_pack_then_offline_in_a_namespace_without_network(tmp_path: Path) -> None:
     pack = tmp_path / "pack"

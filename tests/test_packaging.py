@@ -23,6 +23,8 @@ import yaml
 import tfgpu_install
 from tests.support.wheelhouse import WheelSpec, build_wheel
 
+pytestmark = pytest.mark.e2e  # builds the tool's wheel and installs it into fresh venvs
+
 REPO = Path(__file__).resolve().parents[1]
 COLLECTION = REPO / "ansible_collections" / "tfgpu" / "install"
 

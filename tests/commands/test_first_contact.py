@@ -19,6 +19,7 @@ SYSTEM_PY = Path("/usr/bin/python3")
 SCRIPT = REPO / "scripts" / "install"
 
 pytestmark = [
+    pytest.mark.e2e,  # scripts/install builds the tool's venv, then a real install
     pytest.mark.skipif(not SYSTEM_PY.exists(), reason="no distribution Python at /usr/bin/python3"),
     pytest.mark.skipif(absent("gcc"), reason="the wheelhouse's libraries need gcc"),
 ]
