@@ -87,8 +87,9 @@ pack() {
 
 repack() {  # repack SITE_PACKAGES DEST: tfgpu_install-*.whl from the installed files (RECORD), hashes anew
   "$PY" - "$1" "$2" <<'PYEOF'
-import base64, csv, hashlib, io, pathlib, sys, zipfile
+import base64, csv, hashlib, io, os, pathlib, sys, zipfile
 site, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+prefix = site.parents[2]  # <prefix>/lib/pythonX.Y/site-packages
 infos = sorted(site.glob("tfgpu_install-*.dist-info"))
 if len(infos) != 1:
     sys.exit(f"expected one tfgpu_install-*.dist-info in {site}, found {len(infos)}")
@@ -103,17 +104,23 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
     for row in csv.reader((info / "RECORD").read_text().splitlines()):
         rel = row[0] if row else ""
         parts = rel.split("/")
-        if (not rel or rel.startswith("/") or ".." in parts or "__pycache__" in parts or rel.endswith(".pyc")
+        arc = rel
+        if rel.startswith("../"):  # a data file (the man page): <prefix>/share/... goes back under .data/data
+            inner = pathlib.Path(os.path.normpath(site / rel))
+            if not inner.is_relative_to(prefix / "share"):
+                continue  # scripts in bin/ (regenerated from entry_points.txt)
+            arc = f"{info.name[:-len('.dist-info')]}.data/data/{inner.relative_to(prefix).as_posix()}"
+        elif (not rel or rel.startswith("/") or ".." in parts or "__pycache__" in parts or rel.endswith(".pyc")
                 or (parts[0] == info.name and parts[-1] in installer_only)):
-            continue  # scripts in bin/ (regenerated from entry_points.txt), bytecode, the installer's own
+            continue  # bytecode, the installer's own files
         path = site / rel
         data = path.read_bytes()
-        zi = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+        zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
         zi.external_attr = (0o100000 | (path.stat().st_mode & 0o777)) << 16
         zi.compress_type = zipfile.ZIP_DEFLATED
         z.writestr(zi, data)
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append([rel, f"sha256={digest}", str(len(data))])
+        record.append([arc, f"sha256={digest}", str(len(data))])
     record.append([f"{info.name}/RECORD", "", ""])
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(record)

@@ -11,7 +11,8 @@ from typing import Optional
 
 
 class ExitCode(IntEnum):
-    """Documented in README.md ("Exit codes"). Never renumber: scripts depend on them."""
+    """Documented from EXIT_MEANINGS below (docs/reference/exit-codes.md, the README's table and the man
+    page are generated from both). Never renumber: scripts depend on them."""
 
     OK = 0
     FAILURE = 1  # an unexpected internal error (a bug): run with --debug and report it
@@ -29,6 +30,35 @@ class ExitCode(IntEnum):
     DIAGNOSED = 13  # `doctor` found a broken layer
     UNEXPLAINED = 14  # `doctor --log`: the log ends in a failure (a fatal line) that no rule explains
     INTERRUPTED = 130  # Ctrl-C
+
+
+# What each code means to a user: the docs' exit code table, the README's and the man page's EXIT STATUS
+# are generated from this (scripts/docs_reference.py); tests/docs holds them to it.
+EXIT_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "done",
+    ExitCode.FAILURE: "an unexpected internal error (a bug): re-run with `--debug` and report it",
+    ExitCode.USAGE: "bad command line (a mistyped command or flag gets a \"did you mean\")",
+    ExitCode.NO_GPU: "no usable NVIDIA GPU/driver (install without `--allow-cpu`, probe, plan, `verify` with no env "
+                     "or `--host-only`, `doctor` with nothing GPU-related to diagnose)",
+    ExitCode.UNSATISFIABLE: "no TensorFlow/CUDA/cuDNN/Python combination fits this machine and profile; your own "
+                            "requirements conflict with TensorFlow's; `fleet install --same` found no common release",
+    ExitCode.BAD_INPUT: "malformed profile/knowledge YAML, snapshot, bundle, nvidia-smi file, archive, rc-file "
+                        "markers, env path; a file over its size limit",
+    ExitCode.ENVIRONMENT: "target env unusable: path is a file, wrong Python, no permission, disk full, a file "
+                          "someone else could write; no such env (`env-not-found`)",
+    ExitCode.STEP_FAILED: "a provisioning step failed: run the same command again to resume, or `rollback`; "
+                          "`fleet`: a host failed, was refused, unreachable or not finished",
+    ExitCode.DOWNLOAD: "download failed, checksum mismatch, an insecure redirect, an index that cannot be reached",
+    ExitCode.VERIFY_FAILED: "verification ran and a layer failed; a restored env differs from its snapshot",
+    ExitCode.LOCKED: "another tfgpu-install holds this environment's lock (`--wait` queues behind it)",
+    ExitCode.DRIFT: "`check`: the env drifted from its known-good snapshot or its installed files differ from their "
+                    "records; `snapshot diff`: the two differ",
+    ExitCode.INCOMPATIBLE_HOST: "snapshot restore refused: this host does not meet the snapshot's contract",
+    ExitCode.DIAGNOSED: "`doctor` found a broken layer, or a known cause in a log",
+    ExitCode.UNEXPLAINED: "`doctor --log`: the log ends in a failure (an exception, a fatal line, a crash) that no "
+                          "rule explains: the cause is unknown; the lines are listed",
+    ExitCode.INTERRUPTED: "Ctrl-C: run the same command again to resume",
+}
 
 
 class TfgpuError(Exception):
