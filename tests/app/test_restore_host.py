@@ -99,7 +99,7 @@ def test_format_1_snapshot_restores_with_a_warning(
 ) -> None:
     """The minimal record older installs wrote: name==version pins, no hashes, no host."""
     stored = [s for _, s in S.scan(Path(source_env.environ["TFGPU_STATE_DIR"])).snapshots
-              if s.env.get("path") == str(source_env.env) and s.kind == "known-good"]
+              if s.env.path == str(source_env.env) and s.kind == "known-good"]
     good = stored[-1]
     v1 = {"format": 1, "kind": "known-good", "created": good.created, "env": {"path": str(source_env.env)},
           "resolution": good.resolution, "packages": [p.requirement() for p in good.packages]}

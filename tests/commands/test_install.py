@@ -266,7 +266,7 @@ def test_existing_env_gets_a_rollback_point_first(
     stored = S.scan(Path(tmp_env["TFGPU_STATE_DIR"])).snapshots
     points = [s for _, s in stored if s.kind == "rollback-point"]
     assert len(points) == 1
-    assert points[0].env["path"] == str(env_dir) and points[0].packages == ()  # it held no packages
+    assert points[0].env.path == str(env_dir) and points[0].packages == ()  # it held no packages
     assert [s.kind for _, s in stored].count("known-good") == 1
 
 

@@ -55,7 +55,7 @@ def test_bundle_holds_every_wheel_with_a_manifest(bundled: tuple[Path, Path]) ->
     wheels = [k for k in manifest["files"] if k.startswith("wheels/")]
     assert len(wheels) == len(snap.packages)
     assert {"snapshot.yaml", "requirements.txt"} <= set(manifest["files"])
-    assert manifest["snapshot_id"] == snap.id and manifest["python"] == ".".join(snap.env["python"].split(".")[:2])
+    assert manifest["snapshot_id"] == snap.id and manifest["python"] == ".".join((snap.env.python or "").split(".")[:2])
     assert not [p for p in out.parent.iterdir() if ".partial-" in p.name]
 
 

@@ -24,7 +24,7 @@ def test_format_1_still_loads() -> None:
     snap = S.loads(text)
     assert snap.format == 1
     assert [p.requirement() for p in snap.packages] == ["numpy==1.26.4", "six==1.16.0"]
-    assert snap.env["path"] == "/envs/old" and snap.resolution["tensorflow"] == "2.15.1"
+    assert snap.env.path == "/envs/old" and snap.resolution["tensorflow"] == "2.15.1"
     assert "format 1" in snap.notes[0]
 
 

@@ -129,7 +129,7 @@ CONDA = {"name": "cudatoolkit", "version": "11.8.0", "build": "h6a678d5_0", "cha
 def test_a_conda_envs_packages_load_strictly() -> None:
     snap = make(id="20261201T000000Z-known-good-aaaaaa",
                 env={"path": "/envs/tf", "backend": "conda", "conda_packages": [CONDA]})
-    assert S.loads(S.dumps(snap), "f.yaml").env["conda_packages"] == [CONDA]
+    assert S.loads(S.dumps(snap), "f.yaml").env.to_json()["conda_packages"] == [CONDA]
 
 
 @pytest.mark.parametrize("key, value", [

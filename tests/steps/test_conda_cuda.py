@@ -12,6 +12,7 @@ import pytest
 from tests.support.conda_channel import CondaPkg, build_channel, cuda_channel
 from tests.support.fake_conda import read_log, write_fake_conda
 from tests.support.promised import absent
+from tests.support.snapshot_doc import env_record
 from tfgpu_install.conda.prefix import CondaRecord, installed, meets, unmet
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, StepFailed, UnsatisfiableError
@@ -165,11 +166,11 @@ def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Cont
         CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",), build="h0_0"),
         CondaPkg("cudnn", "8.1.0.77", ("libcudnn.so.8",), build="h9_1"),  # published after the snapshot
     ])
-    snap = SimpleNamespace(env={"conda_packages": [
+    snap = SimpleNamespace(env=env_record({"conda_packages": [
         {"name": "cudatoolkit", "version": "11.2.2", "build": "h0_0", "channel": chan.url, "sha256": "a" * 64},
         {"name": "cudnn", "version": "8.1.0.77", "build": "h0_0", "channel": chan.url, "sha256": "b" * 64},
         {"name": "python", "version": "3.11.7", "build": "h0_cpython", "channel": chan.url, "sha256": ""},
-    ]})
+    ]}))
     extra = conda_restore_extra(snap)  # type: ignore[arg-type]
     assert extra["conda_channel"] == chan.url
     env = _prefix(tmp_path)
@@ -182,7 +183,7 @@ def test_restore_reinstalls_the_snapshots_exact_builds(tmp_path: Path, ctx: Cont
     conda[0].apply(ctx)
     assert {(r.name, r.build) for r in installed(env)} == {("cudatoolkit", "h0_0"), ("cudnn", "h0_0")}
     # A venv snapshot (no conda packages) restores without the step.
-    assert conda_restore_extra(SimpleNamespace(env={"backend": "venv"})) == {}  # type: ignore[arg-type]
+    assert conda_restore_extra(SimpleNamespace(env=env_record({"backend": "venv"}))) == {}  # type: ignore[arg-type]
 
 
 @needs_gcc

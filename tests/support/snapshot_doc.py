@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.snapshot import model as S
+
+
+def env_record(data: dict[str, Any]) -> S.EnvRecord:
+    """A test's env block as the typed record (no check: tests build hostile ones on purpose)."""
+    conda = data.get("conda_packages")
+    return S.EnvRecord(
+        path=data.get("path"), backend=data.get("backend"), python=data.get("python"),
+        conda_packages=None if conda is None else tuple(
+            CondaRecord(r.get("name", ""), r.get("version", ""), r.get("build", ""), r.get("channel", ""),
+                        r.get("sha256", "")) for r in conda),
+        other=tuple((k, v) for k, v in data.items() if k not in ("path", "backend", "python", "conda_packages")),
+        keys=tuple(data),
+    )
 
 
 def make(**kw: object) -> S.Snapshot:
@@ -20,4 +36,6 @@ def make(**kw: object) -> S.Snapshot:
         verification={"ok": True, "gpu_verified": False},
     )
     base.update(kw)
+    if isinstance(base["env"], dict):
+        base["env"] = env_record(base["env"])
     return S.Snapshot(**base)  # type: ignore[arg-type]

@@ -134,7 +134,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
         warnings.append(f"{len(placed)} library file(s) outside the packages (a cuDNN placed from a redist or "
                         f"archive, e.g. {placed[0]}) are not restored: run `tfgpu-install --env ENV "
                         "--cudnn-source redist|archive` after the restore to place them again")
-    backend = str(snap.env.get("backend") or "venv")
+    backend = str(snap.env.backend or "venv")
     backend = backend if backend in ("venv", "conda") else "venv"
     py_path = _python_path(facts, str(choice_of(snap).get("python"))) if backend == "venv" else None
     resolution = pinned_resolution(snap, py_path, cpu_only=not verdict.gpu)
@@ -178,7 +178,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     except TfgpuError as err:
         raise _hash_mismatch(err) from err
     if req.dry_run:
-        return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.get("path"), "dry_run": True,
+        return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.path, "dry_run": True,
                        "steps": done.preview.to_json(),
                        "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
                       [*head(done.preview), Text("dry run: nothing was changed", "dim")])
@@ -186,7 +186,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     recorded = done.results.get("snapshot.record") or {}
     result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
     result.data["rollback_point"] = done.rollback_point
-    result.data["taken_at"] = snap.env.get("path")
+    result.data["taken_at"] = snap.env.path
     return result
 
 
@@ -197,7 +197,7 @@ def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any)
     from tfgpu_install.app.envs import default_env_path
 
     env = user_path(given) if given else default_env_path(ctx, choice)
-    taken = str(snap.env.get("path") or "")
+    taken = snap.env.path or ""
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""
     how = "" if given else f" (pass --env {shlex.quote(taken)} to restore there)"  # a command: quoted
@@ -222,7 +222,7 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
     from tfgpu_install.snapshot.envstate import capture
 
     live = capture(env)
-    old_root = str(snap.env.get("path") or "")
+    old_root = snap.env.path or ""
     activation = {k: v.replace(old_root, str(env)) if old_root else v for k, v in snap.activation.items()}
     if snap.format == 1:  # format 1 recorded packages only: files and activation cannot be compared
         d = compare((snap.packages, live.packages), (live.files, live.files), (live.activation, live.activation))

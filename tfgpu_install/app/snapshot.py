@@ -84,11 +84,11 @@ def list_(ctx: Context) -> Result:
     store = snap_mod.scan(ctx.state_dir)
     stored = store.snapshots
     rows = [
-        (s.id, s.kind, s.created, s.env.get("path"), choice_of(s).get("tensorflow"),
+        (s.id, s.kind, s.created, s.env.path, choice_of(s).get("tensorflow"),
          "yes" if (s.verification or {}).get("ok") else "-")
         for _, s in stored
     ]
-    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.get("path"),
+    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.path,
                            "tensorflow": choice_of(s).get("tensorflow"), "path": str(p)} for p, s in stored]}
     blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
     if not stored:
@@ -113,7 +113,7 @@ def show(ctx: Context, ref: str) -> Result:
     res = choice_of(snap)
     blocks: list[Any] = [
         Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
-        Text(f"env: {snap.env.get('path')} ({snap.env.get('backend')}, Python {snap.env.get('python')})"),
+        Text(f"env: {snap.env.path} ({snap.env.backend}, Python {snap.env.python})"),
         Text(f"TensorFlow {res.get('tensorflow', '?')}, CUDA {res.get('cuda', '-')}, cuDNN {res.get('cudnn', '-')}"),
         Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
              f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
@@ -130,8 +130,8 @@ def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
 
     _, a = snap_mod.find(ctx.state_dir, ref_a)
     _, b = snap_mod.find(ctx.state_dir, ref_b)
-    activation = (relative_activation(a.activation, a.env.get("path")),
-                  relative_activation(b.activation, b.env.get("path")))
+    activation = (relative_activation(a.activation, a.env.path),
+                  relative_activation(b.activation, b.env.path))
     d = compare((a.packages, b.packages), (a.files, b.files), activation, (a.host, b.host))
     blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
     blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))

@@ -60,11 +60,11 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
 def conda_restore_extra(snap: Snapshot) -> dict[str, str]:
     """What a restore needs of a conda env's snapshot, as InstallOptions.extra (journaled with
     the options): the exact conda packages and the channel they came from."""
-    records = [r for r in snap.env.get("conda_packages") or () if isinstance(r, dict) and r.get("name")]
+    records = [r for r in snap.env.conda_packages or () if r.name]
     if not records:
         return {}
-    pins = " ".join(f"{r['name']}={r.get('version', '')}={r.get('build', '')}" for r in records)
-    channel = next((str(r["channel"]) for r in records if r.get("channel")), "")
+    pins = " ".join(f"{r.name}={r.version}={r.build}" for r in records)
+    channel = next((r.channel for r in records if r.channel), "")
     return {"conda_pins": pins, **({"conda_channel": channel} if channel else {})}
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install import __version__
+from tfgpu_install.conda.prefix import CondaRecord, installed
 from tfgpu_install.context import Context
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.snapshot.envstate import EnvState, capture
-from tfgpu_install.snapshot.model import HostContract, Snapshot, new_id, now_iso
+from tfgpu_install.snapshot.model import EnvRecord, HostContract, Snapshot, new_id, now_iso
 
 
 def host_contract(facts: Optional[Facts]) -> HostContract:
@@ -58,7 +59,7 @@ def build(
         id=new_id(kind),
         kind=kind,
         created=now_iso(),
-        env={"path": str(env), "backend": state.backend, "python": state.python, **conda_pins(env)},
+        env=EnvRecord(path=str(env), backend=state.backend, python=state.python, conda_packages=conda_pins(env)),
         host=host_contract(facts),
         resolution=dict(resolution or {}),  # the caller's: plan.journaled.recorded_plan for a journaled env
         packages=packages,
@@ -70,10 +71,8 @@ def build(
     )
 
 
-def conda_pins(env: Path) -> dict[str, Any]:
+def conda_pins(env: Path) -> Optional[tuple[CondaRecord, ...]]:
     """A conda env's packages (name, version, build, channel, sha256) under env.conda_packages:
     the CUDA/cuDNN conda packages are part of what made the env work. Absent for a venv."""
-    from tfgpu_install.conda.prefix import installed
-
     records = installed(env)
-    return {"conda_packages": [r.to_json() for r in records]} if records else {}
+    return tuple(records) if records else None

@@ -52,8 +52,8 @@ def choice_of(snap: Snapshot) -> dict[str, Any]:
                             "cuda_from", "jit_only") if k in res
     }
     flat["cpu_only"] = bool(res.get("cpu_only"))
-    if not flat.get("python") and snap.env.get("python"):
-        flat["python"] = ".".join(str(snap.env["python"]).split(".")[:2])
+    if not flat.get("python") and snap.env.python:
+        flat["python"] = ".".join(str(snap.env.python).split(".")[:2])
     if not flat.get("tensorflow"):
         tf = snap.package_map().get("tensorflow") or snap.package_map().get("tensorflow-gpu")
         if tf is not None:
@@ -166,7 +166,7 @@ def check_host(snap: Snapshot, facts: Facts, knowledge: Optional[Knowledge], *, 
         acc.refusals.append(f"the snapshot's wheels are for {arch}; this machine is {facts.host.arch}")
 
     py = c.get("python")
-    backend = str(snap.env.get("backend") or "venv")
+    backend = str(snap.env.backend or "venv")
     if py:
         have = sorted({p.minor for p in facts.pythons})
         if py in have:

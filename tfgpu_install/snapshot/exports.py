@@ -31,7 +31,7 @@ def requirements_txt(snap: Snapshot) -> str:
 
     lines = [
         f"# tfgpu-install snapshot {snap.id}: TensorFlow {choice_of(snap).get('tensorflow', '?')}, "
-        f"Python {snap.env.get('python', '?')}",
+        f"Python {snap.env.python}",
         "# install with: pip install --require-hashes -r THIS_FILE",
     ]
     missing = [p.requirement() for p in snap.packages if not p.hashes]
@@ -61,10 +61,10 @@ def library_dirs(snap: Snapshot) -> list[str]:
 def _conda_pins(snap: Snapshot) -> list[str]:
     """A conda env's own packages as exact `name=version=build` specs (python comes first)."""
     out = []
-    for r in snap.env.get("conda_packages") or ():
-        if not isinstance(r, dict) or not r.get("name") or r.get("name") in ("python", "pip"):
+    for r in snap.env.conda_packages or ():
+        if not r.name or r.name in ("python", "pip"):
             continue
-        spec = "=".join(str(x) for x in (r["name"], r.get("version"), r.get("build")) if x)
+        spec = "=".join(x for x in (r.name, r.version, r.build) if x)
         if re.fullmatch(r"[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.+\-]+){0,2}", spec):
             out.append(spec)
     return out
@@ -80,7 +80,7 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
     from tfgpu_install.snapshot.contract import choice_of
 
     c = choice_of(snap)
-    py = str(snap.env.get("python") or c.get("python") or "3")
+    py = str(snap.env.python or c.get("python") or "3")
     if not re.fullmatch(r"3(\.\d+){1,2}", py):
         py = "3"
     env_name = name or (f"tf-{c['tensorflow']}" if c.get("tensorflow") else "tfgpu")
@@ -90,7 +90,7 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
         "channels": ["conda-forge"],
         "dependencies": [f"python={py}", "pip", *_conda_pins(snap), {"pip": pip_pins}],
     }
-    prefix = str(snap.env.get("path") or "")
+    prefix = str(snap.env.path or "")
     libs = library_dirs(snap)
     if prefix.startswith("/") and libs:
         doc["prefix"] = prefix
@@ -102,7 +102,7 @@ def conda_environment_yml(snap: Snapshot, name: str = "") -> str:
     import yaml
 
     head = "# tfgpu-install snapshot export; create with: conda env create -f THIS_FILE\n"
-    if snap.env.get("path"):
+    if snap.env.path:
         head += "# `variables:` holds absolute library paths under `prefix:` (conda does not expand variables)\n"
     return head + yaml.safe_dump(conda_environment(snap, name), sort_keys=False)
 
@@ -110,7 +110,7 @@ def conda_environment_yml(snap: Snapshot, name: str = "") -> str:
 def _pylock(ctx: Context, snap: Snapshot, index_url: Optional[str]) -> str:
     from tfgpu_install.snapshot.pylock import compile_lock
 
-    return compile_lock(ctx, snap.packages, str(snap.env.get("python") or "3"), index_url=index_url,
+    return compile_lock(ctx, snap.packages, str(snap.env.python or "3"), index_url=index_url,
                         glibc=snap.host.glibc, arch=snap.host.arch).text
 
 

@@ -84,7 +84,7 @@ def spec_for(snap: Snapshot, base: Optional[str] = None) -> ImageSpec:
     from tfgpu_install.snapshot.exports import library_dirs
 
     c = choice_of(snap)
-    python = _field(".".join(str(c.get("python") or snap.env.get("python") or "").split(".")[:2]), "python", _PYTHON)
+    python = _field(".".join(str(c.get("python") or snap.env.python or "").split(".")[:2]), "python", _PYTHON)
     if python is None:
         raise BadInputError(f"snapshot {snap.id} does not say which Python its env used", "export the snapshot again",
                             ref="bad-snapshot")

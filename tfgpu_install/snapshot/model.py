@@ -15,88 +15,27 @@ Format history:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.errors import BadInputError
 from tfgpu_install.files import atomic_write
 from tfgpu_install.snapshot import reader, schema
+from tfgpu_install.snapshot.document import FORMAT as FORMAT
+from tfgpu_install.snapshot.document import EnvRecord as EnvRecord
+from tfgpu_install.snapshot.document import FileRecord as FileRecord
+from tfgpu_install.snapshot.document import HostContract as HostContract
+from tfgpu_install.snapshot.document import Package as Package
+from tfgpu_install.snapshot.document import Snapshot as Snapshot
 
-FORMAT = 2
 KINDS = ("known-good", "rollback-point", "export")
-
-
-@dataclass(frozen=True)
-class HostContract:
-    driver: Optional[str] = None
-    max_cuda: Optional[str] = None
-    glibc: Optional[str] = None
-    arch: Optional[str] = None
-    os: Optional[str] = None
-    gpus: tuple[dict[str, Optional[str]], ...] = ()  # [{"name", "compute_capability"}]
 
 
 # The env's own installer, seeded by env.create (--no-pip: none) from the interpreter's bundled wheel:
 # tooling, not content. Left out of snapshots, drift and upgrade's carry-over, so a restore or an
 # upgrade never has to find that exact pip on the index.
 SEEDED = frozenset({"pip"})
-
-
-@dataclass(frozen=True)
-class Package:
-    name: str
-    version: str
-    hashes: tuple[str, ...] = ()  # "sha256:<hex>" of the files this version is published as
-
-    @property
-    def key(self) -> str:
-        return canonical_name(self.name)
-
-    def requirement(self) -> str:
-        return f"{self.name}=={self.version}"
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    path: str  # relative to the env root
-    sha256: str
-    size: int
-    mtime_ns: int = 0  # a cache key only: same size and mtime -> not re-hashed by `check`
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    id: str
-    kind: str
-    created: str  # ISO 8601 UTC
-    env: dict[str, Any]  # {"path", "backend", "name", "python"}
-    host: HostContract
-    resolution: dict[str, Any]  # {"profile","tensorflow","cuda","cudnn","python","jit_only","pins",...}
-    packages: tuple[Package, ...]
-    files: tuple[FileRecord, ...] = ()
-    activation: dict[str, str] = field(default_factory=dict)  # relative file -> our marked block text
-    verification: Optional[dict[str, Any]] = None
-    tool: str = ""
-    format: int = FORMAT
-    notes: tuple[str, ...] = ()
-
-    def package_map(self) -> dict[str, Package]:
-        return {p.key: p for p in self.packages}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["host"]["gpus"] = [dict(g) for g in self.host.gpus]
-        d["packages"] = [
-            {"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages
-        ]
-        d["files"] = [asdict(f) for f in self.files]
-        d["notes"] = list(self.notes)
-        # Stable key order: format first, so `head` shows what a file is.
-        order = ["format", "id", "kind", "created", "tool", "env", "host", "resolution", "packages",
-                 "files", "activation", "verification", "notes"]
-        return {k: d[k] for k in order}
 
 
 def new_id(kind: str, now: Optional[float] = None) -> str:
@@ -123,38 +62,12 @@ def dumps(snap: Snapshot) -> str:
     return header + yaml.dump(snap.to_dict(), Dumper=dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
-def _from_v1(d: dict[str, Any]) -> Snapshot:
-    """Format 1: the minimal rollback record (packages were 'name==version' strings)."""
-    return Snapshot(
-        id=d["id"], kind=d["kind"], created=d["created"], env=d["env"], host=HostContract(),
-        resolution=d["resolution"], packages=tuple(Package(p["name"], p["version"]) for p in d["packages"]),
-        verification=d["verification"], tool=d["tool"], format=1,
-        notes=("loaded from format 1: no host contract and no hashes",),
-    )
-
-
-def _from_checked(d: dict[str, Any]) -> Snapshot:
-    """A document schema.check() accepted: every type is what this needs."""
-    if d["format"] == 1:
-        return _from_v1(d)
-    host = d["host"]
-    return Snapshot(
-        id=d["id"], kind=d["kind"], created=d["created"], env=d["env"],
-        host=HostContract(driver=host["driver"], max_cuda=host["max_cuda"], glibc=host["glibc"],
-                          arch=host["arch"], os=host["os"], gpus=tuple(host["gpus"])),
-        resolution=d["resolution"],
-        packages=tuple(Package(p["name"], p["version"], tuple(p["hashes"])) for p in d["packages"]),
-        files=tuple(FileRecord(f["path"], f["sha256"], f["size"], f["mtime_ns"]) for f in d["files"]),
-        activation=d["activation"], verification=d["verification"], tool=d["tool"], notes=tuple(d["notes"]),
-    )
-
-
 def from_dict(d: Any, where: str = "snapshot") -> Snapshot:
     """A snapshot from plain data (parsed JSON, a test's dict); BAD_INPUT when it is not one."""
     if not isinstance(d, dict):
         raise BadInputError(f"{where}: not a snapshot document",
                             "pass a file written by `tfgpu-install snapshot export`")
-    return _from_checked(schema.check(reader.node_of(d), where))
+    return schema.check(reader.node_of(d), where)
 
 
 def loads(text: str, where: str = "snapshot") -> Snapshot:
@@ -164,7 +77,7 @@ def loads(text: str, where: str = "snapshot") -> Snapshot:
     if not isinstance(root.value, dict):
         raise BadInputError(f"{where}:{root.line}: not a snapshot document (expected a mapping at the top)",
                             "pass a file written by `tfgpu-install snapshot export`", ref="bad-snapshot")
-    return _from_checked(schema.check(root, where))
+    return schema.check(root, where)
 
 
 def load(path: Path) -> Snapshot:
@@ -255,6 +168,6 @@ def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good",
     target = os.path.abspath(str(env))
     found = [
         (p, s) for p, s in (store or scan(state_dir)).snapshots
-        if s.kind == kind and os.path.abspath(str(s.env.get("path") or "")) == target
+        if s.kind == kind and os.path.abspath(s.env.path or "") == target
     ]
     return found[-1] if found else None

@@ -1,8 +1,8 @@
 """The snapshot document's schema: a type check of reader.py's Node tree with file:line errors.
 
-check() validates the tree against the format (1 or 2) and returns plain data whose types
-model.from_dict can trust: strings without NUL bytes and of bounded length, library and
-activation paths inside the env, an id that is a plain file name. Plain dicts (tests,
+check() validates the tree against the format (1 or 2) and returns the typed Snapshot
+(snapshot/document.py), so nothing after it re-checks a type: strings without NUL bytes and of
+bounded length, library and activation paths inside the env, an id that is a plain file name. Plain dicts (tests,
 bundle manifests) go through reader.node_of() and the same check, without line numbers.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, NoReturn, Optional
 
+from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.guard import names
+from tfgpu_install.snapshot.document import EnvRecord, FileRecord, HostContract, Package, Snapshot
 from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
 
 MAX_PATH = 4096
@@ -162,8 +164,8 @@ def _join(path: str, key: object) -> str:
 # --- the formats ---------------------------------------------------------------------------
 
 
-def check(root: Node, where: str) -> dict[str, Any]:
-    """Validate a snapshot document; plain data with the types model.from_dict relies on."""
+def check(root: Node, where: str) -> Snapshot:
+    """Validate a snapshot document into the typed Snapshot."""
     c = Check(where)
     top = c.mapping(root, "", ())
     if "format" not in top:
@@ -182,16 +184,22 @@ def _opt_text(c: Check, m: dict[str, Node], key: str, path: str, **kw: Any) -> O
     return c.text(m[key], _join(path, key), null=True, **kw) if key in m else None
 
 
-def _env(c: Check, node: Node) -> dict[str, Any]:
+def _env(c: Check, node: Node) -> EnvRecord:
     m = c.mapping(node, "env")
-    out: dict[str, Any] = {}
+    known: dict[str, Optional[str]] = {}
+    conda: Optional[tuple[CondaRecord, ...]] = None
+    other = []
     for key, item in m.items():
         if key == "conda_packages" and item.value is not None:
-            out[key] = [_conda_record(c, r, f"env.conda_packages[{i}]")
-                        for i, r in enumerate(c.seq(item, "env.conda_packages"))]
+            conda = tuple(_conda_record(c, r, f"env.conda_packages[{i}]")
+                          for i, r in enumerate(c.seq(item, "env.conda_packages")))
             continue
-        out[key] = c.text(item, f"env.{key}", null=True)
-    return out
+        value = c.text(item, f"env.{key}", null=True)
+        if key in ("path", "backend", "python"):
+            known[key] = value
+        elif key != "conda_packages":
+            other.append((key, value))
+    return EnvRecord(**known, conda_packages=conda, other=tuple(other), keys=tuple(m))
 
 
 _CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.+-]{0,199}")
@@ -199,7 +207,7 @@ _CONDA_WORD = re.compile(r"[A-Za-z0-9_.+!]{1,200}")  # a conda version or build 
 _CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?")
 
 
-def _conda_record(c: Check, node: Node, path: str) -> dict[str, str]:
+def _conda_record(c: Check, node: Node, path: str) -> CondaRecord:
     """One conda package of a conda env: a restore pins name=version=build from channel, so each
     is a strict word; the channel is a plain name (conda-forge) or an https URL."""
     m = c.mapping(node, path, ("name", "version", "build"))
@@ -217,7 +225,7 @@ def _conda_record(c: Check, node: Node, path: str) -> dict[str, str]:
     if digest:
         c.typed(m["sha256"], _join(path, "sha256"), "hex64")
     out["sha256"] = digest
-    return out
+    return CondaRecord(**out)
 
 
 _CHOICE_TEXT = ("cuda_from", "python_path", "visible_devices")
@@ -295,25 +303,24 @@ def _added(c: Check, m: dict[str, Node], path: str) -> None:
             c.text(item, f"{_join(path, 'added')}[{i}]", limit=1000)
 
 
-def _host(c: Check, node: Node) -> dict[str, Any]:
+def _host(c: Check, node: Node) -> HostContract:
     m = c.mapping(node, "host")
-    out: dict[str, Any] = {k: _opt_text(c, m, k, "host") for k in ("driver", "max_cuda", "glibc", "arch", "os")}
     gpus = []
     if "gpus" in m and m["gpus"].value is not None:
         for i, g in enumerate(c.seq(m["gpus"], "host.gpus")):
             gm = c.mapping(g, f"host.gpus[{i}]")
             gpus.append({k: c.text(v, f"host.gpus[{i}].{k}", null=True) for k, v in gm.items()})
-    out["gpus"] = gpus
-    return out
+    return HostContract(**{k: _opt_text(c, m, k, "host") for k in ("driver", "max_cuda", "glibc", "arch", "os")},
+                        gpus=tuple(gpus))
 
 
-def _package(c: Check, node: Node, path: str) -> dict[str, Any]:
+def _package(c: Check, node: Node, path: str) -> Package:
     m = c.mapping(node, path, ("name", "version"))
     hashes = [c.typed(h, f"{path}.hashes[{i}]", "sha256") or ""
               for i, h in enumerate(c.seq(m["hashes"], f"{path}.hashes", "a list of strings"))] \
         if "hashes" in m and m["hashes"].value is not None else []
-    return {"name": c.typed(m["name"], f"{path}.name", "project"),
-            "version": c.typed(m["version"], f"{path}.version", "version"), "hashes": hashes}
+    return Package(c.typed(m["name"], f"{path}.name", "project") or "",
+                   c.typed(m["version"], f"{path}.version", "version") or "", tuple(hashes))
 
 
 def _relative(c: Check, node: Node, path: str) -> str:
@@ -323,39 +330,40 @@ def _relative(c: Check, node: Node, path: str) -> str:
     return value
 
 
-def _file(c: Check, node: Node, path: str) -> dict[str, Any]:
+def _file(c: Check, node: Node, path: str) -> FileRecord:
     m = c.mapping(node, path, ("path", "sha256", "size"))
-    return {"path": _relative(c, m["path"], f"{path}.path"), "sha256": c.typed(m["sha256"], f"{path}.sha256", "hex64"),
-            "size": c.integer(m["size"], f"{path}.size"),
-            "mtime_ns": c.integer(m["mtime_ns"], f"{path}.mtime_ns") if "mtime_ns" in m else 0}
+    return FileRecord(_relative(c, m["path"], f"{path}.path"), c.typed(m["sha256"], f"{path}.sha256", "hex64") or "",
+                      c.integer(m["size"], f"{path}.size"),
+                      c.integer(m["mtime_ns"], f"{path}.mtime_ns") if "mtime_ns" in m else 0)
 
 
 def _present(m: dict[str, Node], key: str) -> bool:
     return key in m and m[key].value is not None
 
 
-def _check_v2(c: Check, root: Node, top: dict[str, Node]) -> dict[str, Any]:
+def _check_v2(c: Check, root: Node, top: dict[str, Node]) -> Snapshot:
     c.mapping(root, "", ("id", "env", "host", "packages"))
-    out: dict[str, Any] = {
-        "format": 2,
-        "id": c.text(top["id"], "id", pattern=ID, example="20261201T000000Z-known-good-1a2b3c"),
-        "kind": _opt_text(c, top, "kind", "", limit=100) or "export",
-        "created": _opt_text(c, top, "created", "", limit=100) or "",
-        "tool": _opt_text(c, top, "tool", "", limit=200) or "",
-        "env": _env(c, top["env"]),
-        "host": _host(c, top["host"]),
-        "resolution": _resolution(c, top["resolution"]) if "resolution" in top else {},
-        "packages": [_package(c, p, f"packages[{i}]") for i, p in enumerate(c.seq(top["packages"], "packages"))],
-        "files": [_file(c, f, f"files[{i}]") for i, f in enumerate(c.seq(top["files"], "files"))]
-        if _present(top, "files") else [],
-        "activation": c.str_map(top["activation"], "activation", MAX_SCALAR) if _present(top, "activation") else {},
-        "verification": c.plain(_mapping_node(c, top, "verification"), "verification")
+    activation = c.str_map(top["activation"], "activation", MAX_SCALAR) if _present(top, "activation") else {}
+    snap = Snapshot(
+        format=2,
+        id=c.text(top["id"], "id", pattern=ID, example="20261201T000000Z-known-good-1a2b3c") or "",
+        kind=_opt_text(c, top, "kind", "", limit=100) or "export",
+        created=_opt_text(c, top, "created", "", limit=100) or "",
+        tool=_opt_text(c, top, "tool", "", limit=200) or "",
+        env=_env(c, top["env"]),
+        host=_host(c, top["host"]),
+        resolution=_resolution(c, top["resolution"]) if "resolution" in top else {},
+        packages=tuple(_package(c, p, f"packages[{i}]") for i, p in enumerate(c.seq(top["packages"], "packages"))),
+        files=tuple(_file(c, f, f"files[{i}]") for i, f in enumerate(c.seq(top["files"], "files")))
+        if _present(top, "files") else (),
+        activation=activation,
+        verification=c.plain(_mapping_node(c, top, "verification"), "verification")
         if _present(top, "verification") else None,
-        "notes": c.strings(top["notes"], "notes", MAX_SCALAR) if _present(top, "notes") else [],
-    }
-    for key in out["activation"]:
+        notes=tuple(c.strings(top["notes"], "notes", MAX_SCALAR)) if _present(top, "notes") else (),
+    )
+    for key in activation:
         _relative(c, Node(top["activation"].line, key), f"activation.{key}")
-    return out
+    return snap
 
 
 def _mapping_node(c: Check, m: dict[str, Node], key: str) -> Node:
@@ -364,12 +372,13 @@ def _mapping_node(c: Check, m: dict[str, Node], key: str) -> Node:
     return m[key]
 
 
-def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
+def _check_v1(c: Check, top: dict[str, Node]) -> Snapshot:
     """Format 1: {format: 1, env: PATH | {...}, resolution, packages: ["name==version" | {name, version}]}."""
-    env: dict[str, Any] = {}
+    env = EnvRecord()
     if _present(top, "env"):
-        env = {"path": c.text(top["env"], "env")} if isinstance(top["env"].value, str) else _env(c, top["env"])
-    packages: list[dict[str, Any]] = []
+        env = EnvRecord(path=c.text(top["env"], "env"), keys=("path",)) if isinstance(top["env"].value, str) \
+            else _env(c, top["env"])
+    packages: list[Package] = []
     if _present(top, "packages"):
         for i, item in enumerate(c.seq(top["packages"], "packages")):
             path = f"packages[{i}]"
@@ -378,22 +387,24 @@ def _check_v1(c: Check, top: dict[str, Node]) -> dict[str, Any]:
                 if "==" not in text:
                     c.fail(item, path, f"expected 'name==version', found {text[:60]!r}")
                 name, version = text.split("==", 1)
-                packages.append({"name": c.typed(Node(item.line, name.strip()), path, "project"),
-                                 "version": c.typed(Node(item.line, version.strip()), path, "version"), "hashes": []})
+                packages.append(Package(c.typed(Node(item.line, name.strip()), path, "project") or "",
+                                        c.typed(Node(item.line, version.strip()), path, "version") or ""))
             else:
                 m = c.mapping(item, path, ("name",))
-                packages.append({"name": c.typed(m["name"], f"{path}.name", "project"),
-                                 "version": (c.typed(m["version"], f"{path}.version", "version", null=True)
-                                             if "version" in m else None) or "", "hashes": []})
-    return {
-        "format": 1,
-        "id": (c.text(top["id"], "id", null=True, pattern=ID, example="legacy") if "id" in top else None) or "legacy",
-        "kind": _opt_text(c, top, "kind", "", limit=100) or "rollback-point",
-        "created": _opt_text(c, top, "created", "", limit=100) or "",
-        "tool": _opt_text(c, top, "tool", "", limit=200) or "",
-        "env": env,
-        "resolution": _resolution(c, top["resolution"]) if "resolution" in top else {},
-        "packages": packages,
-        "verification": c.plain(_mapping_node(c, top, "verification"), "verification")
+                packages.append(Package(c.typed(m["name"], f"{path}.name", "project") or "",
+                                        (c.typed(m["version"], f"{path}.version", "version", null=True)
+                                         if "version" in m else None) or ""))
+    return Snapshot(
+        format=1,
+        id=(c.text(top["id"], "id", null=True, pattern=ID, example="legacy") if "id" in top else None) or "legacy",
+        kind=_opt_text(c, top, "kind", "", limit=100) or "rollback-point",
+        created=_opt_text(c, top, "created", "", limit=100) or "",
+        tool=_opt_text(c, top, "tool", "", limit=200) or "",
+        env=env,
+        host=HostContract(),
+        resolution=_resolution(c, top["resolution"]) if "resolution" in top else {},
+        packages=tuple(packages),
+        verification=c.plain(_mapping_node(c, top, "verification"), "verification")
         if _present(top, "verification") else None,
-    }
+        notes=("loaded from format 1: no host contract and no hashes",),
+    )

@@ -1,0 +1,99 @@
+"""The snapshot document's types: frozen dataclasses, built only by snapshot/schema.py from a
+checked document (or by snapshot/build.py from a live env); to_dict() is the one place that
+turns one back into plain data (YAML/JSON out). The store and (de)serialisation: model.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from tfgpu_install.conda.prefix import CondaRecord
+from tfgpu_install.env.layout import canonical_name
+
+FORMAT = 2
+
+
+@dataclass(frozen=True)
+class HostContract:
+    driver: Optional[str] = None
+    max_cuda: Optional[str] = None
+    glibc: Optional[str] = None
+    arch: Optional[str] = None
+    os: Optional[str] = None
+    gpus: tuple[dict[str, Optional[str]], ...] = ()  # [{"name", "compute_capability"}]
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    hashes: tuple[str, ...] = ()  # "sha256:<hex>" of the files this version is published as
+
+    @property
+    def key(self) -> str:
+        return canonical_name(self.name)
+
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str  # relative to the env root
+    sha256: str
+    size: int
+    mtime_ns: int = 0  # a cache key only: same size and mtime -> not re-hashed by `check`
+
+
+@dataclass(frozen=True)
+class EnvRecord:
+    """Where the env was, its backend and Python, and a conda env's own packages."""
+
+    path: Optional[str] = None
+    backend: Optional[str] = None  # "venv" | "conda"
+    python: Optional[str] = None  # "3.11.7"
+    conda_packages: Optional[tuple[CondaRecord, ...]] = None  # None: not recorded (a venv)
+    other: tuple[tuple[str, Optional[str]], ...] = ()  # any other text field, as read (used by nothing)
+    keys: tuple[str, ...] = ("path", "backend", "python")  # the block's keys in order, as read or built
+
+    def to_json(self) -> dict[str, object]:
+        known: dict[str, object] = {"path": self.path, "backend": self.backend, "python": self.python}
+        more: dict[str, object] = dict(self.other)
+        if self.conda_packages is not None:
+            more = {"conda_packages": [r.to_json() for r in self.conda_packages], **more}
+        out = {k: {**known, **more}[k] for k in self.keys if k in known or k in more}
+        return {**out, **{k: v for k, v in more.items() if k not in out}}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    id: str
+    kind: str
+    created: str  # ISO 8601 UTC
+    env: EnvRecord
+    host: HostContract
+    resolution: dict[str, Any]  # {"profile","tensorflow","cuda","cudnn","python","jit_only","pins",...}
+    packages: tuple[Package, ...]
+    files: tuple[FileRecord, ...] = ()
+    activation: dict[str, str] = field(default_factory=dict)  # relative file -> our marked block text
+    verification: Optional[dict[str, Any]] = None
+    tool: str = ""
+    format: int = FORMAT
+    notes: tuple[str, ...] = ()
+
+    def package_map(self) -> dict[str, Package]:
+        return {p.key: p for p in self.packages}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["env"] = self.env.to_json()
+        d["host"]["gpus"] = [dict(g) for g in self.host.gpus]
+        d["packages"] = [
+            {"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages
+        ]
+        d["files"] = [asdict(f) for f in self.files]
+        d["notes"] = list(self.notes)
+        # Stable key order: format first, so `head` shows what a file is.
+        order = ["format", "id", "kind", "created", "tool", "env", "host", "resolution", "packages",
+                 "files", "activation", "verification", "notes"]
+        return {k: d[k] for k in order}
