@@ -65,15 +65,18 @@ def _file_list(session: Any, url: str) -> list[dict[str, Any]]:
 
 
 def _by_version(files: list[dict[str, Any]], base: str) -> dict[str, list[dict[str, Any]]]:
-    """Linux x86_64 CPython wheels of final releases, not yanked, by version; URLs made absolute."""
-    from tfgpu_install.knowledge.wheelfacts import FINAL_RE, WHEEL_RE
+    """Linux x86_64 CPython wheels of final releases and pre-releases (2.22.0rc0), not yanked, by version;
+    URLs made absolute."""
+    from tfgpu_install.knowledge.wheelfacts import FINAL_RE, PRE_RE, WHEEL_RE
 
     out: dict[str, list[dict[str, Any]]] = {}
     for f in files:
         m = WHEEL_RE.match(f["filename"])
         if not m or f.get("yanked") or "linux" not in m["plat"] or not m["plat"].endswith("x86_64"):
             continue
-        if not FINAL_RE.match(m["ver"]) or not isinstance(f.get("size"), int) or f["size"] <= 0:
+        if not (FINAL_RE.match(m["ver"]) or PRE_RE.match(m["ver"])):
+            continue
+        if not isinstance(f.get("size"), int) or f["size"] <= 0:
             continue
         out.setdefault(m["ver"], []).append({**f, **m.groupdict(), "url": urljoin(base, f["url"])})
     return out
@@ -88,8 +91,12 @@ def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, A
     check_url(newest["url"], allow_http=allow_http)
     wheel = read_wheel(RangeFile(session, newest["url"], newest["size"]))
     row = {**learned_row(version, files, wheel, index, newest, today), "first_seen": today}
+    if wheel["build_info"].get("is_cuda_build") is False:
+        raise ValueError("a CPU-only build (its build_info.py says is_cuda_build False)")
     if not row["cuda"]:
-        raise ValueError("its build_info.py names no CUDA version (a CPU-only build?)")
+        raise ValueError(f"its GPU facts cannot be established: {row['sources']['cuda']}")
+    if not row["sass"] and not row["ptx"]:
+        raise ValueError(f"its GPU facts cannot be established: {row['sources']['sass']}")
     if not row["min_glibc"]:
         raise ValueError(f"platform tag {newest['plat']} names no glibc")
     return row
@@ -117,16 +124,22 @@ def _seen(rows: list[dict[str, Any]], day: str) -> list[dict[str, Any]]:
 
 
 def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
-               rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool) -> None:
-    """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW)."""
+               rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool,
+               pre: bool = False) -> None:
+    """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW); a
+    pre-release only with `pre`, else it is listed as skipped."""
     import requests  # lazily, as everywhere: commands that need no network start fast
 
+    from tfgpu_install.knowledge.model import is_prerelease
     from tfgpu_install.knowledge.wheelfacts import RangeError
 
     versions = sorted((kv for kv in _by_version(files, page).items() if release_key(kv[0]) > release_key(newest)),
                       key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
     for version, vfiles in versions:
         if version in rows:
+            continue
+        if is_prerelease(version) and not pre:
+            report.skipped.append(f"{version}: pre-release (use --pre)")
             continue
         try:
             rows[version] = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http)
@@ -139,7 +152,7 @@ def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]
 
 
 def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: bool,
-           today: Optional[date] = None) -> UpdateReport:
+           today: Optional[date] = None, pre: bool = False) -> UpdateReport:
     """Learn the releases newer than every curated one from the index; write the overlay."""
     index = index_url_for(ctx, index_url)
     path = overlay_path(ctx.state_dir)
@@ -166,7 +179,7 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
     newest = max((r.tensorflow for r in curated.releases), key=release_key, default="0.0.0")
     day = (today or date.today()).isoformat()
     rows = {str(r.get("tensorflow")): r for r in _seen(old, day)}
-    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http)
+    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http, pre)
     report.status = "updated" if report.learned else "up-to-date"
     if report.learned:
         _write(path, sorted(rows.values(), key=lambda r: release_key(str(r["tensorflow"])), reverse=True), index, day)

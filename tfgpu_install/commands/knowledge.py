@@ -22,6 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--index-url", metavar="URL",
                     help="the index (PEP 691 JSON; default: UV_INDEX_URL/PIP_INDEX_URL or PyPI)")
     up.add_argument("--offline", action="store_true", help="ask no index; report what is kept")
+    up.add_argument("--pre", action="store_true",
+                    help="also learn pre-releases (2.22.0rc0); only the preview profile picks them")
     sh = sub.add_parser("show", help="the releases known, and which were learned (from where, when)")
     for sp in (up, sh):
         sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
@@ -42,7 +44,8 @@ def _update(args: argparse.Namespace, ctx: Context, curated: object) -> Result:
     from tfgpu_install.knowledge.model import Knowledge
 
     assert isinstance(curated, Knowledge)
-    rep = update(ctx, curated, getattr(args, "index_url", None), bool(getattr(args, "offline", False)))
+    rep = update(ctx, curated, getattr(args, "index_url", None), bool(getattr(args, "offline", False)),
+                 pre=bool(getattr(args, "pre", False)))
     blocks: list[Block] = [Heading("Knowledge update")]
     if rep.learned:
         blocks.append(table("Learned (not curated) from " + rep.index_url, ("tensorflow", "released", "source"),
@@ -54,7 +57,8 @@ def _update(args: argparse.Namespace, ctx: Context, curated: object) -> Result:
     if rep.skipped:
         blocks.append(Bullets("Not learned", tuple(rep.skipped), "warn"))
     blocks.append(Text(f"Learned releases are kept in {rep.overlay}; profiles decide whether they may be chosen "
-                       "(latest: yes; stable: a patch release past its age rule).", "dim"))
+                       "(latest: yes; stable: a patch release past its age rule, counted from when this tool "
+                       "first saw it; preview: pre-releases too).", "dim"))
     code = ExitCode.DOWNLOAD if rep.status == "unreachable" else ExitCode.OK
     data = {"status": rep.status, "index_url": rep.index_url, "learned": rep.learned, "skipped": rep.skipped,
             "kept": rep.kept, "overlay": rep.overlay, "message": rep.message or None}
@@ -71,9 +75,9 @@ def _show(ctx: Context, curated: object) -> Result:
     have = {r.tensorflow for r in curated.releases}
     rows = [{"tensorflow": r.tensorflow, "origin": "curated", "released": r.released, "source": r.source}
             for r in curated.releases[:5]]
-    rows = [{"tensorflow": r.tensorflow, "origin": "learned, not curated" if r.tensorflow not in have else
-             "learned, shadowed by a curated row", "released": r.released, "source": r.source,
-             "notes": r.notes} for r in learned] + rows
+    rows = [{"tensorflow": r.tensorflow, "origin": ("learned, not curated" + (" (pre-release)" if r.prerelease else ""))
+             if r.tensorflow not in have else "learned, shadowed by a curated row", "released": r.released,
+             "first_seen": r.first_seen, "source": r.source, "notes": r.notes} for r in learned] + rows
     matrix = curated.directory / "matrix.yaml" if curated.directory else "matrix.yaml"
     blocks: list[Block] = [
         Heading("Knowledge"),

@@ -1,6 +1,15 @@
-"""What one TensorFlow wheel says about itself, read with HTTP range requests (a few hundred KB of a
-~500 MB file: zipfile needs only the central directory and two members), and the row of matrix.yaml
+"""What one TensorFlow wheel says about itself, read with HTTP range requests (a few MB of a ~600 MB
+file: zipfile needs only the central directory and the members it reads), and the row of matrix.yaml
 it makes. Shared by `tfgpu-install knowledge update` and scripts/gather_knowledge.py.
+
+Where each fact comes from, in order (the row's `sources` says which, per fact):
+- CUDA: build_info.py's cuda_version; else (TF 2.22+, whose build_info.py names no CUDA) the and-cuda
+  extra's nvidia-cuda-runtime (else -nvcc) pin.
+- cuDNN: the and-cuda extra's nvidia-cudnn pin; else build_info.py's cudnn_version.
+- SASS/PTX: build_info.py's cuda_compute_capabilities; else the fat-binary headers of the wheel's own
+  shared libraries (knowledge/fatbin.py), smallest library first, until one carries GPU code.
+A wheel whose GPU facts cannot be established this way gets no row (the caller lists it as skipped with
+the reason); nothing is guessed.
 
 Every read is bounded (RangeFile.LIMIT bytes in all, members up to MEMBER_LIMIT); nothing in the
 wheel's text is evaluated (build_info.py is read with ast.literal_eval only).
@@ -19,6 +28,7 @@ if TYPE_CHECKING:
 
 WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>cp\d+)-(?P<abi>[^-]+)-(?P<plat>.+)\.whl$")
 FINAL_RE = re.compile(r"^2\.\d+\.\d+(\.post\d+)?$")
+PRE_RE = re.compile(r"^2\.\d+\.\d+(a|b|rc)\d+$")  # 2.22.0rc0: learned only with `knowledge update --pre`
 MEMBER_LIMIT = 1 << 20  # METADATA and build_info.py are a few KB
 
 
@@ -30,7 +40,9 @@ class RangeFile(io.RawIOBase):
     """A seekable read-only file over HTTP `Range: bytes=a-b` requests, cached in blocks."""
 
     BLOCK = 256 << 10
-    LIMIT = 16 << 20  # never more than this from one wheel
+    # never more than this from one wheel: its central directory (3 MB for 2.22's 25,000 members), two
+    # small members, and the shared libraries read for their fat binaries (~10 MB, smallest first)
+    LIMIT = 32 << 20
 
     def __init__(self, session: "requests.Session", url: str, size: int, timeout: float = 60) -> None:
         self.session, self.url, self.size, self.pos, self.timeout = session, url, size, 0, timeout
@@ -128,7 +140,8 @@ def _member(z: zipfile.ZipFile, name: str) -> str:
 
 
 def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
-    """METADATA's Requires-Dist / Requires-Python and build_info.py's values of one wheel file."""
+    """METADATA's Requires-Dist / Requires-Python and build_info.py's values of one wheel file; when
+    build_info.py names no compute capabilities, what the wheel's fat binaries carry ("fatbin")."""
     try:
         z = zipfile.ZipFile(fh)
         names = z.namelist()
@@ -143,7 +156,76 @@ def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
     requires = [ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Dist:")]
     req_py = next((ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")),
                   None)
-    return {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
+    out = {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
+    if not _archs(build_info.get("cuda_compute_capabilities"))[0] and build_info.get("is_cuda_build") is not False:
+        out["fatbin"] = scan_fatbins(z, fh)
+    return out
+
+
+class _Slice(io.RawIOBase):
+    """A stored (uncompressed) zip member as a seekable file: reads go straight to the wheel's ranges."""
+
+    def __init__(self, fh: io.RawIOBase, start: int, size: int) -> None:
+        self.fh, self.start, self.size, self.pos = fh, start, size, 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        self.pos = max(0, {0: 0, 1: self.pos, 2: self.size}[whence] + off)
+        return self.pos
+
+    def read(self, n: Optional[int] = -1) -> bytes:
+        n = self.size - self.pos if n is None or n < 0 else min(n, self.size - self.pos)
+        if n <= 0:
+            return b""
+        self.fh.seek(self.start + self.pos)
+        data = self.fh.read(n)
+        self.pos += len(data)
+        return data
+
+
+def _open_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, fh: io.RawIOBase) -> Any:
+    """A seekable view of one member: a stored one by offset (only what is read is fetched), a deflated
+    one through zipfile (seeking forward inflates what lies between; ranges already read are cached)."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        import struct
+
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise RangeError(f"{info.filename}: no local file header")
+        name_len, extra_len = struct.unpack_from("<HH", local, 26)
+        return _Slice(fh, info.header_offset + 30 + name_len + extra_len, info.file_size)
+    return z.open(info)
+
+
+def scan_fatbins(z: zipfile.ZipFile, fh: io.RawIOBase) -> dict[str, Any]:
+    """The SASS/PTX lists of the first of the wheel's shared libraries (smallest first) that carries CUDA
+    fat binaries: {"library", "containers", "sass", "ptx", "uneven", "read"}; {"error": why} when none does
+    within the read limit. The architectures are a build setting, alike in every library of a release."""
+    from tfgpu_install.knowledge.fatbin import FatbinError, read_fatbins
+
+    libs = sorted((i for i in z.infolist() if ".so" in i.filename.rsplit("/", 1)[-1] and not i.is_dir()),
+                  key=lambda i: (i.compress_size, i.filename))
+    read = 0
+    for info in libs:
+        try:
+            facts = read_fatbins(_open_member(z, info, fh), info.file_size)
+        except RangeError as exc:  # the read limit: the larger libraries were not read
+            return {"error": f"no library carrying CUDA fat binaries among the {read} smallest of {len(libs)} "
+                             f"shared libraries read ({exc})"}
+        except (FatbinError, zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
+            read += 1
+            continue  # not an ELF this reader understands: not where the GPU code is
+        read += 1
+        if facts is not None and facts.containers and (facts.sass or facts.ptx):
+            return {"library": info.filename, "containers": facts.containers, "sass": list(facts.sass),
+                    "ptx": list(facts.ptx), "uneven": facts.uneven}
+    return {"error": f"none of the wheel's {len(libs)} shared libraries carries CUDA fat binaries"}
 
 
 def spec_of(req: str) -> tuple[str, str, str]:
@@ -208,12 +290,9 @@ def _constraints(requires: list[str]) -> dict[str, str]:
     return out
 
 
-def _sources(bi: dict[str, Any], cudnn_pin: Optional[str], plat: str) -> dict[str, str]:
+def _sources(cuda_src: str, cudnn_src: str, arch_src: str, plat: str) -> dict[str, str]:
     return {
-        "cuda": f"build_info.py cuda_version {bi.get('cuda_version')!r}",
-        "cudnn": (f"and-cuda pin {cudnn_pin}" if cudnn_pin
-                  else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}"),
-        "sass": f"build_info.py cuda_compute_capabilities {bi.get('cuda_compute_capabilities')!r}",
+        "cuda": cuda_src, "cudnn": cudnn_src, "sass": arch_src, "ptx": arch_src,
         "pins": "METADATA Requires-Dist (extra == 'and-cuda')", "constraints": "METADATA Requires-Dist",
         "pythons": "cpXY tags of the Linux x86_64 wheels in the index",
         "released": "earliest upload-time of those wheels in the index",
@@ -221,12 +300,46 @@ def _sources(bi: dict[str, Any], cudnn_pin: Optional[str], plat: str) -> dict[st
     }
 
 
+_CUDA_PINS = ("nvidia-cuda-runtime-cu", "nvidia-cuda-nvcc-cu")
+
+
+def _cuda(bi: dict[str, Any], extra: dict[str, str]) -> tuple[Optional[str], str]:
+    """The build's CUDA major.minor and where it came from: build_info.py, else the and-cuda extra's CUDA
+    runtime (or nvcc) wheel, whose version is the CUDA version it carries."""
+    cuda = _major_minor(bi.get("cuda_version"))
+    if cuda:
+        return cuda, f"build_info.py cuda_version {bi.get('cuda_version')!r}"
+    for prefix in _CUDA_PINS:
+        for name, spec in sorted(extra.items()):
+            low = re.search(r"(?:>=|==|~=)\s*(\d+\.\d+[\d.]*)", spec)
+            if name.startswith(prefix) and low:
+                return (_major_minor(low.group(1)),
+                        f"and-cuda pin {name}{spec} (METADATA Requires-Dist; build_info.py names no CUDA)")
+    return None, "build_info.py names no CUDA version and the and-cuda extra pins no CUDA runtime wheel"
+
+
+def _arch_facts(bi: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> tuple[list[str], list[str], str]:
+    """SASS and PTX lists and their source: build_info.py, else the wheel's fat binaries."""
+    sass, ptx = _archs(bi.get("cuda_compute_capabilities"))
+    if sass or ptx:
+        caps = bi.get("cuda_compute_capabilities")
+        return sass, ptx, f"build_info.py cuda_compute_capabilities {caps!r} (compute_XY = PTX and SASS for XY)"
+    if fatbin and "library" in fatbin:
+        n = fatbin["containers"]
+        alike = "; not alike: the lists are what every one carries" if fatbin.get("uneven") else ", all alike"
+        return (list(fatbin["sass"]), list(fatbin["ptx"]),
+                f"fat-binary headers of {fatbin['library']} in the wheel ({n} fat binar{'y' if n == 1 else 'ies'}"
+                f"{alike}; read by HTTP range requests; build_info.py names no compute capabilities)")
+    why = (fatbin or {}).get("error") or "build_info.py names no compute capabilities"
+    return [], [], why
+
+
 def _pythons(files: list[dict[str, Any]]) -> list[str]:
     return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files}, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
 def _raw_build_info(bi: dict[str, Any]) -> dict[str, str]:
-    keep = ("cuda_version", "cudnn_version", "cuda_compute_capabilities")
+    keep = ("cuda_version", "cudnn_version", "cuda_compute_capabilities", "is_cuda_build")
     return {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in bi.items() if k in keep}
 
 
@@ -237,14 +350,17 @@ def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any]
     bi = wheel["build_info"]
     extra = {n: s for n, s, mk in (spec_of(r) for r in wheel["requires_dist"]) if "and-cuda" in mk}
     pins, pins_kind = _pins(extra)
-    cudnn_pin = next((v for n, v in pins.items() if n.startswith("nvidia-cudnn")), None)
-    sass, ptx = _archs(bi.get("cuda_compute_capabilities"))
+    cudnn_name, cudnn_pin = next(((n, v) for n, v in pins.items() if n.startswith("nvidia-cudnn")), ("", None))
+    cuda, cuda_src = _cuda(bi, extra)
+    cudnn_src = (f"and-cuda pin {cudnn_name}{extra.get(cudnn_name, '')} (METADATA Requires-Dist)" if cudnn_pin
+                 else f"build_info.py cudnn_version {bi.get('cudnn_version')!r}")
+    sass, ptx, arch_src = _arch_facts(bi, wheel.get("fatbin"))
     plat = wheel_file["plat"]
     return {
         "tensorflow": version, "package": "tensorflow",
         "released": min(str(f.get("upload-time") or today) for f in files)[:10],
         "pythons": _pythons(files),
-        "cuda": _major_minor(bi.get("cuda_version")),
+        "cuda": cuda,
         "cudnn": _major_minor(cudnn_pin) or _major_minor(bi.get("cudnn_version")),
         "sass": sass, "ptx": ptx, "manylinux": plat, "min_glibc": min_glibc(plat) or "",
         "cuda_from": "pip" if extra else "system", "extra": "and-cuda" if extra else None,
@@ -253,7 +369,8 @@ def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any]
         "defects": [],
         "build_info": _raw_build_info(bi),
         "source": f"wheel:{wheel_file['filename']} from {index_url} (learned {today})",
-        "sources": _sources(bi, cudnn_pin, plat),
+        "sources": _sources(cuda_src, cudnn_src, arch_src, plat),
         "unconfirmed": ["defects"],
-        "notes": f"learned, not curated: read from {index_url} on {today} by `tfgpu-install knowledge update`",
+        "notes": (f"learned, not curated{' (a pre-release)' if PRE_RE.match(version) else ''}: read from {index_url} "
+                  f"on {today} by `tfgpu-install knowledge update`"),
     }
