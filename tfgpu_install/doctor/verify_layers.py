@@ -28,10 +28,14 @@ if TYPE_CHECKING:
 PASSED, FAILED, NOT_CHECKED = "ok", "failed", "not checked"
 NO_GPU = "no GPU here: not checked"
 
-# The env's wheel behind each library layer (names checked against the table on import).
-_WHEEL = {"cuda-runtime": "nvidia-cuda-runtime", "cudnn": "nvidia-cudnn", "cublas": "nvidia-cublas"}
-for _name in _WHEEL:
-    table.named(_name)
+# The GPU layers doctor answers for from what the walk read of the driver (nvidia-smi).
+_DRIVER_READ = ("hardware", "driver")
+
+
+def _wheels() -> dict[str, str]:
+    """Library layer -> the env wheel behind it, from the layer rows themselves (read when asked: a row
+    added to the table is seen here without a second list to keep in step)."""
+    return {lay.name: lay.wheel for lay in table.LAYERS if lay.wheel}
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ def verify_layers(w: Walk, import_checks: Callable[[], list[Check]],
     libs = _library_verdicts(w) if env is not None and env.exists and env.python and stopped is None else {}
     out: list[LayerVerdict] = []
     failed: Optional[LayerVerdict] = None
+    wheels = _wheels()
     for lay in table.LAYERS:
         if not lay.default:
             continue
@@ -81,10 +86,14 @@ def verify_layers(w: Walk, import_checks: Callable[[], list[Check]],
                                     why=f"layer {failed.number} ({failed.name}) failed first: fix it, then run "
                                         "doctor again"))
             continue
-        if lay.needs == "gpu" and lay.name not in _WHEEL:
-            v = _gpu_verdict(w, lay.name, stopped)
-        elif lay.name in _WHEEL:
+        if lay.name in wheels:
             v = _with_gpu_part(w, libs.get(lay.name) or _not_examined(lay.name, w, stopped))
+        elif lay.needs == "gpu" and lay.name in _DRIVER_READ:
+            v = _gpu_verdict(w, lay.name, stopped)
+        elif lay.needs == "gpu":  # a layer doctor has no check for: said so, never passed
+            env_path = w.env_files.path if w.env_files is not None else "ENV"
+            v = LayerVerdict(lay.name, NOT_CHECKED, "not examined by doctor",
+                             why=f"doctor has no check for this layer: `tfgpu-install verify --env {env_path}` runs it")
         else:
             v = _tensorflow_verdict(w, import_checks() if stopped is None else [], stopped)
         out.append(v)
@@ -131,7 +140,7 @@ def _not_examined(name: str, w: Walk, stopped: Optional[Check]) -> LayerVerdict:
                             why=f"the walk stopped at {stopped.name} ({stopped.summary}): fix that first")
     if w.env_files is None or not w.env_files.exists or not w.env_files.python:
         return LayerVerdict(name, NOT_CHECKED, "not examined", why="no Python environment to load its libraries in")
-    return LayerVerdict(name, NOT_CHECKED, f"the env has no {_WHEEL[name]} wheel",
+    return LayerVerdict(name, NOT_CHECKED, f"the env has no {_wheels()[name]} wheel",
                         why="its libraries come from elsewhere (the system, or a CPU-only env): verify loads "
                             "them on a GPU")
 
@@ -176,7 +185,7 @@ def _layer_needs(env: "TargetEnv", wanted: list["ExpectedLib"]) -> tuple[dict[st
 
     per_layer: dict[str, list[str]] = {}
     problem: dict[str, str] = {}
-    for name, wheel in _WHEEL.items():
+    for name, wheel in _wheels().items():
         libs = [lib for lib in wanted if lib.package.startswith(wheel + "-")]
         if not libs:
             continue
@@ -197,14 +206,15 @@ def _layer_verdict(name: str, sonames: list[str], problem: dict[str, str], faile
            for so in sonames if so in problem or so in failed]
     if not bad:
         return LayerVerdict(name, PASSED, f"{', '.join(sonames)} load{'s' if len(sonames) == 1 else ''} "
-                            f"(the env's {_WHEEL[name]} wheel)",
+                            f"(the env's {_wheels()[name]} wheel)",
                             libraries=seen)
-    wheel = next(lib.package for lib in wanted if lib.package.startswith(_WHEEL[name] + "-"))
+    base = _wheels()[name]
+    wheel = next(lib.package for lib in wanted if lib.package.startswith(base + "-"))
     how_many = "one is missing or does" if len(bad) == 1 else f"{len(bad)} are missing or do"
     return LayerVerdict(
         name, FAILED, bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
         cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
-              f"{_WHEEL[name]} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
+              f"{base} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
               "on first use).",
         fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
             f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "

@@ -5,7 +5,9 @@ stdlib only: check.py imports it by file name inside the target env, and the hos
 resolver does with tfgpucheck_arch. Everything else addresses a layer by its name; the number in
 the check's JSON ("layer": N) is the position in LAYERS, derived here.
 
-To add a layer: add a row below and its implementation in check.py's `implementations`.
+To add a layer: add a row below and its implementation in check.py's `implementations`; a library layer
+names the env wheel its libraries come from (`wheel`), which is how doctor examines it (doctor/
+verify_layers.py reads the same row; a GPU layer without one is "not checked" there, never passed).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class Layer(NamedTuple):
     host: bool  # runs without an env (`verify --host-only`, scripts/gpu-check.sh)
     default: bool  # runs when no --layers is given
     hint: str  # what to look at when the check dies inside this layer
+    wheel: str = ""  # a library layer: the env's wheel behind it ("nvidia-cudnn", any -cuXX suffix)
 
 
 _DRIVER_HINT = "a hung or crashing driver: check `nvidia-smi` and `dmesg | grep -i xid`"
@@ -26,10 +29,11 @@ LAYERS: tuple[Layer, ...] = (
     Layer("hardware", "gpu", True, True, "run the check by hand: <env>/bin/python <tfgpu_install>/verify/gpucheck/"
           "check.py"),
     Layer("driver", "gpu", True, True, _DRIVER_HINT),
-    Layer("cuda-runtime", "gpu", True, True, _DRIVER_HINT),
+    Layer("cuda-runtime", "gpu", True, True, _DRIVER_HINT, wheel="nvidia-cuda-runtime"),
     Layer("cudnn", "gpu", True, True, "cuDNN died while loading: a missing cuDNN 9 sub-library (libcudnn_graph.so.9 "
-          "...) makes cudnnGetVersion abort; re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel"),
-    Layer("cublas", "gpu", True, True, _DRIVER_HINT),
+          "...) makes cudnnGetVersion abort; re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel",
+          wheel="nvidia-cudnn"),
+    Layer("cublas", "gpu", True, True, _DRIVER_HINT, wheel="nvidia-cublas"),
     Layer("tensorflow", "tensorflow", False, True,
           "TensorFlow died: see the captured log below, or run `tfgpu-install doctor --log FILE`"),
     Layer("benchmark", "opt-in", True, False, _DRIVER_HINT),
