@@ -119,3 +119,38 @@ def test_two_envs_share_one_rc(tmp_path: Path, tmp_env: dict[str, str], index: A
     back = run_cli(["rollback", "-y", "--env", str(b), "--json"], env)
     assert back.returncode == 0, back.stderr + back.stdout
     assert _identity(rc) == before
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_an_rc_in_a_read_only_directory_fails_before_the_env_is_made(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path, dry_run: bool
+) -> None:
+    """#38 item 4: the rc's directory must take the new file its edit is renamed from. A read-only
+    one (a read-only mount: root ignores permission bits) used to fail only after the env and its
+    packages were installed, with the hint "choose a writable --env"; now exit 6 before any step,
+    also in --dry-run. Control: the same install with the rc in a writable dir works."""
+    import subprocess
+
+    ro = tmp_path / "ro-home"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {mounted.stderr.strip()}")
+    try:
+        (ro / ".bashrc").write_text("export EDITOR=vi\n")
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True, capture_output=True)
+        env_dir = tmp_path / "data" / "tf-env"
+        env = cli_env(tmp_env, knowledge, index.url)
+        args = _install_args(env_dir, ro / ".bashrc") + (["--dry-run"] if dry_run else [])
+        out = run_cli(args, env)
+        assert out.returncode == 6, out.stderr + out.stdout
+        doc = json.loads(out.stdout)
+        assert doc["error"] == "shell-rc-unusable" and str(ro) in doc["message"] and "--env" not in doc["hint"], doc
+        assert not env_dir.exists()
+        assert not list(Path(tmp_env["TFGPU_STATE_DIR"]).glob("envs/*/journal.jsonl"))
+        if dry_run:  # the control: a writable rc, the same dry run passes
+            ok = run_cli(_install_args(env_dir, Path(tmp_env["HOME"]) / ".bashrc") + ["--dry-run"], env)
+            assert ok.returncode == 0, ok.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], capture_output=True)

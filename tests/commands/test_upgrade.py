@@ -87,3 +87,54 @@ def test_install_pinned_then_upgrade_carries_the_added_package(
 
     again = _json(run_cli(["upgrade", "--json", *common], env))
     assert again["changed"] is False and again["upgrade"]["to"] is None
+
+
+# The steps an upgrade's new env runs (env.create .. snapshot.record), each killed before it,
+# in its middle and after it: the checkpoints tests/support/faults.py arms.
+UPGRADE_STEPS = ["env.create", "packages.install", "activation.write", "verify.run", "snapshot.record"]
+KILL_POINTS = [f"{step}:{where}" for step in UPGRADE_STEPS for where in ("before", "middle", "after")]
+
+
+def _default(env: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
+    """(the envs marked default by `envs --json`, its rows by path)."""
+    rows = {r["path"]: r for r in _json(run_cli(["envs", "--json"], env))["envs"]}
+    return [p for p, r in rows.items() if r["default"]], rows
+
+
+def test_a_killed_upgrade_moves_nothing_and_resumes(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """SIGKILL at each step of `upgrade`: `verify` and `status` without --env still answer for the
+    old env, `envs` marks the old one default and the new one incomplete; `upgrade` again finishes
+    the new env and only then makes it the default. (Before: the default moved when the new env's
+    run began, so `verify` checked the half-built env and exited 9.)"""
+    from tests.support.faults import fault_env
+
+    env = cli_env(tmp_env, knowledge, index.url)
+    old = tmp_path / "data" / "old"
+    common = ["--allow-cpu", "--python", sys.executable]
+    _json(run_cli(["install", "--tensorflow", "2.97", "-y", "--env", str(old), "--json", *common], env))
+    new = Path(_json(run_cli(["upgrade", "--dry-run", "--json", *common], env))["env"])
+    assert new != old and not new.exists()
+    for point in KILL_POINTS:
+        killed = run_cli(["upgrade", "-y", "--json", *common], fault_env(env, kill_at=point))
+        assert killed.returncode == -9, (point, killed.stdout, killed.stderr)
+        defaults, rows = _default(env)
+        assert defaults == [str(old)], point
+        status = _json(run_cli(["status", "--json"], env))
+        assert status["env"] == str(old), point
+        verified = run_cli(["verify", "--json"], env)
+        assert verified.returncode == 0 and json.loads(verified.stdout)["env"] == str(old), (point, verified.stdout)
+        if new.exists() or point.startswith("env.create"):
+            assert rows[str(new)]["incomplete"] is True and not rows[str(new)]["default"], (point, rows)
+        assert rows[str(old)]["incomplete"] is False
+        # run again: the new env is finished from where it stopped, verified, then the default
+        up = _json(run_cli(["upgrade", "-y", "--json", *common], env))
+        assert up["env"] == str(new) and up["upgrade"]["to"]["tensorflow"] == "2.99.0", point
+        defaults, rows = _default(env)
+        assert defaults == [str(new)] and rows[str(new)]["incomplete"] is False, (point, rows)
+        assert _json(run_cli(["status", "--json"], env))["env"] == str(new)
+        # back to the start for the next point: the old env the default (by hand), the new one gone
+        assert _json(run_cli(["envs", "default", str(old), "--json"], env))["env"] == str(old)
+        assert _json(run_cli(["envs", "remove", str(new), "-y", "--json"], env))["removed"] is True
+        assert _default(env)[0] == [str(old)] and not new.exists()

@@ -35,10 +35,12 @@ def test_install_then_noop_then_rollback(ctx: Context, tmp_path: Path) -> None:
     assert (root / "env" / "pkgs.txt").read_text().startswith("tensorflow==")
     assert "LD_LIBRARY_PATH" in (root / "home" / ".bashrc").read_text()
 
-    # The journal holds begin before done for every step, and the plan.
+    # The journal holds begin before done for every step, and the plan; then that the run ended
+    # (`envs` tells a killed run from one that ended by it: #38 item 3).
     events = [(e.event, e.step) for e in ex.journal.entries()]
     assert events[0] == ("run", None)
-    assert events[1:] == [(ev, s.id) for s in demo_steps(root) for ev in ("begin", "done")]
+    assert events[1:-1] == [(ev, s.id) for s in demo_steps(root) for ev in ("begin", "done")]
+    assert events[-1] == ("finished", None)
 
     # A re-run touches nothing: no journal line, the tree unchanged.
     after = tree_digest(root)

@@ -111,7 +111,8 @@ def test_concurrent_runs_refuse_or_wait_without_interleaving(tmp_path: Path, tmp
     state = Path(tmp_env["TFGPU_STATE_DIR"])
     journal = Journal(next(state.glob("envs/*/journal.jsonl")))
     events = [(e.event, e.step) for e in journal.entries()]
-    assert events == [("run", None)] + [(ev, s) for s in STEPS for ev in ("begin", "done")]
+    # one run, whole, then its end mark (#38 item 3: `envs` tells a killed run from an ended one)
+    assert events == [("run", None)] + [(ev, s) for s in STEPS for ev in ("begin", "done")] + [("finished", None)]
     assert all(json.loads(line) for line in journal.path.read_text().splitlines())
 
 

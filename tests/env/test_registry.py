@@ -81,3 +81,82 @@ def test_forget_env_falls_back_to_none_on_an_empty_registry(tmp_path: Path) -> N
     assert default_env(ctx) == env
     assert forget_env(ctx, env) is None and default_env(ctx) is None
     assert not (tmp_path / "state" / "last-env").exists()
+
+
+def _defaults(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    code, doc = cli(["envs"], environ, capsys)
+    assert code == 0, doc
+    return [r["path"] for r in doc["envs"] if r["default"]]
+
+
+def _status_env(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Any:
+    code, doc = cli(["status"], environ, capsys)
+    return doc.get("env") if code == 0 else None
+
+
+@pytest.mark.parametrize("removed", ["first", "second", "vanished"])
+def test_two_installs_and_a_removal_leave_one_default_that_every_command_uses(
+    tmp_path: Path, served_index: Any, capsys: pytest.CaptureFixture[str], removed: str  # noqa: F811
+) -> None:
+    """#43 item 5: `envs --json` marks exactly one default and `status` (no --env) acts on that
+    env, after two --env installs and `envs remove` of either one, or one deleted behind the tool's
+    back. (Before: `envs` read <state>/last-env while `status` read the fallback: a removal or a
+    vanished dir left `envs` marking none while `status` acted on another.)"""
+    environ = base_environ(tmp_path, served_index.url)
+    first, second = tmp_path / "data" / "first", tmp_path / "data" / "second"
+    _install(environ, first, capsys)
+    _install(environ, second, capsys)
+    assert _defaults(environ, capsys) == [str(second)] and _status_env(environ, capsys) == str(second)
+    if removed == "vanished":
+        shutil.rmtree(second)
+        kept = first
+    else:
+        gone, kept = (first, second) if removed == "first" else (second, first)
+        code, doc = cli(["envs", "remove", str(gone), "-y"], environ, capsys)
+        assert code == 0 and doc["removed"] is True, doc
+    assert _defaults(environ, capsys) == [str(kept)]
+    assert _status_env(environ, capsys) == str(kept)
+    code, doc = cli(["check"], environ, capsys)
+    assert doc.get("env") == str(kept), doc
+
+
+def test_envs_default_moves_it_and_only_to_a_live_env_of_ours(
+    tmp_path: Path, served_index: Any, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    environ = base_environ(tmp_path, served_index.url)
+    first, second = tmp_path / "data" / "first", tmp_path / "data" / "second"
+    _install(environ, first, capsys)
+    _install(environ, second, capsys)
+    code, doc = cli(["envs", "default", str(first)], environ, capsys)
+    assert code == 0 and doc["env"] == str(first) and doc["previous"] == str(second), doc
+    assert _defaults(environ, capsys) == [str(first)] and _status_env(environ, capsys) == str(first)
+    stranger = tmp_path / "stranger"
+    (stranger / "bin").mkdir(parents=True)
+    (stranger / "bin" / "python").symlink_to(sys.executable)
+    code, doc = cli(["envs", "default", str(stranger)], environ, capsys)
+    assert code == ExitCode.BAD_INPUT and "not an env tfgpu-install made" in doc["message"], doc
+    assert _defaults(environ, capsys) == [str(first)]
+    # a re-install that has nothing to do is not "an install that verified": it moves nothing
+    _install(environ, second, capsys)
+    assert _defaults(environ, capsys) == [str(first)]
+
+
+def test_an_install_that_fails_its_verification_does_not_become_the_default(
+    tmp_path: Path, served_index: Any, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    from tests.support.faults import armed
+
+    environ = base_environ(tmp_path, served_index.url)
+    first, broken = tmp_path / "data" / "first", tmp_path / "data" / "broken"
+    _install(environ, first, capsys)
+    with armed(fail_at="verify.run:before:eio"):
+        code, _ = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(broken)],
+                      environ, capsys)
+    assert code != 0 and broken.is_dir()
+    assert _defaults(environ, capsys) == [str(first)] and _status_env(environ, capsys) == str(first)
+    code, doc = cli(["envs"], environ, capsys)
+    rows = {r["path"]: r for r in doc["envs"]}
+    assert rows[str(broken)]["incomplete"] is True and rows[str(first)]["incomplete"] is False
+    # finished by running it again: verified, and then the default
+    _install(environ, broken, capsys)
+    assert _defaults(environ, capsys) == [str(broken)]

@@ -1,6 +1,8 @@
 """`envs`: the envs this tool made, each with what is in it now (TensorFlow, cuDNN and Python read
 from the env itself), what was recorded (CUDA), its last verification, its drift from its
-known-good snapshot (packages), its size on disk, and which one is the default."""
+known-good snapshot (packages), its size on disk, whether a run on it stopped before it was
+verified (incomplete), and which one is the default (env/registry.py's one rule, as every
+command without --env uses it). `envs default PATH` makes another env the default."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class EnvRow:
     drift_lines: tuple[str, ...]
     size_bytes: int
     sources: dict[str, str] = field(default_factory=dict)  # value -> where it was read
+    incomplete: bool = False  # a run stopped before the env was verified: run it again to resume
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -78,6 +81,7 @@ def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool
 
 def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[int, int]]) -> EnvRow:
     from tfgpu_install.env.disksize import disk_usage
+    from tfgpu_install.env.registry import incomplete
     from tfgpu_install.snapshot.drift import compare
     from tfgpu_install.snapshot.envstate import env_python_version, installed_packages
 
@@ -114,18 +118,26 @@ def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[in
     return EnvRow(
         path=str(env), exists=exists, default=same_default, tensorflow=tf, cuda=cuda, cudnn=cudnn, python=python,
         verified=when, verified_ok=ok, drift=drift, drift_lines=lines,
-        size_bytes=disk_usage(env, seen) if exists else 0, sources=sources,
+        size_bytes=disk_usage(env, seen) if exists else 0, sources=sources, incomplete=incomplete(ctx, env),
     )
 
 
 def env_rows(ctx: Context, include_missing: bool = False) -> list[EnvRow]:
-    from tfgpu_install.app.envs import last_env
+    """Every env this tool knows that exists (or, not yet created, has an interrupted run), the
+    gone ones too with include_missing; the default marked by the rule every command uses."""
+    from tfgpu_install.env.registry import default_env
     from tfgpu_install.env.state import known_envs
 
-    default = last_env(ctx)
+    default = default_env(ctx)
     seen: set[tuple[int, int]] = set()
     rows = [env_row(ctx, env, default, seen) for env in known_envs(ctx)]
-    return [r for r in rows if r.exists or include_missing]
+    return [r for r in rows if r.exists or r.incomplete or include_missing]
+
+
+def _state(r: EnvRow) -> str:
+    if r.incomplete:
+        return " (incomplete)" if r.exists else " (incomplete, not created yet)"
+    return "" if r.exists else " (gone)"
 
 
 def list_envs(ctx: Context, include_missing: bool = False) -> Result:
@@ -143,9 +155,38 @@ def list_envs(ctx: Context, include_missing: bool = False) -> Result:
     blocks: list[Block] = [table(
         "environments made by tfgpu-install (* = the default)",
         ("", "path", "TF", "CUDA", "cuDNN", "Python", "last verified", "drift", "size"),
-        [("*" if r.default else "", r.path + ("" if r.exists else " (gone)"), r.tensorflow, r.cuda, r.cudnn,
+        [("*" if r.default else "", r.path + _state(r), r.tensorflow, r.cuda, r.cudnn,
           r.python, verified(r), r.drift, human_bytes(r.size_bytes) if r.exists else None) for r in rows],
     )]
+    stopped = [r for r in rows if r.incomplete]
+    if stopped:
+        blocks.append(Text(f"incomplete: {', '.join(r.path for r in stopped)}: a run stopped before the env was "
+                           "verified; run the same command again to finish it, or `tfgpu-install envs remove PATH`",
+                           "warn"))
     blocks.append(Text(f"{len(rows)} env(s), {human_bytes(total)} on disk; remove one with "
                        "`tfgpu-install envs remove PATH`", "dim"))
     return Result(data=data, blocks=blocks)
+
+
+def set_default(ctx: Context, given: str) -> Result:
+    """`envs default PATH`: one of this tool's live envs becomes the default (what every command
+    without --env means). An env that is not ours, gone or rolled back is refused (exit 5)."""
+    from tfgpu_install.env.layout import user_path
+    from tfgpu_install.env.registry import default_env, live_envs, remember_env, verified_ok
+    from tfgpu_install.errors import BadInputError
+    from tfgpu_install.guard.shellquote import command
+
+    env = Path(os.path.abspath(str(user_path(given))))
+    if not any(os.path.abspath(str(e)) == str(env) for e in live_envs(ctx)):
+        raise BadInputError(f"{env} is not an env tfgpu-install made that is still there",
+                            "`tfgpu-install envs` lists them", ref="env-not-ours")
+    before = default_env(ctx)
+    remember_env(ctx, env)
+    ok = verified_ok(ctx, env)
+    blocks: list[Block] = [Text(f"{env} is the default env now" + ("" if before is None or before == env
+                                                                   else f" (was {before})"), "ok")]
+    if not ok:
+        again = command(ctx, "tfgpu-install", "verify", "--env", str(env))
+        blocks.append(Text(f"its last verification did not pass: `{again}` checks it", "warn"))
+    return Result(data={"env": str(env), "default": True, "previous": str(before) if before else None,
+                        "verified_ok": ok}, blocks=blocks)

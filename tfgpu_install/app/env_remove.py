@@ -23,11 +23,20 @@ class RemoveRequest:
 
 
 def created_by_us(entries: list[Any]) -> bool:
-    """The journal's current epoch holds an env.create that made the directory (not one that found it)."""
+    """The journal's current epoch holds an env.create that made the directory (not one that found
+    it): done with "created", or begun where nothing was (killed before it could say it was done)."""
     from tfgpu_install.env.journal import open_entries
 
-    return any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
-               for e in open_entries(entries))
+    def made(e: Any) -> bool:
+        if e.step != "env.create":
+            return False
+        if e.event == "done":
+            return bool((e.data.get("undo") or {}).get("created"))
+        pre = e.data.get("pre")
+        return e.event == "begin" and isinstance(pre, list) and bool(pre) and all(
+            isinstance(item, dict) and item.get("kind") == "missing" for item in pre)
+
+    return any(made(e) for e in open_entries(entries))
 
 
 def remove_env(ctx: Context, req: RemoveRequest) -> Result:
@@ -70,7 +79,7 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
         report = ex.rollback(journal_steps(ctx, entries))
     gone = not env.exists()
     was_default = False
-    if gone:  # the default moves to the newest env still there (env/registry.py), or there is none
+    if gone:  # the default moves to the newest verified env still there (env/registry.py), or there is none
         last = last_env(ctx)
         was_default = last is not None and os.path.abspath(str(last)) == str(env)
         forget_env(ctx, env)

@@ -20,6 +20,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
+from tfgpu_install.guard.shellquote import activate_command, command, shell_of
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.resolver.model import Resolution
@@ -69,6 +70,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
         head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env)
         + _download(ctx, steps, preview),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
+        make_default=True,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
     if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
@@ -256,9 +258,9 @@ def _result(
         blocks[-1] = table("steps", ("step", "state", "what"),
                            [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
         blocks += verification_findings(ctx, options.env)
-        blocks.append(Text(f"done: activate with `. {options.env}/bin/activate`, or run anything through "
-                           f"`{options.env}/bin/tfgpu-run`", "ok"))
-        blocks.append(Text(add_packages_hint(options.env), "dim"))
+        blocks.append(Text(f"done: activate with `{activate_command(ctx, str(options.env), options.backend)}`, "
+                           f"or run anything through `{command(ctx, str(options.env / 'bin' / 'tfgpu-run'))}`", "ok"))
+        blocks.append(Text(add_packages_hint(options.env, shell_of(ctx.environ)), "dim"))
     else:
         blocks = [Text(noop_message(options.env), "ok")]
     data: dict[str, Any] = {
@@ -329,9 +331,9 @@ def installed_tensorflow(env: Path) -> Optional[str]:
     return None
 
 
-def add_packages_hint(env: Path) -> str:
-    """How to add packages to the env, as it is now (pip only when the env has it)."""
-    uv = f"`uv pip install --python {env}/bin/python PACKAGE`"
+def add_packages_hint(env: Path, shell: str = "sh") -> str:
+    """How to add packages to the env, as it is now (pip only when the env has it), quoted for `shell`."""
+    uv = f"`{command(shell, 'uv', 'pip', 'install', '--python', str(env / 'bin' / 'python'), 'PACKAGE')}`"
     if (env / "bin" / "pip").exists():
         return f"add packages: `pip install PACKAGE` in the activated env, or {uv}"
     return f"add packages: {uv} (this env has no pip: installed with --no-pip)"

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, UsageError
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.report import Bullets, Result, Text
 from tfgpu_install.steps.kernel import SPEC, RegisterKernel, owner_env, remove_kernel_dir
 
@@ -74,7 +75,9 @@ def install(ctx: Context, req: KernelRequest) -> Result:
     sites = site_packages_dirs(env)
     if not any("ipykernel" in installed_dists(sp) for sp in sites):
         raise EnvironmentProblem(f"{env} has no ipykernel, which a Jupyter kernel runs",
-                                 f"add it first: `tfgpu-install add ipykernel --env {env}`", ref="no-ipykernel")
+                                 "add it first: "
+                                 f"`{command(ctx, 'tfgpu-install', 'add', 'ipykernel', '--env', str(env))}`",
+                                 ref="no-ipykernel")
     plan = journaled_plan(ctx, env)
     if plan is None:
         raise BadInputError(f"no install by tfgpu-install is recorded for {env}",

@@ -1,11 +1,15 @@
 """One provisioning path for `install` and `snapshot restore`.
 
     preview (every step's check, read-only) -> [dry run / nothing to do: stop]
-    -> confirm -> env lock -> rollback point -> remember env -> run the steps (journaled)
+    -> confirm -> env lock -> rollback point -> run the steps (journaled)
+    -> [make_default: the env is the default now (env/registry.py)]
 
 Install and restore differ only in the steps they hand in (a resolution's, or a snapshot's
 pinned ones) and in what a failed run leaves: an install stays resumable (run it again), a
 restore is undone at once (`undo_on_failure`), so a refused package never leaves a half-env.
+The default env moves only once every step ran, the verification included (`make_default`:
+install, upgrade and restore; not `add` or `kernel install`): a run killed or failed at any
+step leaves the default where it was.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport, Executor
 from tfgpu_install.env.journal import Journal, step_states
-from tfgpu_install.env.registry import forget_env, last_env, remember_env
+from tfgpu_install.env.registry import remember_env
 from tfgpu_install.errors import TfgpuError, VerifyFailed
 from tfgpu_install.report import Block
 from tfgpu_install.snapshot.envstate import site_packages
@@ -38,6 +42,7 @@ class ProvisionRequest:
     wait: bool = False  # queue behind another run on the same env instead of exit 10
     progress: bool = False  # live progress on the terminal (never under --json)
     undo_on_failure: bool = False
+    make_default: bool = False  # a run that ends verified makes the env the default (install, restore)
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,10 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
     ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)
-    if req.dry_run or not any(s.status == "pending" for s in preview.steps):
+    if req.dry_run:
+        return Provisioned(preview, None)
+    if not any(s.status == "pending" for s in preview.steps):
+        ex.mark_finished()  # a run killed after its last step: every check passes, so it ended
         return Provisioned(preview, None)
     confirm(ctx, req.yes, list(req.head(preview)))
     progress = None
@@ -75,8 +83,6 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
             entries = ex.journal.entries()
             before = entries[-1].seq if entries else 0
             point = _rollback_point(ctx, req.env, req.facts)
-            previous = last_env(ctx)
-            remember_env(ctx, req.env)
             try:
                 report = ex.run(req.steps)
             except VerifyFailed:
@@ -88,11 +94,9 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
                     ex.rollback(req.steps, to_seq=before)
                 except TfgpuError:
                     raise err from None  # the journal still holds it: `tfgpu-install rollback` finishes the undo
-                if previous is not None:
-                    remember_env(ctx, previous)
-                else:
-                    forget_env(ctx, req.env)
                 raise undone(err, req.env) from err
+            if req.make_default:  # every step ran, the verification too (VerifyFailed did not get here)
+                remember_env(ctx, req.env)
     finally:
         if progress is not None:
             progress.close()

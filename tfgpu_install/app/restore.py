@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -30,6 +29,7 @@ from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
 from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
@@ -64,12 +64,13 @@ def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
             return bsnap, bdir
         _, snap = snap_mod.find(ctx.state_dir, req.file)
         if snap.id != bsnap.id:
+            own = command(ctx, "tfgpu-install", "snapshot", "restore", str(bdir), "--offline", str(bdir))
             raise BadInputError(f"the bundle {bdir} holds snapshot {bsnap.id}, not {snap.id}",
-                                f"pass the bundle's own snapshot: --offline {shlex.quote(str(bdir))} "
-                                f"{shlex.quote(str(bdir))}", ref="bundle-other-snapshot")
+                                f"pass the bundle's own snapshot: `{own}`", ref="bundle-other-snapshot")
         return bsnap, bdir
     if Path(req.file).is_dir() and (Path(req.file) / "manifest.json").is_file():
-        raise BadInputError(f"{req.file} is a bundle", f"restore it with --offline {shlex.quote(req.file)}")
+        again = command(ctx, "tfgpu-install", "snapshot", "restore", req.file, "--offline", req.file)
+        raise BadInputError(f"{req.file} is a bundle", f"restore it with `{again}`")
     return snap_mod.find(ctx.state_dir, req.file)[1], None
 
 
@@ -173,7 +174,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
         done = provision(ctx, ProvisionRequest(
             env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes), plan=plan,
             head=head, facts=facts, yes=req.yes, dry_run=req.dry_run, progress=req.progress,
-            undo_on_failure=True,
+            undo_on_failure=True, make_default=True,
         ))
     except TfgpuError as err:
         raise _hash_mismatch(err) from err
@@ -200,7 +201,7 @@ def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any)
     taken = snap.env.path or ""
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""
-    how = "" if given else f" (pass --env {shlex.quote(taken)} to restore there)"  # a command: quoted
+    how = "" if given else f" (pass `{command(ctx, '--env', taken)}` to restore there)"  # a command: quoted
     return env, f"snapshot was taken at {taken}{how}"
 
 
@@ -269,8 +270,8 @@ def bundle(ctx: Context, req: BundleRequest) -> Result:
     blocks: list[Block] = [
         Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
              f"({', '.join(manifest['platforms'])})", "ok"),
-        Text(f"on the offline machine: tfgpu-install snapshot restore {shlex.quote(str(out))} "
-             f"--offline {shlex.quote(str(out))}"),
+        Text("on the offline machine: "
+             f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', str(out), '--offline', str(out))}`"),
     ]
     return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json")},
                   blocks)

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, ExitCode, TfgpuError, UsageError
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.report import Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
 
@@ -190,7 +191,7 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
         raise BadInputError(
             f"no known-good snapshot for {env}",
             "a successful install records one; or record the env as it is now with "
-            f"`tfgpu-install snapshot export --env {env}`"
+            f"`{command(ctx, 'tfgpu-install', 'snapshot', 'export', '--env', str(env))}`"
             + "".join(f"; {w}" for w in store.warnings()),
             ref="no-snapshot",
         )
@@ -219,7 +220,8 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
     ]
     if not files.clean or own:
         blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
-                           f"tfgpu-install snapshot restore {good.id} --env {env}"))
+                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
     else:
-        blocks.append(Text(f"to go back: tfgpu-install snapshot restore {good.id} --env {env}"))
+        blocks.append(Text("to go back: "
+                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
     return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

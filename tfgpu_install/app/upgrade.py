@@ -1,7 +1,8 @@
 """`upgrade`: the env's profile's current choice in a new env beside the old one, with the packages
 the user added on top of the old env's known-good snapshot carried over; installed and verified as
-any install is, then made the default. The old env is kept until the user removes it
-(`tfgpu-install envs remove OLD`). A failed upgrade leaves the default where it was."""
+any install is, and made the default only once it is verified. The old env is kept until the user
+removes it (`tfgpu-install envs remove OLD`). An upgrade killed or failed at any step leaves the old
+env the default and the new one resumable (`envs` shows it as incomplete; run `upgrade` again)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.report import Result, Text
 
 if TYPE_CHECKING:
@@ -40,9 +42,10 @@ def _profile_of(recorded: object) -> str:
 
 def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     from tfgpu_install.app.additions import added_requirements
-    from tfgpu_install.app.envs import last_env, remember_env, target_env
+    from tfgpu_install.app.envs import target_env
     from tfgpu_install.app.install import InstallRequest, install, installed_tensorflow
     from tfgpu_install.app.resolution import resolve_machine
+    from tfgpu_install.env.registry import default_env, remember_env, verified_ok
     from tfgpu_install.snapshot.envstate import installed_packages
     from tfgpu_install.snapshot.model import latest_for_env
 
@@ -53,7 +56,8 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     if found is None:
         raise EnvironmentProblem(
             f"{old} has no known-good snapshot: the packages you added cannot be told from the ones installed for you",
-            f"verify it first (`tfgpu-install verify --env {old}` records one), or install the new env with "
+            f"verify it first (`{command(ctx, 'tfgpu-install', 'verify', '--env', str(old))}` records one), "
+            "or install the new env with "
             "`tfgpu-install --profile stable`",
         )
     snap = found[1]
@@ -69,28 +73,26 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
         return Result(data={"upgrade": {**base, "to": None}, "changed": False},
                       blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
                                    "nothing to upgrade", "ok")])
-    previous = last_env(ctx)
-    try:
-        result = install(ctx, replace(template, resolve=resolve, env=req.to,
-                                     with_requirements=template.with_requirements + carry))
-    except BaseException:
-        if previous is not None and last_env(ctx) != previous:
-            remember_env(ctx, previous)  # the default stays the env that works
-        raise
+    result = install(ctx, replace(template, resolve=resolve, env=req.to,
+                                 with_requirements=template.with_requirements + carry))
     new = Path(str(result.data.get("env")))
     dry_run = bool(result.data.get("dry_run"))
-    if not dry_run and result.exit_code == 0:
+    # install made the new env the default once it was verified; a re-run that found it complete
+    # (the first was killed after its verification) makes it so here. Killed or failed before
+    # that, install raised: the default is still the old env, the new one resumes on a re-run.
+    if not dry_run and result.exit_code == 0 and verified_ok(ctx, new):
         remember_env(ctx, new)
-    elif previous is not None:
-        remember_env(ctx, previous)
     result.data["upgrade"] = {**base, "to": {"env": str(new), "tensorflow": choice.tensorflow if choice else None},
                               "old_env_kept": old.is_dir()}
     blocks = list(result.blocks)
     if carry:
         blocks.append(Text(f"carried over from {old}: {', '.join(carry)}", "dim"))
-    if not dry_run:
+    if not dry_run and default_env(ctx) == new:
         blocks.append(Text(f"{new} is now the default; the old env {old} is kept "
-                           f"(`tfgpu-install envs remove {old}` when you no longer need it)", "ok"))
+                           f"(`{command(ctx, 'tfgpu-install', 'envs', 'remove', str(old))}` when you no longer "
+                           "need it)", "ok"))
+    elif not dry_run:
+        blocks.append(Text(f"{new} is not verified: the default is still {old}", "warn"))
     result.blocks = blocks
     return result
 

@@ -23,6 +23,7 @@ from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
+from tfgpu_install.guard import shellquote
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
 if TYPE_CHECKING:
@@ -150,11 +151,12 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
     from tfgpu_install.doctor.chain import ABSENT, WARN, walk
 
     report = walk(ctx, rules, env)
+    again = shellquote.command(ctx, "tfgpu-install", "verify", "--env", env or "ENV")  # a command to paste
     blocks: list[Block] = [Heading("tfgpu-install doctor: bottom-up")]
     blocks.append(table("", ("layer", "check", "status", "seen"),
                         [(_layer_title(rules, c.layer), c.name, c.status, c.summary) for c in report.checks]))
     if report.layers:
-        blocks.append(table(f"The layers of `tfgpu-install verify --env {env}`", ("#", "layer", "status", "seen"),
+        blocks.append(table(f"The layers of `{again}`", ("#", "layer", "status", "seen"),
                             [(str(v.number), v.name, v.status, v.summary + (f" [{v.why}]" if v.why else ""))
                              for v in report.layers]))
     unchecked = [v.name for v in report.layers if v.status == "not checked"]
@@ -165,8 +167,8 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
         if report.layers:  # the env was examined, in part: say which part, never "nothing is broken"
             passed = [v.name for v in report.layers if v.status == "ok"]
             blocks.append(Text(f"The env's own layers found no cause ({', '.join(passed) or 'none'} ok); not checked "
-                               f"here: {', '.join(unchecked)}. That is not a clean bill: run `tfgpu-install verify "
-                               f"--env {env}` on a machine with the GPU.", "warn"))
+                               f"here: {', '.join(unchecked)}. That is not a clean bill: run `{again}` on a machine "
+                               "with the GPU.", "warn"))
         else:
             blocks.append(Text(f"What it means: {absent.cause}"))
         blocks.append(Text(f"What to do: {absent.fix}"))
@@ -182,7 +184,7 @@ def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
         status, code = "healthy", ExitCode.OK
         if unchecked:
             blocks.append(Text(f"Not checked by doctor: {', '.join(unchecked)} (their GPU calls are "
-                               f"`tfgpu-install verify --env {env}`'s).", "warn"))
+                               f"`{again}`'s).", "warn"))
         blocks.append(Text("Every layer checked is fine. If training is slow with low GPU-Util, the input pipeline is "
                            "the usual bottleneck: tf.data .cache() and .prefetch(tf.data.AUTOTUNE).", "ok"))
     warnings = [c for c in report.checks if c.status == WARN]

@@ -10,8 +10,14 @@ from typing import Optional
 from tfgpu_install.doctor.classify import classify
 from tfgpu_install.doctor.walkstate import BROKEN, OK, SKIP, WARN, Check, Walk, split_path, version_tuple
 from tfgpu_install.facts import gpu as smi
+from tfgpu_install.guard import shellquote
 
 # ------------------------------------------------------------------ env, import, devices, CC
+
+
+def _cmd(w: Walk, command: str, env: object) -> str:
+    """`tfgpu-install COMMAND --env ENV`, quoted for the user's shell (a fix they paste)."""
+    return shellquote.command(w.ctx, "tfgpu-install", command, "--env", str(env))
 
 
 def check_env(w: Walk) -> list[Check]:
@@ -22,13 +28,13 @@ def check_env(w: Walk) -> list[Check]:
     if not e.exists or e.python is None:
         return [Check("import", "environment", BROKEN, f"{e.path} is not a Python environment",
                       "The env path does not exist or has no bin/python.",
-                      f"Check the path, or create it: `tfgpu-install install --env {e.path}`.")]
+                      f"Check the path, or create it: `{_cmd(w, 'install', e.path)}`.")]
     out = []
     if not e.activation:
         out.append(Check("import", "activation", WARN, f"no tfgpu-install activation block in {e.path}",
                          "The env has no activation block, so LD_LIBRARY_PATH (its CUDA/cuDNN libraries) and PATH "
                          "(ptxas for XLA) are not set when it is activated.",
-                         f"Re-run `tfgpu-install install --env {e.path}` (it writes the block), or use its "
+                         f"Re-run `{_cmd(w, 'install', e.path)}` (it writes the block), or use its "
                          "bin/tfgpu-run."))
     else:
         out.append(Check("import", "activation", OK, f"activation block in {', '.join(e.activation)}"))
@@ -41,7 +47,7 @@ def check_import(w: Walk) -> list[Check]:
         return []
     if not p.installed:
         return [Check("import", "tensorflow", BROKEN, f"TensorFlow is not installed in {e.path}",
-                      "There is no TensorFlow in this env.", f"`tfgpu-install install --env {e.path}`.")]
+                      "There is no TensorFlow in this env.", f"`{_cmd(w, 'install', e.path)}`.")]
     if p.tf_version is None:
         missing = re.search(r"No module named '([A-Za-z0-9_.]{1,100})'", (p.error or "") + "\n" + p.log)
         if missing and missing.group(1).split(".")[0] != "tensorflow":
@@ -49,8 +55,8 @@ def check_import(w: Walk) -> list[Check]:
             return [Check("import", "import tensorflow", BROKEN, p.error or f"No module named '{mod}'",
                           f"`import tensorflow` needs the module '{mod}', and the env no longer has it (its "
                           "distribution was uninstalled, or its files removed).",
-                          f"Run the install again: `tfgpu-install install --env {e.path}` reinstalls what is missing "
-                          f"(`tfgpu-install check --env {e.path}` lists the damaged files).")]
+                          f"Run the install again: `{_cmd(w, 'install', e.path)}` reinstalls what is missing "
+                          f"(`{_cmd(w, 'check', e.path)}` lists the damaged files).")]
         diag = classify(p.log + "\n" + (p.error or ""), w.rules)
         if diag.primary is not None:
             f = diag.primary
@@ -86,7 +92,7 @@ def check_import(w: Walk) -> list[Check]:
     elif not e.activation and e.nvidia_lib_dirs and _needs_loader_path(e.tf_version):
         out.append(Check("devices", "device list", BROKEN, "TensorFlow lists no GPU; the env has no activation block",
                          "The env's CUDA/cuDNN wheels are installed but nothing puts them on the loader path.",
-                         f"Re-run `tfgpu-install install --env {e.path}` (writes the activation), then activate the "
+                         f"Re-run `{_cmd(w, 'install', e.path)}` (writes the activation), then activate the "
                          "env."))
     else:
         out.append(Check("devices", "device list", BROKEN if drv_ok else WARN, "TensorFlow lists no GPU",

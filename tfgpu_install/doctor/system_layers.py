@@ -26,6 +26,7 @@ from tfgpu_install.doctor.walkstate import (
 )
 from tfgpu_install.facts import gpu as smi
 from tfgpu_install.facts import identity
+from tfgpu_install.guard import shellquote
 
 # ------------------------------------------------------------------ driver
 
@@ -149,7 +150,8 @@ def check_wsl_linux_driver(w: Walk) -> Optional[Check]:
                          "A Linux NVIDIA driver was installed inside WSL; its libcuda shadows the Windows driver's "
                          f"({WSL_LIB}) and cannot reach the GPU.",
                          f"Remove it: `sudo apt-get remove --purge 'libnvidia-compute-*' 'nvidia-driver-*'` "
-                         f"(or `sudo rm {d}/libcuda.so*`), then `sudo ldconfig`. Never install a Linux driver inside "
+                         f"(or `sudo rm {shellquote.command(w.ctx, d)}/libcuda.so*`), then `sudo ldconfig`. Never "
+                         "install a Linux driver inside "
                          "WSL.")
     return None
 
@@ -213,8 +215,9 @@ def check_toolkits(w: Walk) -> list[Check]:
                       f"nvcc/ptxas from {path_tk} (PATH) but CUDA libraries from {ld_tk} (LD_LIBRARY_PATH)",
                       "Two CUDA toolkits are in use at once: code compiled (and XLA's ptxas) comes from one, the "
                       "libraries loaded at run time from the other.",
-                      f"Use one toolkit for both, e.g. `export PATH={ld_tk}/bin:$PATH` (the toolkit whose libraries "
-                      f"TensorFlow loads), or `export LD_LIBRARY_PATH={path_tk}/lib64:$LD_LIBRARY_PATH`; "
+                      f"Use one toolkit for both, e.g. `{shellquote.prepend(w.ctx, 'PATH', f'{ld_tk}/bin')}` (the "
+                      "toolkit whose libraries TensorFlow loads), or "
+                      f"`{shellquote.prepend(w.ctx, 'LD_LIBRARY_PATH', f'{path_tk}/lib64')}`; "
                       "put the line in the env's activation.")]
     used = ld_tk or path_tk
     if cuda_link and used and cuda_link != used:
@@ -222,7 +225,8 @@ def check_toolkits(w: Walk) -> list[Check]:
                       f"/usr/local/cuda -> {cuda_link}, but {used} is the one in use",
                       "/usr/local/cuda points at a different toolkit than PATH/LD_LIBRARY_PATH use; XLA looks in "
                       "/usr/local/cuda for ptxas and libdevice, so it mixes versions.",
-                      f"`sudo ln -sfn {used} /usr/local/cuda` (or set PATH/LD_LIBRARY_PATH to {cuda_link}).")]
+                      f"`{shellquote.command(w.ctx, 'sudo', 'ln', '-sfn', str(used), '/usr/local/cuda')}` (or set "
+                      f"PATH/LD_LIBRARY_PATH to {cuda_link}).")]
     tk = used or cuda_link
     return [_toolkit_vs_driver(w, tk)] if tk else []
 
@@ -239,7 +243,9 @@ def _cuda_link(w: Walk) -> tuple[Optional[str], Optional[Check]]:
             return None, Check("toolkit", "/usr/local/cuda", BROKEN, f"/usr/local/cuda -> {target} (missing)",
                                "/usr/local/cuda is a dangling symlink: the toolkit it named was removed. XLA and build "
                                "tools look there for ptxas and libdevice.",
-                               f"Point it at an installed toolkit (`sudo ln -sfn {to} /usr/local/cuda`) or remove it: "
+                               "Point it at an installed toolkit "
+                               f"(`{shellquote.command(w.ctx, 'sudo', 'ln', '-sfn', str(to), '/usr/local/cuda')}`) "
+                               "or remove it: "
                                "`sudo rm /usr/local/cuda`.")
         return toolkit_of(real_path(w, "/usr/local/cuda")), None
     return ("/usr/local/cuda" if link.is_dir() else None), None
@@ -307,7 +313,7 @@ DRIVER_LIB_DIRS = (WSL_LIB, "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", 
 def check_libraries(w: Walk) -> list[Check]:
     """libcuda findable (and not a stub), no dangling links, one cuDNN major, the newest copy first."""
     libs = [lf for d in _lib_dirs(w) for lf in _scan(w, d)]
-    found = _libcuda_missing(w, libs) or _libcuda_stub(w, libs) or _dangling(libs)
+    found = _libcuda_missing(w, libs) or _libcuda_stub(w, libs) or _dangling(libs, shellquote.shell_of(w.ctx.environ))
     if found is not None:
         return [found]
     cudnn = [lf for lf in libs if re.match(r"^libcudnn\.so\.\d", lf.name) and not lf.dangling]
@@ -315,7 +321,7 @@ def check_libraries(w: Walk) -> list[Check]:
     for lf in cudnn:
         if lf.major:
             majors.setdefault(lf.major, []).append(lf)
-    found = _cudnn_majors(w, cudnn, majors) or _cudnn_shadowed(majors)
+    found = _cudnn_majors(w, cudnn, majors) or _cudnn_shadowed(majors, shellquote.shell_of(w.ctx.environ))
     if found is not None:
         return [found]
     if cudnn:
@@ -345,7 +351,7 @@ def _libcuda_stub(w: Walk, libs: list[LibFile]) -> Optional[Check]:
                  rule.cause, rule.fix, rule=rule.id)
 
 
-def _dangling(libs: list[LibFile]) -> Optional[Check]:
+def _dangling(libs: list[LibFile], shell: str = "sh") -> Optional[Check]:
     dangling = [lf for lf in libs if lf.dangling]
     if not dangling:
         return None
@@ -353,7 +359,8 @@ def _dangling(libs: list[LibFile]) -> Optional[Check]:
     return Check("libraries", "dangling symlink", BROKEN, f"{lf.path} -> {lf.target} (missing)",
                  f"{lf.path} is a dangling symlink: the library it named was removed or moved, so the loader "
                  "skips it (or ldconfig keeps a broken entry).",
-                 f"Remove it: `sudo rm {lf.path}` (then `sudo ldconfig`), or reinstall the package that owns it.",
+                 f"Remove it: `{shellquote.command(shell, 'sudo', 'rm', str(lf.path))}` (then `sudo ldconfig`), or "
+                 "reinstall the package that owns it.",
                  evidence=tuple(f"{x.path} -> {x.target}" for x in dangling))
 
 
@@ -373,11 +380,11 @@ def _cudnn_majors(w: Walk, cudnn: list[LibFile], majors: dict[str, list[LibFile]
                  + ": whichever a process loads first wins, which gives 'Loaded runtime CuDNN library ... but "
                    "source was compiled with ...' and crashes when frameworks share a process.",
                  "Remove the stale files (or their directory from LD_LIBRARY_PATH): "
-                 + " ".join(f"`rm {lf.path}`" for lf in files),
+                 + " ".join(f"`{shellquote.command(w.ctx, 'rm', str(lf.path))}`" for lf in files),
                  evidence=tuple(f"{lf.path} (SONAME {lf.soname or '?'})" for lf in cudnn))
 
 
-def _cudnn_shadowed(majors: dict[str, list[LibFile]]) -> Optional[Check]:
+def _cudnn_shadowed(majors: dict[str, list[LibFile]], shell: str = "sh") -> Optional[Check]:
     """The same major in two places, an older copy first: that one is loaded."""
     for group in majors.values():
         versions = [(lf, version_tuple(lf.version or "")) for lf in group if lf.version and lf.version.count(".") >= 1]
@@ -386,7 +393,8 @@ def _cudnn_shadowed(majors: dict[str, list[LibFile]]) -> Optional[Check]:
             return Check("cudnn", "stale cuDNN", BROKEN, f"{first.path} comes before {newest.path} on the library path",
                          f"cuDNN {first.version} is found first and shadows {newest.version}: TensorFlow loads the "
                          "older one ('Loaded runtime CuDNN library ... but source was compiled with ...').",
-                         f"Remove the stale copy (`rm {first.path}`) or put {newest.dir} first on LD_LIBRARY_PATH.")
+                         f"Remove the stale copy (`{shellquote.command(shell, 'rm', str(first.path))}`) or put "
+                         f"{newest.dir} first on LD_LIBRARY_PATH.")
     return None
 
 

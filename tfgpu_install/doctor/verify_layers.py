@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from tfgpu_install.doctor.walkstate import BROKEN, OK, Check, Walk
+from tfgpu_install.guard import shellquote
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as table
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def _with_gpu_part(w: Walk, v: LayerVerdict) -> LayerVerdict:
     if v.name == "cuda-runtime" and w.probe is not None and w.probe.gpus:
         return LayerVerdict(v.name, PASSED, f"{v.summary}; TensorFlow's CUDA runtime lists {len(w.probe.gpus)} "
                             "GPU(s)", libraries=v.libraries)
-    env = w.env_files.path if w.env_files is not None else "ENV"
+    env = shellquote.command(w.ctx, str(w.env_files.path)) if w.env_files is not None else "ENV"
     return LayerVerdict(v.name, NOT_CHECKED, v.summary, why="its libraries load; its GPU calls are run by "
                         f"`tfgpu-install verify --env {env}`", libraries=v.libraries)
 
@@ -175,7 +176,9 @@ def _library_verdicts(w: Walk) -> dict[str, LayerVerdict]:
     per_layer, problem = _layer_needs(env, wanted)
     present = [so for sonames in per_layer.values() for so in sonames if so not in problem]
     failed = load_failures(w.ctx, env, present) if present else {}
-    return {name: _layer_verdict(name, sonames, problem, failed, wanted, env) for name, sonames in per_layer.items()}
+    shell = shellquote.shell_of(w.ctx.environ)
+    return {name: _layer_verdict(name, sonames, problem, failed, wanted, env, shell)
+            for name, sonames in per_layer.items()}
 
 
 def _layer_needs(env: "TargetEnv", wanted: list["ExpectedLib"]) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -199,7 +202,7 @@ def _layer_needs(env: "TargetEnv", wanted: list["ExpectedLib"]) -> tuple[dict[st
 
 
 def _layer_verdict(name: str, sonames: list[str], problem: dict[str, str], failed: dict[str, str],
-                   wanted: list["ExpectedLib"], env: "TargetEnv") -> LayerVerdict:
+                   wanted: list["ExpectedLib"], env: "TargetEnv", shell: str = "sh") -> LayerVerdict:
     """One library layer: passed when each of its sonames is in place and loads, else failed with the first."""
     seen = {so: _label(problem[so]) if so in problem else failed.get(so, "loads") for so in sonames}
     bad = [problem[so] if so in problem else f"{so} does not load: {failed[so]}"
@@ -216,9 +219,11 @@ def _layer_verdict(name: str, sonames: list[str], problem: dict[str, str], faile
         cause=f"TensorFlow loads {', '.join(sonames[:2])}{' ...' if len(sonames) > 2 else ''} from the env's "
               f"{base} wheel, and {how_many} not load: TensorFlow would not use the GPU (or abort "
               "on first use).",
-        fix=f"Reinstall the wheel: `tfgpu-install install --env {env.path}` (it reinstalls what is missing), or "
-            f"`uv pip install --python {env.python} --reinstall {wheel}`; `tfgpu-install check --env {env.path}` "
-            "lists the damaged files.",
+        fix=f"Reinstall the wheel: `{shellquote.command(shell, 'tfgpu-install', 'install', '--env', str(env.path))}` "
+            "(it reinstalls what is missing), or `"
+            + shellquote.command(shell, "uv", "pip", "install", "--python", str(env.python), "--reinstall", wheel)
+            + f"`; `{shellquote.command(shell, 'tfgpu-install', 'check', '--env', str(env.path))}` lists the damaged "
+            "files.",
         evidence=tuple(bad), libraries=seen)
 
 

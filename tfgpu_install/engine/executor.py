@@ -24,7 +24,7 @@ from tfgpu_install.engine.env_lock import EnvLock
 
 # In its own small module: install's no-op fast path computes it without the step machinery.
 from tfgpu_install.env.fingerprint import env_fingerprint
-from tfgpu_install.env.journal import Entry, Journal, current_epoch, open_entries
+from tfgpu_install.env.journal import Entry, Journal, current_epoch, open_entries, unfinished_run
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from tfgpu_install.files import atomic_write, sha256_file
@@ -246,12 +246,28 @@ class Executor:
                 report.steps.append(state)
                 continue
             if not started:
-                self.journal.append("run", env=str(self.env), plan=self.plan)
+                self.journal.append("run", env=str(self.env), plan=self.plan, ends=1)
                 started = True
             self._apply(step, results)
             report.steps.append(StepReport(step.id, step.describe(), "applied"))
+        if started:
+            self.journal.append("finished")  # `envs` tells a run that stopped from one that ended
         self.ctx.progress("provisioning: done", total, total)
         return report
+
+    def mark_finished(self) -> None:
+        """Every step checks as in place, but the newest run stopped before it said so (killed
+        after its last step): the journal says it ended. Under the env's lock; a busy env is left."""
+        from tfgpu_install.errors import TfgpuError
+
+        if not unfinished_run(self.journal.entries()):
+            return
+        try:
+            with self.lock(wait=False):
+                if unfinished_run(self.journal.entries()):
+                    self.journal.append("finished")
+        except TfgpuError:
+            pass  # another run holds the env: it will say how it ended
 
     def _apply(self, step: Step, results: dict[str, Any]) -> None:
         # The step sees what the steps before it in this run recorded (env.create's "created",

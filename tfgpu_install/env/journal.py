@@ -1,10 +1,12 @@
 """The per-environment journal: append-only JSON lines, each fsynced before we act.
 
 Events (every one carries "ts"):
-  {"event": "run", "env", "plan": {...}}                   an install run starts changing things
+  {"event": "run", "env", "plan": {...}, "ends": 1}        an install run starts changing things
   {"event": "begin", "step", "touches": [...], "pre": [...]} about to apply a step
   {"event": "done", "step", "undo": {...}, "fingerprint"?}   the step's effect is in place
   {"event": "failed", "step", "error"}                     apply raised (begin stays open)
+  {"event": "finished"}                                    every step of the run is in place (a run
+                                                           with "ends" gets one when it ends)
   {"event": "undone", "step", "seq"}                       rollback undid the entry at line `seq`
   {"event": "rolled-back", "to"?}                          a rollback finished
 A kill can tear the last line only; reading skips a line that does not parse.
@@ -181,3 +183,25 @@ def step_states(entries: list[Entry]) -> dict[str, str]:
             if target is not None and target.step:
                 states[target.step] = "undone"
     return states
+
+
+def unfinished_run(entries: list[Entry]) -> bool:
+    """The newest run of the current epoch stopped before every step was in place (killed, or a
+    step failed, verification included): what `envs` calls incomplete. A run journaled before
+    runs were marked "ends": a step of it that began and never ended (or failed)."""
+    epoch = current_epoch(entries)
+    runs = [i for i, e in enumerate(epoch) if e.event == "run"]
+    if not runs:
+        return False
+    after = epoch[runs[-1] + 1:]
+    if epoch[runs[-1]].data.get("ends"):
+        return not any(e.event == "finished" for e in after)
+    begun: dict[str, int] = {}
+    for e in after:
+        if e.event == "begin" and e.step:
+            begun[e.step] = begun.get(e.step, 0) + 1
+        elif e.event == "done" and e.step and begun.get(e.step):
+            begun[e.step] -= 1
+        elif e.event == "failed":
+            return True
+    return not after or any(begun.values())

@@ -1,14 +1,18 @@
 """Which envs this tool made, and which one a command means when none is named: one place
-that tells the truth.
+that tells the truth, read by every command without --env and by `envs` (its `*`).
 
-The default env is the one install last started changing (<state>/last-env) while it still
-exists; after a rollback, a remove, or a directory that vanished, it is the newest env this
-tool still has (journaled or verified, not rolled back, its directory there); else none.
+The default env is the one <state>/last-env names, while it is live (its directory there, not
+rolled back). That file is written only when an install or upgrade has verified the env (a
+run that stopped before its verification, or failed it, leaves it as it was) or by
+`envs default PATH`. When the env it names is no longer live (removed, rolled back, a
+directory that vanished), the default is the newest live env whose last verification passed;
+else there is none (then commands behave as on a machine with no env).
 
-    remember_env(ctx, env)   install: this is the default env now
+    remember_env(ctx, env)   a verified install/upgrade, or `envs default`: this is the default now
     forget_env(ctx, env)     rollback/remove: it is no longer one of ours
     default_env(ctx)         the env a command means without --env, or None
     live_envs(ctx)           this tool's envs that still exist, newest first
+    incomplete(ctx, env)     its last run stopped before it was verified (resume it by running again)
 """
 
 from __future__ import annotations
@@ -29,8 +33,12 @@ def _exists(env: Path) -> bool:
     return env.is_dir() and ((env / "bin" / "python").exists() or (env / "conda-meta").is_dir())
 
 
+def _same(a: Path, b: Path) -> bool:
+    return os.path.abspath(str(a)) == os.path.abspath(str(b))
+
+
 def remember_env(ctx: Context, env: Path) -> None:
-    """Called by install after it starts changing an env."""
+    """`env` is the default now: called after an install or upgrade verified it, and by `envs default`."""
     atomic_write(_last_file(ctx), os.path.abspath(str(env)) + "\n")
 
 
@@ -59,42 +67,65 @@ def _rolled_back(ctx: Context, env: Path) -> bool:
     return full and not any(e.event == "run" for e in current_epoch(entries))
 
 
+def _live(ctx: Context, env: Path) -> bool:
+    return _exists(env) and not _rolled_back(ctx, env)
+
+
+def verified_ok(ctx: Context, env: Path) -> bool:
+    """The env's last verification passed (its record says so; a damaged record says nothing)."""
+    from tfgpu_install.verify.record import BadRecord, read_record
+
+    try:
+        doc = read_record(ctx, env) or {}
+    except BadRecord:
+        return False
+    report = doc.get("report")
+    return isinstance(report, dict) and report.get("ok") is True
+
+
+def incomplete(ctx: Context, env: Path) -> bool:
+    """The newest run of this tool on the env stopped before every step was in place (killed, or a
+    step failed: verification included). Running the same command again resumes it."""
+    from tfgpu_install.env.journal import Journal, unfinished_run
+
+    try:
+        return unfinished_run(Journal.for_env(ctx, env).entries())
+    except (OSError, ValueError):
+        return False
+
+
 def live_envs(ctx: Context, skip: Optional[Path] = None) -> list[Path]:
     """This tool's envs whose directory is still there and that were not rolled back, newest first."""
     from tfgpu_install.env.state import known_envs
 
-    out = []
-    for env in known_envs(ctx):
-        if skip is not None and os.path.abspath(str(env)) == os.path.abspath(str(skip)):
-            continue
-        if _exists(env) and not _rolled_back(ctx, env):
-            out.append(env)
-    return out
+    return [env for env in known_envs(ctx) if not (skip is not None and _same(env, skip)) and _live(ctx, env)]
+
+
+def _fallback(ctx: Context, skip: Optional[Path]) -> Optional[Path]:
+    """When the recorded default is gone: the newest live env whose last verification passed."""
+    return next((env for env in live_envs(ctx, skip=skip) if verified_ok(ctx, env)), None)
 
 
 def default_env(ctx: Context) -> Optional[Path]:
-    """The env a command means without --env: the last one installed while it exists, else the
-    newest live one, else None (then commands behave as on a machine with no env)."""
+    """The env a command means without --env (the module's rule); None when there is none."""
     last = last_env(ctx)
-    if last is not None and _exists(last) and not _rolled_back(ctx, last):
+    if last is not None and _live(ctx, last):
         return last
-    found = live_envs(ctx, skip=last)
-    return found[0] if found else None
+    return _fallback(ctx, last)
 
 
 def forget_env(ctx: Context, env: Path) -> Optional[Path]:
-    """`env` is no longer one of ours (rolled back, removed): the default moves to the newest
-    env that still exists, or there is none. Returns the new default."""
+    """`env` is no longer one of ours (rolled back, removed): when it was the default, the default
+    moves to the newest live env that passed its verification, or there is none. Returns the default."""
     last = last_env(ctx)
-    gone = os.path.abspath(str(env))
-    if last is not None and os.path.abspath(str(last)) != gone and _exists(last):
+    if last is not None and not _same(last, env) and _live(ctx, last):
         return last
-    found = live_envs(ctx, skip=env)
-    if found:
-        remember_env(ctx, found[0])
-        return found[0]
+    found = _fallback(ctx, env)
+    if found is not None:
+        remember_env(ctx, found)
+        return found
     remove_file(_last_file(ctx))
     return None
 
 
-__all__ = ["default_env", "forget_env", "last_env", "live_envs", "remember_env"]
+__all__ = ["default_env", "forget_env", "incomplete", "last_env", "live_envs", "remember_env", "verified_ok"]

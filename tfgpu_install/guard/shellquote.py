@@ -4,11 +4,21 @@ bash/zsh/sh: POSIX single quotes (shlex.quote). fish: single quotes in which onl
 are special (written `\\\\` and `\\'`); POSIX's `'\\''` would end fish's quote early. csh/tcsh:
 single quotes, `'` as `'\\''`; a newline or `!` cannot be carried (history expansion works
 inside quotes), which the env-path policy (tfgpu_install/guard/envpath.py) refuses before anything runs.
+
+Commands the tool prints for the user to paste (`command`, `activate_command`) are quoted for the
+user's own shell, read from $SHELL (fish, csh/tcsh, else POSIX: bash, zsh, dash, ksh); a word of
+only safe characters is left bare, which reads the same in all of them.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+from typing import TYPE_CHECKING, Mapping, Union
+
+if TYPE_CHECKING:
+    from tfgpu_install.context import Context
 
 CSH_RC_NAMES = (".tcshrc", ".cshrc", ".login", ".logout", "csh.cshrc", "csh.login")
 
@@ -34,3 +44,62 @@ def kind_of_rc(name: str) -> str:
     if name in CSH_RC_NAMES or name.endswith((".csh", ".tcsh")):
         return "csh"
     return "sh"
+
+
+_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")  # the same word, unquoted, in sh, fish and csh
+
+
+def shell_of(environ: Mapping[str, str]) -> str:
+    """"fish", "csh" or "sh": the kind of the user's login shell ($SHELL; sh when unknown)."""
+    name = os.path.basename(environ.get("SHELL") or "")
+    if name == "fish":
+        return "fish"
+    if name in ("csh", "tcsh"):
+        return "csh"
+    return "sh"
+
+
+def quote(word: str, kind: str = "sh") -> str:
+    """`word` as one word of that kind of shell."""
+    if _SAFE.fullmatch(word):
+        return word
+    if kind == "fish":
+        return fish(word)
+    if kind == "csh":
+        if "\n" in word:
+            return sh(word)  # csh cannot carry a newline in a word at all; the tool refuses such env paths
+        # '!' is history expansion even inside quotes: a backslash outside them makes it literal.
+        return "\\!".join(csh(part) for part in word.split("!"))
+    return sh(word)
+
+
+def command(where: "Union[Context, Mapping[str, str], str]", *words: str) -> str:
+    """A command line to paste into the user's shell, each word quoted for it. `where`: the
+    Context (its environ's $SHELL), an environ, or a shell kind ("sh", "fish", "csh")."""
+    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    return " ".join(quote(w, kind) for w in words)
+
+
+def activate_command(where: "Union[Context, Mapping[str, str], str]", env: str, backend: str = "venv") -> str:
+    """How to activate `env` in the user's shell: conda's own command for a conda env, else the
+    activate script that venv/uv wrote for that shell."""
+    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    if backend == "conda":
+        return command(kind, "conda", "activate", env)
+    if kind == "fish":
+        return command(kind, "source", os.path.join(env, "bin", "activate.fish"))
+    if kind == "csh":
+        return command(kind, "source", os.path.join(env, "bin", "activate.csh"))
+    return command(kind, ".", os.path.join(env, "bin", "activate"))
+
+
+def prepend(where: "Union[Context, Mapping[str, str], str]", var: str, value: str) -> str:
+    """Put `value` first on a ':'-list variable (PATH, LD_LIBRARY_PATH), in the user's shell."""
+    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    if kind == "fish":
+        if var == "PATH":  # fish's PATH is a list
+            return f"set -gx PATH {quote(value, kind)} $PATH"
+        return f'set -gx {var} {quote(value, kind)}":${var}"'
+    if kind == "csh":
+        return f'setenv {var} {quote(value, kind)}":${var}"'
+    return f"export {var}={quote(value, kind)}:${var}"

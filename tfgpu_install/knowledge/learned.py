@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from tfgpu_install.dirs import writable_only_by_me
 from tfgpu_install.errors import BadInputError
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.knowledge.model import Knowledge, Release, release_key
 
 FILE_NAME = "learned.yaml"
@@ -32,7 +33,7 @@ def overlay_path(state_dir: Path) -> Path:
 def _refuse(path: Path, why: str) -> BadInputError:
     return BadInputError(
         f"{path}: learned knowledge refused: {why}",
-        hint=f"remove it (`rm {path}`) and run `tfgpu-install knowledge update` again",
+        hint=f"remove it (`{command('sh', 'rm', str(path))}`) and run `tfgpu-install knowledge update` again",
         ref="learned-knowledge",
     )
 

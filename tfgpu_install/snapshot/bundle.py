@@ -28,6 +28,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.errors import BadInputError, DownloadError, UsageError
 from tfgpu_install.files import atomic_write, sha256_file
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot.model import Snapshot, dumps, now_iso
 
 MANIFEST = "manifest.json"
@@ -134,7 +135,8 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
             text = done.stderr + done.stdout
             if "No module named pip" in text:
                 raise DownloadError("the tool's own Python has no pip, which bundles are downloaded with",
-                                    f"install pip for {sys.executable} (`{sys.executable} -m ensurepip`)",
+                                    f"install pip for {sys.executable} "
+                                    f"(`{command(ctx, sys.executable, '-m', 'ensurepip')}`)",
                                     ref="pip-missing")
             raise DownloadError(f"pip could not download the snapshot's wheels: {last_lines(text, 6)}",
                                 "check the index is reachable (--index-url, PIP_INDEX_URL) and has wheels for "

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.files import remove_file
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.verify.record import BadRecord, read_record
 
@@ -42,7 +43,8 @@ def _refuse_damaged(ctx: Context, env: Path) -> None:
     raise StepFailed(
         f"not recording a known-good snapshot: {len(lines)} installed file(s) differ from their "
         f"distributions' records ({'; '.join(lines[:3])}{'; ...' if len(lines) > 3 else ''})",
-        hint=f"`tfgpu-install check --env {env}` lists them; run the install again to reinstall them, "
+        hint=f"`{command(ctx, 'tfgpu-install', 'check', '--env', str(env))}` lists them; run the install again to "
+        "reinstall them, "
         "or `tfgpu-install rollback`",
     )
 

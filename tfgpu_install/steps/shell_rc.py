@@ -158,6 +158,16 @@ def read_rc(rc: Path) -> Optional[bytes]:
     elif target.exists() and os.geteuid() not in (0, target.stat().st_uid):
         # Rewriting it would make it ours: its owner must stay its owner.
         problem = f"{target}{via} belongs to uid {target.stat().st_uid}, not to you"
+    else:
+        # The edit is a new file beside it renamed over it: its directory must take new files
+        # (a read-only one failed only after the env and its packages were installed).
+        from tfgpu_install.guard.argtypes import creatable
+
+        why = creatable(target.parent)
+        if why is not None:
+            raise EnvironmentProblem(f"cannot edit {target}{via}: {why}",
+                                     hint=f"make {target.parent} writable, or pass --shell-rc a file in a directory "
+                                     "you can write (e.g. ~/.bashrc)", ref="shell-rc-unusable")
     if problem is not None:
         raise EnvironmentProblem(problem, hint="pass --shell-rc a regular file of yours with one name (e.g. ~/.bashrc; "
                                  "a symlink to one, as dotfiles repos make, is fine)",

@@ -24,6 +24,7 @@ from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import StepFailed
 from tfgpu_install.files import atomic_write
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 
@@ -119,7 +120,8 @@ class SyncPackages(Step):
             raise StepFailed(
                 f"could not remove {', '.join(sorted(left))} from {self.env.path} "
                 "(their files are not listed in RECORD)",
-                hint=f"remove them with `{self.env.python} -m pip uninstall NAME`, then run the restore again",
+                hint=f"remove them with `{command(ctx, str(self.env.python), '-m', 'pip', 'uninstall', 'NAME')}`, "
+                "then run the restore again",
             )
         plan_file.unlink(missing_ok=True)
         return {"stash": plan["stash"], "moves": plan["moves"], "removed": plan["removed"]}

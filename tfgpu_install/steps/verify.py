@@ -14,6 +14,7 @@ from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import VerifyFailed
+from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.verify.host import CheckPlan, run_verification, verify_fingerprint
 from tfgpu_install.verify.record import BadRecord, read_record, record_path, verified_ok, write_record
@@ -71,8 +72,9 @@ class VerifyEnv(Step):
             bad = report.first_failure
             what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()
             raise VerifyFailed(f"verification failed at {what}",
-                               hint=(bad.hint if bad and bad.hint else f"run `tfgpu-install doctor --env {self.env}`")
-                               + f" (full report: `tfgpu-install verify --env {self.env}`)")
+                               hint=(bad.hint if bad and bad.hint else
+                                     f"run `{command(ctx, 'tfgpu-install', 'doctor', '--env', str(self.env))}`")
+                               + f" (full report: `{command(ctx, 'tfgpu-install', 'verify', '--env', str(self.env))}`)")
         return {"record": str(path), "gpu_verified": report.gpu_verified, "mode": report.mode}
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
