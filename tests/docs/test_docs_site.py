@@ -14,6 +14,8 @@ import pytest
 from tests.docs.reference_gen import REPO
 from tests.support.promised import CI
 
+pytestmark = pytest.mark.e2e  # builds the whole site with Sphinx and drives a real browser
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
