@@ -203,3 +203,54 @@ def test_an_index_date_alone_never_makes_a_release_settled(tmp_env: dict[str, st
     choice, reasons = _choice(capsys, tmp_env, "stable")
     assert choice != "2.22.1" and "2.22.1 (learned from the package index, not curated" in reasons
     assert _choice(capsys, tmp_env, "latest")[0] == "2.22.1"  # the control: latest takes it at once
+
+
+def test_a_row_the_schema_refuses_is_skipped_and_the_rest_written(tmp_env: dict[str, str], tmp_path: Path,
+                                                                  capsys: Any) -> None:
+    """Issue #39 item 13: one bad release (a `cp3` tag makes Python "3.") was written into learned.yaml, and
+    every later plan exited 5. Now each row is validated first; the bad one is skipped with its reason."""
+    with LoopbackServer() as srv:
+        index = Index(srv, tmp_path / "pwned")
+        index.release("2.22.0", date.today())
+        name, data = tf_wheel("2.23.0", tmp_path / "pwned")
+        odd = name.replace("cp312-cp312", "cp3-cp3")
+        srv.add(f"/files/{odd}", data)
+        index.files.append({"filename": odd, "url": f"../../files/{odd}", "hashes": {}, "size": len(data),
+                            "upload-time": "2026-11-01T10:00:00Z"})
+        index.release("2.22.0", date.today())  # re-publish the file list with the odd wheel in it
+        code, doc = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))
+    assert code == ExitCode.OK and [r["tensorflow"] for r in doc["learned"]] == ["2.22.0"]
+    assert any(s.startswith("2.23.0: its row does not validate:") and "pythons" in s for s in doc["skipped"])
+    assert _choice(capsys, tmp_env, "latest")[0] == "2.22.0"  # the overlay is believed: no exit 5
+
+
+def test_a_dripping_file_list_cannot_keep_it_running(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    """Issue #39 item 15: no overall deadline, so an index that sends a byte every 50 ms kept `knowledge
+    update` going (each read arrives well within a read timeout). --timeout bounds the whole run."""
+    from tests.support.httpserver import Fault
+    from tests.support.install_kit import run_cli
+
+    with LoopbackServer() as srv:
+        Index(srv, tmp_path / "pwned").release("2.22.0", date.today())
+        body = srv.resources["/simple/tensorflow/"].data + b" " * 4000  # ~200 s at one byte per 50 ms
+        srv.add("/simple/tensorflow/", body, fault=Fault.DRIP, content_type="application/vnd.pypi.simple.v1+json")
+        out = run_cli(["knowledge", "update", "--index-url", srv.url("/simple/"), "--timeout", "2", "--json"],
+                      tmp_env, timeout=90)
+    assert out.returncode == ExitCode.DOWNLOAD, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "timed-out" and "the deadline (2 s, --timeout) passed" in doc["message"]
+    assert not overlay_path(build_context(tmp_env).state_dir).exists()
+
+
+def test_control_a_prompt_index_is_read_within_the_deadline(tmp_env: dict[str, str], tmp_path: Path,
+                                                           capsys: Any) -> None:
+    with LoopbackServer() as srv:
+        Index(srv, tmp_path / "pwned").release("2.22.0", date.today())
+        code, doc = _run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"),
+                         "--timeout", "60")
+    assert code == ExitCode.OK and doc["status"] == "updated"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_timeout_is_a_usage_error(value: str, tmp_env: dict[str, str], capsys: Any) -> None:
+    assert main(["knowledge", "update", "--offline", "--timeout", value], environ=tmp_env) == ExitCode.USAGE

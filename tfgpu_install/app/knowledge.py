@@ -13,19 +13,21 @@ from urllib.parse import urljoin
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError
-from tfgpu_install.knowledge.learned import overlay_path, read_overlay, render_overlay
+from tfgpu_install.knowledge.learned import overlay_path, read_overlay, validated_text
 from tfgpu_install.knowledge.model import Knowledge, release_key
+from tfgpu_install.knowledge.wheelfacts import Deadline
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PEP691 = "application/vnd.pypi.simple.v1+json"
 MAX_INDEX_BYTES = 64 << 20  # tensorflow's file list is ~2 MB
 MAX_NEW = 12  # releases learned in one run (each costs a few range requests)
+DEFAULT_TIMEOUT = 300.0  # seconds for the whole run (issue #39 item 15): --timeout
 
 
 @dataclass
 class UpdateReport:
     index_url: str
-    status: str  # "updated" | "up-to-date" | "offline" | "unreachable"
+    status: str  # "updated" | "up-to-date" | "offline" | "unreachable" | "timed-out"
     learned: list[dict[str, Any]] = field(default_factory=list)  # {tensorflow, released, source}
     skipped: list[str] = field(default_factory=list)  # "2.22.0: why"
     kept: list[str] = field(default_factory=list)  # learned versions already in the overlay
@@ -38,12 +40,14 @@ def index_url_for(ctx: Context, given: Optional[str]) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def _file_list(session: Any, url: str) -> list[dict[str, Any]]:
-    r = session.get(url, headers={"Accept": PEP691}, timeout=60, stream=True)
+def _file_list(session: Any, url: str, deadline: Deadline) -> list[dict[str, Any]]:
+    from tfgpu_install.knowledge.wheelfacts import read_body
+
+    r = session.get(url, headers={"Accept": PEP691}, timeout=deadline.timeout(60), stream=True)
     try:
         if r.status_code != 200:
             raise DownloadError(f"{url}: the index answered {r.status_code}", hint="check --index-url")
-        body = r.raw.read(MAX_INDEX_BYTES + 1, decode_content=True)
+        body = read_body(r.raw, MAX_INDEX_BYTES, deadline, f"reading the file list {url}")
         ctype = r.headers.get("Content-Type", "")
     finally:
         r.close()
@@ -83,13 +87,13 @@ def _by_version(files: list[dict[str, Any]], base: str) -> dict[str, list[dict[s
 
 
 def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, Any]], index: str,
-               today: str, allow_http: bool) -> dict[str, Any]:
+               today: str, allow_http: bool, deadline: Deadline) -> dict[str, Any]:
     from tfgpu_install.fetch.download import check_url
     from tfgpu_install.knowledge.wheelfacts import RangeFile, learned_row, read_wheel
 
     newest = max(files, key=lambda f: int(f["py"][2:]))
     check_url(newest["url"], allow_http=allow_http)
-    wheel = read_wheel(RangeFile(session, newest["url"], newest["size"]))
+    wheel = read_wheel(RangeFile(session, newest["url"], newest["size"], deadline=deadline))
     row = {**learned_row(version, files, wheel, index, newest, today), "first_seen": today}
     if wheel["build_info"].get("is_cuda_build") is False:
         raise ValueError("a CPU-only build (its build_info.py says is_cuda_build False)")
@@ -125,13 +129,13 @@ def _seen(rows: list[dict[str, Any]], day: str) -> list[dict[str, Any]]:
 
 def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
                rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool,
-               pre: bool = False) -> None:
+               pre: bool, deadline: Deadline) -> None:
     """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW); a
     pre-release only with `pre`, else it is listed as skipped."""
     import requests  # lazily, as everywhere: commands that need no network start fast
 
     from tfgpu_install.knowledge.model import is_prerelease
-    from tfgpu_install.knowledge.wheelfacts import RangeError
+    from tfgpu_install.knowledge.wheelfacts import DeadlineExceeded, RangeError
 
     versions = sorted((kv for kv in _by_version(files, page).items() if release_key(kv[0]) > release_key(newest)),
                       key=lambda kv: release_key(kv[0]), reverse=True)[:MAX_NEW]
@@ -141,18 +145,30 @@ def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]
         if is_prerelease(version) and not pre:
             report.skipped.append(f"{version}: pre-release (use --pre)")
             continue
+        if report.status == "timed-out":
+            report.skipped.append(f"{version}: not read: the deadline ({deadline.seconds:g} s) had passed")
+            continue
         try:
-            rows[version] = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http)
+            row = _learn_one(ctx, session, version, vfiles, report.index_url, day, allow_http, deadline)
+            validated_text([row], report.index_url, day)  # a row the schema refuses is skipped, not written
+        except BadInputError as exc:
+            report.skipped.append(f"{version}: its row does not validate: {exc.message}")
+            continue
+        except DeadlineExceeded as exc:
+            report.status, report.message = "timed-out", f"stopped: {exc}; what was learned before is kept"
+            report.skipped.append(f"{version}: not read: {exc}")
+            continue
         except (RangeError, ValueError, KeyError, OSError, TfgpuError, requests.RequestException) as exc:
             # one unreadable wheel must not cost the others
             report.skipped.append(f"{version}: {exc}")
             continue
+        rows[version] = row
         report.learned.append({"tensorflow": version, "released": rows[version]["released"],
                                "source": rows[version]["source"]})
 
 
 def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: bool,
-           today: Optional[date] = None, pre: bool = False) -> UpdateReport:
+           today: Optional[date] = None, pre: bool = False, timeout: float = DEFAULT_TIMEOUT) -> UpdateReport:
     """Learn the releases newer than every curated one from the index; write the overlay."""
     index = index_url_for(ctx, index_url)
     path = overlay_path(ctx.state_dir)
@@ -167,28 +183,38 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
 
     allow_http = index_url is not None
     check_url(index, allow_http=allow_http)
+    from tfgpu_install.knowledge.wheelfacts import Deadline, DeadlineExceeded
+
+    deadline = Deadline(timeout)
     session = make_session(ctx, index, retries=1, allow_http=allow_http)
     page = urljoin(index, "tensorflow/")
     try:
-        files = _file_list(session, page)
+        files = _file_list(session, page, deadline)
     except requests.RequestException as exc:  # offline, proxy down, DNS, refused, timed out
         report.status = "unreachable"
         report.message = (f"the index {index} could not be reached ({type(exc).__name__}); "
                           "the learned releases are kept as they are")
         return report
+    except DeadlineExceeded as exc:
+        report.status = "timed-out"
+        report.message = f"stopped: {exc}; the learned releases are kept as they are"
+        return report
     newest = max((r.tensorflow for r in curated.releases), key=release_key, default="0.0.0")
     day = (today or date.today()).isoformat()
     rows = {str(r.get("tensorflow")): r for r in _seen(old, day)}
-    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http, pre)
-    report.status = "updated" if report.learned else "up-to-date"
+    _learn_new(ctx, session, page, files, newest, rows, report, day, allow_http, pre, deadline)
+    if report.status != "timed-out":
+        report.status = "updated" if report.learned else "up-to-date"
     if report.learned:
         _write(path, sorted(rows.values(), key=lambda r: release_key(str(r["tensorflow"])), reverse=True), index, day)
     return report
 
 
 def _write(path: Path, rows: list[dict[str, Any]], index: str, day: str) -> None:
+    """Validate the whole overlay first, then replace it atomically (temp file + rename): a reader sees the
+    old file or the new one, and never one the next plan would refuse (issue #39 item 13)."""
     from tfgpu_install.files import atomic_write
 
+    text = validated_text(rows, index, day)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write(path, render_overlay(rows, index, day), mode=0o600)
-    read_overlay(path)  # never leave a file the next run would refuse
+    atomic_write(path, text, mode=0o600)

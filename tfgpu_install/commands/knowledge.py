@@ -2,8 +2,8 @@
 index, and list what the knowledge holds and where each part came from.
 
 Exit codes: 0 done (or offline: nothing asked, nothing changed); 8 (DOWNLOAD) the index could not be
-reached (the learned releases are kept as they are); 5 (BAD_INPUT) the index's answer or the learned
-overlay is malformed, hostile or not this user's (the message says which and the fix).
+reached, or the run's deadline (--timeout) passed (what was learned before is kept); 5 (BAD_INPUT) the
+index's answer or the learned overlay is malformed, hostile or not this user's (the message says which and the fix).
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import argparse
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode
+from tfgpu_install.guard import argtypes
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+
+DEFAULT_TIMEOUT = 300.0  # seconds for the whole update (issue #39 item 15); app.knowledge's default too
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--index-url", metavar="URL",
                     help="the index (PEP 691 JSON; default: UV_INDEX_URL/PIP_INDEX_URL or PyPI)")
     up.add_argument("--offline", action="store_true", help="ask no index; report what is kept")
+    up.add_argument("--timeout", metavar="SECONDS", type=argtypes.seconds(1, 86400), default=DEFAULT_TIMEOUT,
+                    help=f"stop the whole update after this long (default {DEFAULT_TIMEOUT:g}); what was learned "
+                    "by then is kept")
     up.add_argument("--pre", action="store_true",
                     help="also learn pre-releases (2.22.0rc0); only the preview profile picks them")
     sh = sub.add_parser("show", help="the releases known, and which were learned (from where, when)")
@@ -45,7 +51,7 @@ def _update(args: argparse.Namespace, ctx: Context, curated: object) -> Result:
 
     assert isinstance(curated, Knowledge)
     rep = update(ctx, curated, getattr(args, "index_url", None), bool(getattr(args, "offline", False)),
-                 pre=bool(getattr(args, "pre", False)))
+                 pre=bool(getattr(args, "pre", False)), timeout=float(getattr(args, "timeout", DEFAULT_TIMEOUT)))
     blocks: list[Block] = [Heading("Knowledge update")]
     if rep.learned:
         blocks.append(table("Learned (not curated) from " + rep.index_url, ("tensorflow", "released", "source"),
@@ -53,13 +59,13 @@ def _update(args: argparse.Namespace, ctx: Context, curated: object) -> Result:
     elif rep.status == "up-to-date":
         blocks.append(Text(f"Nothing new: {rep.index_url} has no TensorFlow release newer than the tables.", "ok"))
     if rep.message:
-        blocks.append(Text(rep.message, "warn" if rep.status in ("unreachable", "offline") else "dim"))
+        blocks.append(Text(rep.message, "warn" if rep.status in ("unreachable", "offline", "timed-out") else "dim"))
     if rep.skipped:
         blocks.append(Bullets("Not learned", tuple(rep.skipped), "warn"))
     blocks.append(Text(f"Learned releases are kept in {rep.overlay}; profiles decide whether they may be chosen "
                        "(latest: yes; stable: a patch release past its age rule, counted from when this tool "
                        "first saw it; preview: pre-releases too).", "dim"))
-    code = ExitCode.DOWNLOAD if rep.status == "unreachable" else ExitCode.OK
+    code = ExitCode.DOWNLOAD if rep.status in ("unreachable", "timed-out") else ExitCode.OK
     data = {"status": rep.status, "index_url": rep.index_url, "learned": rep.learned, "skipped": rep.skipped,
             "kept": rep.kept, "overlay": rep.overlay, "message": rep.message or None}
     return Result(data=data, blocks=blocks, exit_code=int(code))

@@ -112,6 +112,14 @@ def render_overlay(rows: list[dict[str, Any]], index_url: str, today: str) -> st
     return head + body + "\n"
 
 
+def validated_text(rows: list[dict[str, Any]], index_url: str, today: str) -> str:
+    """The overlay's text for `rows`, checked exactly as read_overlay will read it back (BadInputError
+    naming the row when it would be refused): nothing is written that the next run would refuse."""
+    text = render_overlay(rows, index_url, today)
+    _parse(Path(FILE_NAME), text.encode("utf-8"))
+    return text
+
+
 def learned_versions(knowledge: Knowledge) -> tuple[str, ...]:
     return tuple(r.tensorflow for r in knowledge.releases if getattr(r, "learned", False))
 

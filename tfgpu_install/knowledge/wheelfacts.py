@@ -36,6 +36,50 @@ class RangeError(Exception):
     """The server would not serve a byte range, or the wheel is not what its index said."""
 
 
+class DeadlineExceeded(Exception):
+    """The overall deadline of a `knowledge update` passed (a server that drips bytes never times out)."""
+
+
+class Deadline:
+    """One clock for every read of a run: a per-read timeout does not stop an index that sends one byte
+    every few milliseconds for hours."""
+
+    def __init__(self, seconds: float) -> None:
+        import time
+
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        import time
+
+        return self.end - time.monotonic()
+
+    def check(self, what: str) -> None:
+        if self.left() <= 0:
+            raise DeadlineExceeded(f"the deadline ({self.seconds:g} s, --timeout) passed while {what}")
+
+    def timeout(self, cap: float) -> float:
+        """A per-request timeout that never reaches past the deadline."""
+        return max(0.5, min(cap, self.left()))
+
+
+def read_body(raw: Any, limit: int, deadline: Optional[Deadline], what: str) -> bytes:
+    """At most limit + 1 bytes of a streamed response, checking the deadline between reads (read1 returns
+    what has arrived, so a dripping server is noticed within one read timeout)."""
+    read1 = getattr(raw, "read1", None)
+    out = bytearray()
+    while len(out) <= limit:
+        if deadline is not None:
+            deadline.check(what)
+        want = min(1 << 16, limit + 1 - len(out))
+        chunk = read1(want, decode_content=True) if read1 is not None else raw.read(min(want, 4096),
+                                                                                    decode_content=True)
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
 class RangeFile(io.RawIOBase):
     """A seekable read-only file over HTTP `Range: bytes=a-b` requests, cached in blocks."""
 
@@ -44,8 +88,10 @@ class RangeFile(io.RawIOBase):
     # small members, and the shared libraries read for their fat binaries (~10 MB, smallest first)
     LIMIT = 32 << 20
 
-    def __init__(self, session: "requests.Session", url: str, size: int, timeout: float = 60) -> None:
+    def __init__(self, session: "requests.Session", url: str, size: int, timeout: float = 60,
+                 deadline: Optional[Deadline] = None) -> None:
         self.session, self.url, self.size, self.pos, self.timeout = session, url, size, 0, timeout
+        self.deadline = deadline
         self.cache: dict[int, bytes] = {}
         self.fetched = 0
 
@@ -70,11 +116,12 @@ class RangeFile(io.RawIOBase):
         end = min(self.size, start + self.BLOCK) - 1
         if self.fetched + (end - start + 1) > self.LIMIT:
             raise RangeError(f"{self.url}: more than {self.LIMIT >> 20} MiB needed to read its metadata")
-        r = self.session.get(self.url, headers={"Range": f"bytes={start}-{end}"}, timeout=self.timeout, stream=True)
+        timeout = self.deadline.timeout(self.timeout) if self.deadline else self.timeout
+        r = self.session.get(self.url, headers={"Range": f"bytes={start}-{end}"}, timeout=timeout, stream=True)
         try:
             if r.status_code != 206:
                 raise RangeError(f"{self.url}: the server answered {r.status_code} to a range request (206 expected)")
-            data = r.raw.read(end - start + 2, decode_content=True)
+            data = read_body(r.raw, end - start + 1, self.deadline, f"reading {self.url}")
         finally:
             r.close()
         if len(data) != end - start + 1:
@@ -335,7 +382,9 @@ def _arch_facts(bi: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> tuple[l
 
 
 def _pythons(files: list[dict[str, Any]]) -> list[str]:
-    return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files}, key=lambda v: tuple(int(x) for x in v.split(".")))
+    # "cp312" -> "3.12"; an odd tag gives an odd value that the schema then refuses, naming the row
+    return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files},
+                  key=lambda v: tuple(int(x) if x.isdigit() else -1 for x in v.split(".")))
 
 
 def _raw_build_info(bi: dict[str, Any]) -> dict[str, str]:
