@@ -47,8 +47,71 @@ def test_a_250_character_env_name_is_bad_input_not_exit_1(tmp_path: Path, capsys
     assert code == ExitCode.BAD_INPUT and "bytes long" in capsys.readouterr().err
 
 
-def test_quotes_backslashes_and_spaces_are_allowed() -> None:
-    assert env_path_problem("/home/u/it's a \"tf\" \\env` *") is None
+def test_single_quotes_and_spaces_are_allowed() -> None:
+    # (This test allowed backslashes, double quotes and backquotes too: #39 item 21 found that venv's
+    # and uv's own activate scripts cannot carry them; see the next tests.)
+    assert env_path_problem("/home/u/it's a tf env (x) & y *") is None
+
+
+@pytest.mark.parametrize("ch, named", [("\\", "fish"), ('"', "unquoted"), ("`", "unquoted")])
+def test_what_the_shells_own_activation_cannot_carry_is_refused(ch: str, named: str) -> None:
+    with pytest.raises(BadInputError) as info:
+        check_env_path(f"/tmp/envs/x{ch}y")
+    assert info.value.code == ExitCode.BAD_INPUT and named in info.value.message, info.value.message
+
+
+# Characters a path can hold, the ones the policy refuses among them: every one it lets through
+# must activate a real venv (stdlib's and uv's activate scripts) in each real shell.
+CANDIDATES = [" ", "'", '"', "\\", "\\\\", "\\'", "`", "&", "|", "(", ")", "<", ">", "*", "?", "[", "]", "{", "}",
+              "#", "~", "%", "^", "=", "@", "é", ","]
+ACTIVATE = {
+    "bash": ["bash", "--norc", "-c", '. "$0/bin/activate"; printf "%s\\n" "$VIRTUAL_ENV"; command -v python'],
+    "zsh": ["zsh", "-f", "-c", '. "$0/bin/activate"; printf "%s\\n" "$VIRTUAL_ENV"; command -v python'],
+    "dash": ["dash", "-c", '. "$0/bin/activate"; printf "%s\\n" "$VIRTUAL_ENV"; command -v python'],
+    "fish": ["fish", "--no-config", "-c", 'source "$argv[1]/bin/activate.fish"; printf "%s\\n" "$VIRTUAL_ENV"; '
+             "command -v python"],
+    "tcsh": ["tcsh", "-f", "-c", 'source "$1/bin/activate.csh"; printf "%s\\n" "$VIRTUAL_ENV"; which python'],
+}
+
+
+def test_every_path_the_policy_lets_through_activates_in_every_shell(tmp_path: Path) -> None:
+    """#39 item 21: `x\\\\y` was built and called done, yet venv's and uv's activate.fish set
+    VIRTUAL_ENV and PATH with one backslash, so the env never activated in fish. Each candidate
+    character in a real venv (stdlib's and uv's): what the policy lets through activates in every
+    shell; the control: each character it refuses breaks a real activation somewhere."""
+    import sys
+
+    shells = [name for name in ACTIVATE if shutil.which(name)]
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    broken: dict[str, list[str]] = {}
+    for maker in ("venv", "uv"):
+        for i, ch in enumerate(CANDIDATES):
+            env = tmp_path / f"{maker}{i}" / f"a{ch}b"
+            env.parent.mkdir()
+            argv = ([sys.executable, "-m", "venv", "--without-pip", str(env)] if maker == "venv"
+                    else [uv, "venv", "-q", "--python", sys.executable, str(env)])
+            subprocess.run(argv, check=True, capture_output=True, timeout=120)
+            for name in shells:
+                cmd = ACTIVATE[name]
+                if name == "tcsh":
+                    cmd = [*cmd[:-1], cmd[-1].replace("$1", "$argv[1]")]
+                out = subprocess.run([*cmd, str(env)], capture_output=True, text=True, timeout=60,
+                                     env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"})
+                if out.stdout.splitlines()[-2:] != [str(env), str(env / "bin" / "python")]:
+                    broken.setdefault(ch, []).append(f"{maker}/{name}")
+    allowed_but_broken = {ch: how for ch, how in broken.items() if env_path_problem(f"/x/a{ch}b") is None}
+    assert not allowed_but_broken, allowed_but_broken
+    for ch in ("\\", '"', "`"):  # the characters the policy refuses for the activate scripts
+        assert any(ch in cand for cand in broken), (ch, broken)
+
+
+def test_the_cli_refuses_a_backslash_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import make_tmp_env
+
+    target = tmp_path / "x\\y"
+    code = main(["install", "--env", str(target), "--allow-cpu", "--dry-run"], environ=make_tmp_env(tmp_path))
+    assert code == ExitCode.BAD_INPUT and "fish" in capsys.readouterr().err
+    assert not target.exists()
 
 
 HOSTILE = "tf 'q' end\\' (touch PWNED) ' \"dq\" back\\slash `touch PWNED` (x) * {a,b} ~u &"

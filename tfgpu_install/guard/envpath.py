@@ -5,8 +5,12 @@ and by ld.so on ';' too; ld.so expands '$ORIGIN'-style tokens), in /etc/ld.so.co
 directory per line), and in activation blocks that bash/zsh/sh, fish and tcsh/csh read with
 their own quoting. Characters none of that can carry are refused with BAD_INPUT (exit 5)
 naming the character: NUL, newline and every other control character, ':', ';', '$', and
-'!' (csh/tcsh history expansion works even inside quotes). Quotes, backslashes and spaces are
-fine: each shell's block quotes them its own way (steps/activation.py, tfgpu_install/guard/shellquote.py).
+'!' (csh/tcsh history expansion works even inside quotes). The env's own activate scripts are
+venv's and uv's, which the user sources: a backslash ('x\\y': fish reads it as an escape in both,
+and the env never activates), a double quote or a backquote (venv pastes the path unquoted: every
+shell breaks on them) are refused too (tests/guard/test_envpath.py sources real ones in five
+shells). Single quotes and spaces are fine: each shell's block quotes them its own way
+(steps/activation.py, tfgpu_install/guard/shellquote.py).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ _WHY = {
     ";": "the loader splits LD_LIBRARY_PATH on ';' too",
     "$": "the loader expands $ORIGIN-style tokens in LD_LIBRARY_PATH",
     "!": "csh/tcsh run history expansion on '!' even inside quotes",
+    "\\": "fish reads it as an escape in venv's and uv's activate.fish: the env would never activate",
+    '"': "venv writes the path into its activate scripts unquoted: no shell could activate the env",
+    "`": "venv writes the path into its activate scripts unquoted: a shell would run what follows it",
 }
 
 
