@@ -175,8 +175,15 @@ def _subparsers(parser: argparse.ArgumentParser) -> Optional[argparse._SubParser
     return None
 
 
+def _own_epilog(parser: argparse.ArgumentParser) -> Optional[str]:
+    """The parser's epilog without the example the CLI appends (the pages show the example apart)."""
+    epilog = parser.epilog or ""
+    own = epilog.rsplit("\n\nexample:", 1)[0] if "\n\nexample:" in epilog else epilog
+    return None if not own or own.startswith("example:") else own
+
+
 def _page(path: tuple[str, ...], parser: argparse.ArgumentParser, summary: str, example: Optional[str],
-          epilog: Optional[str]) -> Page:
+          epilog: Optional[str], examples: Optional[dict[str, str]] = None) -> Page:
     words = [_usage_word(a) for a in parser._actions if _visible(a)]
     sub = _subparsers(parser)
     actions: list[Page] = []
@@ -184,7 +191,8 @@ def _page(path: tuple[str, ...], parser: argparse.ArgumentParser, summary: str, 
         words.append(str(sub.metavar or "ACTION") + " ...")
         helps = {a.dest: a.help or "" for a in sub._choices_actions}
         for name, child in sub.choices.items():
-            actions.append(_page(path + (name,), child, helps.get(name, ""), None, child.epilog))
+            actions.append(_page(path + (name,), child, helps.get(name, ""), (examples or {}).get(name),
+                                 _own_epilog(child)))
     groups = []
     for group in parser._action_groups:
         flags = tuple(_flag(parser, a) for a in group._group_actions if _visible(a))
@@ -202,10 +210,7 @@ def command_pages() -> list[Page]:
     pages = []
     for name, row in COMMANDS.items():
         parser = sub.choices[name]
-        epilog = parser.epilog or ""
-        own = epilog.rsplit("\n\nexample:", 1)[0] if "example:" in epilog else epilog
-        own = "" if own.startswith("example:") else own
-        pages.append(_page((name,), parser, row.help, row.example, own or None))
+        pages.append(_page((name,), parser, row.help, row.example, _own_epilog(parser), dict(row.actions)))
     return pages
 
 
@@ -276,6 +281,8 @@ def md_command(page: Page) -> str:
         out += [f"## {' '.join(action.path)}", "", md_text(action.summary) + ".", ""]
         out += _md_block(wrapped(action.usage))
         out += _md_flags(action.groups, "###")
+        if action.example:
+            out += ["Example:", ""] + _md_block(action.example)
         if action.epilog:
             out += _md_block(action.epilog)
     out += ["The global flags (`--json`, `--debug`) are on [the commands' index](index.md); the exit codes on",
@@ -387,6 +394,8 @@ def man_page() -> str:
             out += [".PP", f"\\fB{roff(' '.join(action.path))}\\fR: {roff(action.summary)}", ".PP",
                     roff(" ".join(action.usage))]
             out += _man_flags(action.groups)
+            if action.example:
+                out += [".PP", "Example:", ".PP", ".nf", "  " + roff(action.example), ".fi"]
         if page.example:
             out += [".PP", "Example:", ".PP", ".nf", "  " + roff(page.example), ".fi"]
     out.append(".SH EXIT STATUS")

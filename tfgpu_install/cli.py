@@ -95,7 +95,23 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
         _module(name).add_arguments(p)
         p.epilog = "\n\n".join(part for part in (p.epilog, f"example:\n  {row.example}") if part)
+        _describe_actions(p, dict(row.actions))
     return parser
+
+
+def _describe_actions(parser: argparse.ArgumentParser, examples: Mapping[str, str]) -> None:
+    """`snapshot restore --help` and the like: the action's one line as its description, and its example
+    from the command table, as the command itself shows them."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                child.description = child.description or helps.get(name)
+                child.formatter_class = argparse.RawDescriptionHelpFormatter
+                if name in examples:
+                    child.epilog = "\n\n".join(part for part in (child.epilog, f"example:\n  {examples[name]}") if part)
 
 
 def _with_default_command(argv: list[str]) -> list[str]:

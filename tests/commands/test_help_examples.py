@@ -37,3 +37,45 @@ def test_a_broken_example_is_refused_by_the_parser() -> None:
 
     with pytest.raises(UsageError):
         build_parser(only="plan").parse_args(["plan", "--tensorflw", "2.15"])
+
+
+def _actions() -> list[tuple[str, str]]:
+    """(COMMAND, ACTION) for every command with actions of its own, from the parser the CLI builds."""
+    import argparse
+
+    found = []
+    for name in COMMANDS:
+        top = build_parser(only=name)
+        (sub,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in sub.choices[name]._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += [(name, child) for child in action.choices]
+    return found
+
+
+ACTIONS = _actions()
+
+
+def test_the_actions_are_found() -> None:
+    assert ("snapshot", "restore") in ACTIONS and ("envs", "remove") in ACTIONS and len(ACTIONS) > 15
+
+
+@pytest.mark.parametrize("name, action", ACTIONS)
+def test_every_action_has_its_line_and_an_example_that_parses(name: str, action: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    examples = dict(COMMANDS[name].actions)
+    assert action in examples, f"`{name} {action}` has no example in COMMANDS[{name!r}].actions"
+    with pytest.raises(SystemExit):
+        main([name, action, "--help"])
+    out = capsys.readouterr().out
+    assert out.split("\n\n")[1].strip(), "no description line"
+    assert out.rstrip().endswith(f"example:\n  {examples[action]}"), out[-300:]
+    words = shlex.split(examples[action])
+    assert words[:3] == ["tfgpu-install", name, action]
+    build_parser(only=name).parse_args(words[1:])
+
+
+def test_no_example_for_an_action_that_does_not_exist() -> None:
+    stale = [(name, action) for name, row in COMMANDS.items() for action, _ in row.actions
+             if (name, action) not in ACTIONS]
+    assert not stale, stale
