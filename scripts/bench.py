@@ -142,7 +142,7 @@ def _check_rows(results: Mapping[str, Any]) -> list[str]:
 
 
 def render_markdown(results: Mapping[str, Any]) -> str:
-    """The README table: medians (min–max) per contender, the ratios, then the targets."""
+    """The BENCHMARKS.md table: medians (min–max) per contender, the ratios, then the targets."""
     m = results.get("measures", {})
     lines = [f"mode: {results.get('mode')}, reps: {results.get('reps')}, {results.get('when', '')}",
              "", "| measure | ours | uv | pip | ours/uv | ours/pip |", "|---|---|---|---|---|---|"]

@@ -669,7 +669,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "back to shared if they cannot be made)")
     p.add_argument("--bench", action="store_true",
                    help="one clean `fleet install` on N identical hosts (1-20): wall_s, upstream_bytes, served_bytes, "
-                   "hosts[].seconds (scripts of the README's fleet table)")
+                   "hosts[].seconds (scripts of BENCHMARKS.md's fleet table)")
     a = p.parse_args(argv)
     reason = why_not()
     if a.check:

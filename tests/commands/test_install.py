@@ -235,7 +235,7 @@ def test_rollback_to_a_known_good_snapshot(
 def test_status_of_an_env_never_installed(tmp_path: Path, tmp_env: dict[str, str], knowledge: Path) -> None:
     out = run_cli(["status", "--env", str(tmp_path / "nothing"), "--json"], dict(tmp_env, PYTHONPATH=str(Path.cwd())))
     doc = json.loads(out.stdout)
-    # "no such env" is one rule for every command: exit 6, error env-not-found (README "Exit codes")
+    # "no such env" is one rule for every command: exit 6, error env-not-found (docs/reference/exit-codes.md)
     assert out.returncode == 6 and doc["error"] == "env-not-found" and "nothing" in doc["message"]
     plain = tmp_path / "plain"
     import venv

@@ -117,7 +117,7 @@ class Facts:
     sources_tried: tuple[SourceTried, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The probe JSON contract (keys documented in README: never rename)."""
+        """The probe JSON contract (keys documented in docs/reference/json-output.md: never rename)."""
         d = asdict(self)
         d["gpus"] = [asdict(g) for g in self.gpus]
         d["pythons"] = [asdict(p) for p in self.pythons]

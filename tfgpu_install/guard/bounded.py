@@ -1,6 +1,6 @@
 """Bounded reads of user-supplied input: no file is read whole before its size is known to fit.
 
-Every kind of input has a cap (README "Trust rules and input limits"); a larger input, an
+Every kind of input has a cap (docs/concepts/trust-rules.md, "Input limits"); a larger input, an
 endless one (/dev/zero, a pipe that never ends) or a huge sparse file is BAD_INPUT (exit 5)
 after reading at most cap + 1 bytes, never an out-of-memory kill.
 """
