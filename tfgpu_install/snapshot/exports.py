@@ -7,6 +7,7 @@ To add a format: one row here (and its renderer); nothing else names the formats
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -26,25 +27,29 @@ class ExportFormat:
 
 
 def requirements_txt(snap: Snapshot) -> str:
-    """pip's --require-hashes format: every line pinned with == and at least one --hash."""
+    """pip's --require-hashes format: every line pinned with == and at least one --hash, built from
+    checked values only (snapshot/pins.py): a field's text never becomes a line of its own."""
     from tfgpu_install.snapshot.contract import choice_of
+    from tfgpu_install.snapshot.pins import hashes, pin, shown_version
 
+    snap_id = re.sub(r"[^A-Za-z0-9._-]", "_", snap.id)[:200]
     lines = [
-        f"# tfgpu-install snapshot {snap.id}: TensorFlow {choice_of(snap).get('tensorflow', '?')}, "
-        f"Python {snap.env.python}",
+        f"# tfgpu-install snapshot {snap_id}: TensorFlow {shown_version(choice_of(snap).get('tensorflow'))}, "
+        f"Python {shown_version(snap.env.python)}",
         "# install with: pip install --require-hashes -r THIS_FILE",
     ]
-    missing = [p.requirement() for p in snap.packages if not p.hashes]
+    pinned = [(pin(p), hashes(p)) for p in snap.packages]
+    missing = [line for line, hs in pinned if not hs]
     if missing:
         lines.append("# WARNING: no hash known for: " + ", ".join(missing) + " (pip --require-hashes will refuse)")
-    for p in snap.packages:
-        if p.hashes:
-            lines.append(p.requirement() + " \\")
-            hashes = [f"    --hash={h}" for h in p.hashes]
-            lines.extend(h + " \\" for h in hashes[:-1])
-            lines.append(hashes[-1])
+    for line, hs in pinned:
+        if hs:
+            lines.append(line + " \\")
+            options = [f"    --hash={h}" for h in hs]
+            lines.extend(h + " \\" for h in options[:-1])
+            lines.append(options[-1])
         else:
-            lines.append(p.requirement())
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -77,14 +82,18 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
     conda does not expand variables in `variables:` (conda/conda#12645), so the library paths
     are absolute paths under the exported env's prefix, and the file names that `prefix:`:
     `conda env create -f FILE` makes the env there, where the paths hold."""
+    from tfgpu_install.guard.envpath import env_path_problem
     from tfgpu_install.snapshot.contract import choice_of
+    from tfgpu_install.snapshot.pins import pin, shown_version
 
     c = choice_of(snap)
     py = str(snap.env.python or c.get("python") or "3")
     if not re.fullmatch(r"3(\.\d+){1,2}", py):
         py = "3"
-    env_name = name or (f"tf-{c['tensorflow']}" if c.get("tensorflow") else "tfgpu")
-    pip_pins = [p.requirement() for p in snap.packages if p.key not in ("pip", "setuptools", "wheel")]
+    tf = shown_version(c.get("tensorflow"))
+    env_name = name or (f"tf-{tf}" if tf != "unknown" else "tfgpu")
+    # conda hands the pip section to pip as a requirements file: one checked pin per line
+    pip_pins = [pin(p) for p in snap.packages if p.key not in ("pip", "setuptools", "wheel")]
     doc: dict[str, Any] = {
         "name": env_name,
         "channels": ["conda-forge"],
@@ -92,7 +101,10 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
     }
     prefix = str(snap.env.path or "")
     libs = library_dirs(snap)
-    if prefix.startswith("/") and libs:
+    # `prefix:` says where conda makes the env: only an absolute, normal path the env-path policy takes
+    plain = prefix.startswith("/") and os.path.normpath(prefix) == prefix.rstrip("/") and \
+        env_path_problem(prefix) is None
+    if plain and libs:
         doc["prefix"] = prefix
         doc["variables"] = {"LD_LIBRARY_PATH": ":".join(f"{prefix.rstrip('/')}/{d}" for d in libs)}
     return doc

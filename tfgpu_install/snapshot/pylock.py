@@ -18,6 +18,7 @@ from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.env.tools import find_uv
 from tfgpu_install.errors import DownloadError, TfgpuError
 from tfgpu_install.snapshot.model import Package
+from tfgpu_install.snapshot.pins import pin
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def compile_lock(
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req = os.path.join(tmp, "requirements.in")
         with open(req, "w") as fh:
-            fh.write("".join(f"{p.requirement()}\n" for p in packages))
+            fh.write("".join(f"{pin(p)}\n" for p in packages))  # checked pins only (snapshot/pins.py)
         out = os.path.join(tmp, "pylock.toml")
         argv = [uv, "pip", "compile", req, "--no-deps", "--format", "pylock.toml", "-o", out, "-q",
                 "--python-version", py, "--python-platform", python_platform(glibc, arch), "--no-header"]
