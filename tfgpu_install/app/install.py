@@ -297,6 +297,7 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block]:
     """For the confirmation only (never the no-op path or --json): the pinned wheels' download
     size as the index states it, and an estimate of their size on disk (fetch/wheelsizes.py)."""
+    from tfgpu_install.fetch.trust import ssl_context
     from tfgpu_install.fetch.wheelsizes import lookup
     from tfgpu_install.steps.packages import InstallPackages, index_flags
 
@@ -308,7 +309,8 @@ def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block
     if "--no-index" in flags:
         return [Text("download: none from an index (--no-index); size on disk unknown", "dim")]
     index = flags[flags.index("--index-url") + 1] if "--index-url" in flags else PYPI_SIMPLE
-    return [Text(lookup(step.requirements, index, _target_python(steps)).line(), "dim")]
+    sizes = lookup(step.requirements, index, _target_python(steps), context=ssl_context(ctx.environ))
+    return [Text(sizes.line(), "dim")]
 
 
 def _target_python(steps: list[Any]) -> Optional[str]:

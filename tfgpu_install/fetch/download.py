@@ -129,16 +129,13 @@ def make_session(
     ctx: Context, url: str, retries: int = 3, backoff: float = 0.5, *, allow_http: bool = False
 ) -> "requests.Session":
     import requests
-    from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
+
+    from tfgpu_install.fetch.trust import mount
 
     session = requests.Session()
     session.trust_env = False  # the Context, not os.environ, is the source of settings
     session.proxies.update(proxies_for(ctx.environ, url))
-    # A site's own CA (corporate mirrors, TLS-inspecting proxies), as requests would read it.
-    ca = ctx.environ.get("REQUESTS_CA_BUNDLE") or ctx.environ.get("CURL_CA_BUNDLE") or ctx.environ.get("SSL_CERT_FILE")
-    if ca:
-        session.verify = ca
     retry = Retry(
         total=retries,
         connect=retries,
@@ -149,9 +146,8 @@ def make_session(
         allowed_methods=frozenset({"GET", "HEAD"}),
         raise_on_status=False,
     )
-    adapter = HTTPAdapter(max_retries=retry)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+    # One trust (fetch/trust.py): the system store plus SSL_CERT_FILE/REQUESTS_CA_BUNDLE where set, as uv has.
+    mount(session, ctx.environ, {"max_retries": retry})
     session.headers["User-Agent"] = "tfgpu-install"
     session.hooks["response"].append(_redirect_hook(allow_http))
     return session

@@ -19,7 +19,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    import ssl
 
 PAGE_LIMIT = 4 << 20  # one project's index page
 UNPACK_RATIO = 2.0
@@ -148,9 +151,10 @@ def target_tags(python: Optional[str]) -> list[str]:
     return [str(t) for t in found]
 
 
-def _get(url: str, timeout: float, method: str = "GET", accept: str = "") -> tuple[bytes, str, Optional[int]]:
+def _get(url: str, timeout: float, method: str = "GET", accept: str = "",
+         context: Optional["ssl.SSLContext"] = None) -> tuple[bytes, str, Optional[int]]:
     req = urllib.request.Request(url, method=method, headers={"Accept": accept} if accept else {})
-    with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 (the index the install uses)
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as r:  # noqa: S310 (the install's index)
         length = r.headers.get("Content-Length")
         body = r.read(PAGE_LIMIT + 1) if method == "GET" else b""
         if len(body) > PAGE_LIMIT:
@@ -158,8 +162,10 @@ def _get(url: str, timeout: float, method: str = "GET", accept: str = "") -> tup
         return body, r.headers.get("Content-Type", ""), int(length) if length and length.isdigit() else None
 
 
-def lookup(requirements: Sequence[str], index_url: str, python: Optional[str], timeout: float = 10) -> Sizes:
-    """Ask the index for each exact pin's wheel size. Anything the index does not answer is unknown."""
+def lookup(requirements: Sequence[str], index_url: str, python: Optional[str], timeout: float = 10,
+           context: Optional["ssl.SSLContext"] = None) -> Sizes:
+    """Ask the index for each exact pin's wheel size. Anything the index does not answer is unknown.
+    context: the tool's one TLS trust (fetch/trust.py)."""
     pins, rest = split_pins(requirements)
     sizes = Sizes(not_counted=list(rest))
     tags = target_tags(python)
@@ -172,11 +178,11 @@ def lookup(requirements: Sequence[str], index_url: str, python: Optional[str], t
             continue
         try:
             page = urllib.parse.urljoin(base, _normalize(name) + "/")
-            body, ctype, _ = _get(page, timeout, accept=f"{JSON_TYPE}, text/html;q=0.1")
+            body, ctype, _ = _get(page, timeout, accept=f"{JSON_TYPE}, text/html;q=0.1", context=context)
             chosen = pick(parse_page(body, ctype, page), name, version, tags)
             size = chosen.size if chosen else None
             if chosen is not None and size is None and urllib.parse.urlparse(chosen.url).scheme in ("http", "https"):
-                size = _get(chosen.url, timeout, method="HEAD")[2]
+                size = _get(chosen.url, timeout, method="HEAD", context=context)[2]
         except urllib.error.HTTPError:
             size = None  # this project's page or file: the next pin may still be found
         except OSError:

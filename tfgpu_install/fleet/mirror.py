@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, Mapping, Optional, cast
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from tfgpu_install.errors import UsageError
@@ -107,8 +107,10 @@ def rewrite_page(page: str, page_url: str, links: dict[str, Link]) -> str:
 class FleetMirror:
     """The server (a daemon thread); start() -> url, stop()."""
 
-    def __init__(self, upstream: str, cache_dir: Path, bind: str, port: int = 0) -> None:
+    def __init__(self, upstream: str, cache_dir: Path, bind: str, port: int = 0,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
         self.upstream = check_upstream(upstream)
+        self.environ = dict(environ or {})  # the tool's one TLS trust (fetch/trust.py) reads its CA settings
         self.cache_dir = cache_dir
         self.bind, self.port = bind, port
         self.stats = Stats()
@@ -127,7 +129,10 @@ class FleetMirror:
         import requests
 
         if self._session is None:
+            from tfgpu_install.fetch.trust import mount
+
             self._session = requests.Session()
+            mount(self._session, self.environ, {})
         self.stats.upstream_requests += 1
         return self._session.get(url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
                                  headers={"Accept": "text/html"})

@@ -135,7 +135,7 @@ class _Fleet:
             bind, _, port = req.serve_index.partition(":") if req.serve_index.count(":") == 1 else (
                 req.serve_index, "", "")
             self.mirror = FleetMirror(req.index_url or DEFAULT_UPSTREAM, ctx.cache_dir / "fleet-mirror", bind,
-                                      int(port) if port.isdigit() else 0)
+                                      int(port) if port.isdigit() else 0, environ=ctx.environ)
             self.index_url = self.mirror.start()
 
     def __enter__(self) -> "_Fleet":
