@@ -22,11 +22,18 @@ _OLDER_RELEASE = MATRIX.split("releases:\n", 1)[1].replace('"2.99.0"', f'"{OLDER
 TWO_RELEASES = MATRIX + _OLDER_RELEASE
 
 
+# Someone else's package on the index under the name of the user's private one: its .pth runs
+# at every start of the env's Python (the upgrade's verify included) and leaves a mark.
+IMPOSTOR = WheelSpec("mycorp-private", "1.0", files={
+    "mycorp_private/__init__.py": b"VALUE = 'impostor'\n",
+    "mycorp_private_hook.pth": b"import os, sys; open(os.path.join(sys.prefix, 'IMPOSTOR-RAN'), 'w').close()\n"})
+
+
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     user_lib = WheelSpec("user-lib", "3.1", files={"user_lib/__init__.py": b"VALUE = 31\n"})
     wh = computing_wheelhouse(tmp_path_factory.mktemp("wheelhouse"), extra_tf=[(OLDER, "12.3", "9")],
-                              extra_specs=[user_lib])
+                              extra_specs=[user_lib, IMPOSTOR])
     with wh.serve() as srv:  # type: ignore[attr-defined]
         yield srv
 
@@ -138,3 +145,37 @@ def test_a_killed_upgrade_moves_nothing_and_resumes(
         assert _json(run_cli(["envs", "default", str(old), "--json"], env))["env"] == str(old)
         assert _json(run_cli(["envs", "remove", str(new), "-y", "--json"], env))["removed"] is True
         assert _default(env)[0] == [str(old)] and not new.exists()
+
+
+def test_upgrade_never_takes_a_package_from_the_index_that_came_from_a_file(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """#39 item 2: the user installed `mycorp-private==1.0` from a local wheel; upgrade carried it by
+    name and the index's impostor of that name was installed, its .pth running during the upgrade's
+    verify (exit 0). Now it is not carried, the result says so (with the command that installs the
+    same file, still there with the same sha256); user-lib from the index is carried (the control)."""
+    from tests.support.wheelhouse import build_wheel
+
+    env = cli_env(tmp_env, knowledge, index.url)
+    old = tmp_path / "data" / "mine"
+    common = ["--allow-cpu", "--python", sys.executable]
+    _json(run_cli(["install", "--tensorflow", "2.97", "-y", "--env", str(old), "--json", *common], env))
+    private = build_wheel(WheelSpec("mycorp-private", "1.0", files={"mycorp_private/__init__.py": b"VALUE = 'mine'\n"}),
+                          tmp_path / "private")
+    pip = [str(old / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "--index-url", index.url]
+    for what in (["user-lib==3.1"], ["--no-index", str(private)]):
+        done = subprocess.run(pip + what, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+
+    dry = _json(run_cli(["upgrade", "--dry-run", "--json", *common], env))
+    assert dry["upgrade"]["carried"] == ["user-lib==3.1"]
+    assert [n["package"] for n in dry["upgrade"]["not_carried"]] == ["mycorp-private==1.0"]
+    up = run_cli(["upgrade", "-y", *common], {**env, "COLUMNS": "400"})
+    assert up.returncode == 0, up.stderr + up.stdout
+    new = Path(_json(run_cli(["status", "--json"], env))["env"])
+    assert new != old and not (new / "IMPOSTOR-RAN").exists()
+    assert "not carried over: mycorp-private==1.0" in up.stdout and f"--python {new}/bin/python {private}" in up.stdout
+    probe = subprocess.run([str(new / "bin" / "python"), "-c", "import user_lib; print(user_lib.VALUE)\n"
+                            "try:\n import mycorp_private\nexcept ImportError: print('absent')"],
+                           capture_output=True, text=True)
+    assert probe.stdout.split() == ["31", "absent"], probe.stderr

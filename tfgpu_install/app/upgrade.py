@@ -17,6 +17,7 @@ from tfgpu_install.report import Result, Text
 
 if TYPE_CHECKING:
     from tfgpu_install.app.install import InstallRequest
+    from tfgpu_install.app.origin import DirectOrigin
     from tfgpu_install.snapshot.model import Package
 
 
@@ -67,8 +68,10 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     old_tf = installed_tensorflow(old)
     resolved = resolve_machine(ctx, resolve)
     choice = resolved.resolution.choice
-    carry = _carried(added_requirements(ctx, old), added_packages(snap.packages, installed_packages(old)))
-    base = {"from": {"env": str(old), "tensorflow": old_tf}, "profile": profile, "carried": list(carry)}
+    by_hand, not_carried = _from_an_index(old, added_packages(snap.packages, installed_packages(old)))
+    carry = _carried(added_requirements(ctx, old), by_hand)
+    base = {"from": {"env": str(old), "tensorflow": old_tf}, "profile": profile, "carried": list(carry),
+            "not_carried": [n.to_json() for n in not_carried]}
     if choice is not None and old_tf == choice.tensorflow:
         return Result(data={"upgrade": {**base, "to": None}, "changed": False},
                       blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
@@ -87,6 +90,7 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     blocks = list(result.blocks)
     if carry:
         blocks.append(Text(f"carried over from {old}: {', '.join(carry)}", "dim"))
+    blocks += [Text(n.line(ctx, new), "warn") for n in not_carried]
     if not dry_run and default_env(ctx) == new:
         blocks.append(Text(f"{new} is now the default; the old env {old} is kept "
                            f"(`{command(ctx, 'tfgpu-install', 'envs', 'remove', str(old))}` when you no longer "
@@ -97,17 +101,65 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     return result
 
 
+@dataclass(frozen=True)
+class NotCarried:
+    """A package the user installed from a file or URL, left out of the new env (said so)."""
+
+    requirement: str
+    origin: "DirectOrigin"
+    file_ok: bool  # the recorded local file is still there with the recorded sha256
+
+    def to_json(self) -> dict[str, object]:
+        return {"package": self.requirement, "from": self.origin.url, "sha256": self.origin.sha256,
+                "why": "not installed from a package index: installing it by name could take another "
+                       "project's package of that name from the index"}
+
+    def line(self, ctx: Context, new: Path) -> str:
+        head = (f"not carried over: {self.requirement}, installed from {self.origin.url}, not from an index "
+                "(by name, the index could give another project's package of that name)")
+        path = self.origin.local_file()
+        if self.file_ok and path is not None:
+            cmd = command(ctx, "uv", "pip", "install", "--python", str(new / "bin" / "python"), str(path))
+            return head + f"; its file is still there with the same sha256: `{cmd}` adds it"
+        return head + "; install it again from where you got it"
+
+
+def _from_an_index(env: Path, found: list[str]) -> tuple[list[str], list[NotCarried]]:
+    """Split the packages installed by hand into those that came from an index (carried by name)
+    and those installed from a file, directory, VCS or URL (app/origin.py: not carried)."""
+    from tfgpu_install.app.origin import direct_origins
+    from tfgpu_install.files import sha256_file
+
+    origins = direct_origins(env)
+    keep: list[str] = []
+    left: list[NotCarried] = []
+    for req in found:
+        origin = origins.get(_name(req))
+        if origin is None:
+            keep.append(req)
+            continue
+        path = origin.local_file()
+        try:
+            same = bool(path and origin.sha256 and path.is_file() and sha256_file(path) == origin.sha256)
+        except OSError:
+            same = False
+        left.append(NotCarried(req, origin, same))
+    return keep, left
+
+
+def _name(text: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return str(canonicalize_name(Requirement(text).name))
+    except InvalidRequirement:
+        return text
+
+
 def _carried(recorded: tuple[str, ...], found: list[str]) -> tuple[str, ...]:
     """What the new env gets on top of the release: the requirements the user added through the
     tool (--with, `add`: as they wrote them), then what they installed by hand ("name==version"),
     each name once. Both go through install's --with check against the new release's pins."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    def name(text: str) -> str:
-        try:
-            return str(canonicalize_name(Requirement(text).name))
-        except InvalidRequirement:
-            return text
-    seen = {name(r) for r in recorded}
-    return tuple(recorded) + tuple(r for r in found if name(r) not in seen)
+    seen = {_name(r) for r in recorded}
+    return tuple(recorded) + tuple(r for r in found if _name(r) not in seen)
