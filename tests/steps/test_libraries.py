@@ -195,3 +195,49 @@ def test_records_which_dirs_tf_itself_searches(ctx: Context, tmp_path: Path) -> 
     record = CheckLibraries(env, "12.3", "9.1").apply(ctx)
     assert record["tf_runpath_known"] is True
     assert record["outside_tf_runpath"] == [str(nv / "cuda_runtime" / "lib")]
+
+
+def test_nvshmem_is_expected_where_tf_2_22_pins_it() -> None:
+    libs = expected_libraries("12.5", "9.10", {"nvidia-nvshmem-cu12": "3.2.5", "nvidia-cudnn-cu12": "9.10.2.21"})
+    assert ("nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3") in [(x.package, x.subdir, x.soname) for x in libs]
+
+
+def _new_wheel(env: TargetEnv, with_lib: bool = True) -> Path:
+    """A pinned nvidia-* wheel the tables do not know, installed as uv would leave it: files + RECORD."""
+    sp = env.site_packages()
+    lib = sp / "nvidia" / "newthing" / "lib" / "libnewthing.so.7"
+    build_shared_lib(lib, "libnewthing.so.7")
+    plugin = build_shared_lib(sp / "nvidia" / "newthing" / "lib" / "newthing_transport_mpi.so.7", "")
+    info = sp / "nvidia_newthing_cu12-1.2.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_text(f"nvidia/newthing/lib/libnewthing.so.7,sha256=x,{lib.stat().st_size}\n"
+                                 f"nvidia/newthing/lib/{plugin.name},sha256=x,1\n"
+                                 "nvidia_newthing_cu12-1.2.3.dist-info/RECORD,,\n")
+    if not with_lib:
+        lib.unlink()
+    return lib
+
+
+def test_a_new_and_cuda_wheel_is_checked_and_recorded_by_its_record(ctx: Context, tmp_path: Path) -> None:
+    """Issue #40 item 5: an and-cuda package the tables did not know (as nvshmem was) is checked from the
+    wheel's own RECORD: its lib*.so* by SONAME, in place and loading, and recorded like the others."""
+    env = _layout(tmp_path)
+    _new_wheel(env)
+    step = CheckLibraries(env, "12.3", "9.1", {"nvidia-newthing-cu12": "1.2.3"})
+    assert "nvidia-newthing-cu12" in step.describe()
+    assert step.check(ctx)
+    record = step.apply(ctx)
+    assert "libnewthing.so.7" in record["loaded"] and not any("transport" in p for p in record["libraries"])
+
+
+@pytest.mark.parametrize("attack", ["library-gone", "not-installed"])
+def test_a_new_and_cuda_wheel_that_is_broken_fails_the_check(attack: str, ctx: Context, tmp_path: Path) -> None:
+    env = _layout(tmp_path)
+    if attack == "library-gone":
+        _new_wheel(env, with_lib=False)
+    step = CheckLibraries(env, "12.3", "9.1", {"nvidia-newthing-cu12": "1.2.3"})
+    assert not step.check(ctx)
+    with pytest.raises(StepFailed) as err:
+        step.apply(ctx)
+    want = "libnewthing.so.7 is missing" if attack == "library-gone" else "nvidia-newthing-cu12 is not installed"
+    assert want in err.value.message

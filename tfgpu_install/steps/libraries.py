@@ -48,7 +48,12 @@ _WHEELS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     "nvidia-cuda-nvrtc": ("cuda_nvrtc", ("libnvrtc",), {"12": "12", "11": "11.2"}),
     "nvidia-nvjitlink": ("nvjitlink", ("libnvJitLink",), {"12": "12"}),
     "nvidia-nccl": ("nccl", ("libnccl",), {"12": "2", "11": "2"}),
+    # TF 2.22's and-cuda extra adds it (nvidia_nvshmem_cu12-3.2.5: nvidia/nvshmem/lib/libnvshmem_host.so.3,
+    # SONAME libnvshmem_host.so.3; its bootstrap/transport plugins are dlopened on demand and not checked)
+    "nvidia-nvshmem": ("nvshmem", ("libnvshmem_host",), {"12": "3"}),
 }
+# and-cuda wheels that carry no library TF loads from nvidia/*/lib (ptxas, headers)
+_NO_LIBS = ("nvidia-cuda-nvcc", "nvidia-cuda-cccl")
 # TF cannot use the GPU without these, whatever the pins say.
 _CORE = ("nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cudnn")
 
@@ -85,6 +90,47 @@ def expected_libraries(cuda: str, cudnn: Optional[str], pins: Optional[dict[str,
             continue  # this wheel does not exist for this CUDA major
         libs += [ExpectedLib(base + suffix, subdir, f"{n}.so.{majors[major]}") for n in names]
     return libs
+
+
+def unknown_wheels(pins: Optional[dict[str, str]]) -> list[str]:
+    """Pinned nvidia-* wheels the table above does not know (a new and-cuda package, like nvshmem was):
+    their libraries are found from the installed wheel's own RECORD (`discovered_libraries`)."""
+    out = []
+    for pkg in sorted(pins or {}):
+        base = _base_name(pkg)
+        if base and base not in _WHEELS and base != "nvidia-cudnn" and base not in _NO_LIBS:
+            out.append(pkg)
+    return out
+
+
+def discovered_libraries(env: TargetEnv, package: str) -> tuple[list[ExpectedLib], Optional[str]]:
+    """The libraries an installed wheel's RECORD lists as nvidia/<dir>/lib/lib*.so*, by the SONAME each file
+    carries (what the loader asks for), and a problem when the wheel is not installed or its RECORD is
+    unreadable. A file without a SONAME is a plugin loaded by path, not checked."""
+    import csv
+    import io
+
+    sp = env.site_packages()
+    want = package.lower().replace("-", "_")
+    info = next((d for d in sorted(sp.glob("*.dist-info"))
+                 if d.name.lower().split("-", 1)[0].replace("-", "_") == want), None)
+    if info is None:
+        return [], f"{package} is not installed in {sp} (no {want}-*.dist-info)"
+    try:
+        text = (info / "RECORD").read_text(encoding="utf-8", errors="replace")[: 4 << 20]
+    except OSError as exc:
+        return [], f"{info / 'RECORD'} is unreadable ({exc.strerror})"
+    libs = []
+    for row in csv.reader(io.StringIO(text)):
+        parts = Path(row[0]).parts if row else ()
+        if len(parts) == 4 and parts[0] == "nvidia" and parts[2] == "lib" and parts[3].startswith("lib") \
+                and ".so" in parts[3]:
+            soname = read_soname(sp / row[0])
+            if soname is not None:
+                libs.append(ExpectedLib(package, parts[1], soname))
+            elif not (sp / row[0]).exists():
+                libs.append(ExpectedLib(package, parts[1], parts[3]))  # missing: reported by name
+    return libs, None
 
 
 def nvidia_lib_dirs(env: TargetEnv) -> list[Path]:
@@ -192,13 +238,23 @@ class CheckLibraries(Step):
         self.cuda = cuda
         self.cudnn = cudnn
         self.libs = expected_libraries(cuda, cudnn, pins)
+        self.unknown = unknown_wheels(pins)  # their libraries: from the installed wheel's RECORD
 
     def describe(self) -> str:
         cudnn = f", cuDNN {self.cudnn}" if self.cudnn else ""
-        return f"confirm CUDA {self.cuda}{cudnn} libraries in {self.env.path}/lib/python*/site-packages/nvidia/*/lib"
+        more = f" (and those of {', '.join(self.unknown)}, by their RECORD)" if self.unknown else ""
+        return (f"confirm CUDA {self.cuda}{cudnn} libraries{more} in "
+                f"{self.env.path}/lib/python*/site-packages/nvidia/*/lib")
 
     def findings(self) -> list[LibFinding]:
-        return find_problems(self.env, self.libs)
+        libs, missing = list(self.libs), []
+        for pkg in self.unknown:
+            found, problem = discovered_libraries(self.env, pkg)
+            libs += found
+            if problem is not None:
+                where = self.env.site_packages() / "nvidia"
+                missing.append(LibFinding(ExpectedLib(pkg, "?", pkg), where, problem))
+        return find_problems(self.env, libs) + missing
 
     def check(self, ctx: Context) -> bool:
         # Honest, so one child process: a library in place that does not load is not done
