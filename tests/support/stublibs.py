@@ -33,8 +33,21 @@ Behaviour is chosen per run through environment variables (one build serves ever
   STUB_CUDNN_VERSION=N        cudnnGetVersion (default 8907)
   STUB_CUBLAS_CREATE_ERROR=N  cublasCreate_v2 returns N (e.g. 1 CUBLAS_STATUS_NOT_INITIALIZED)
   STUB_CUBLAS_WRONG=1         cublasSgemm_v2 returns a wrong result (a faulty GPU)
-  STUB_CUBLAS_SGEMM_US=N      every cublasSgemm_v2 takes N microseconds more (a known kernel time); a product
-                              whose buffers were not written since is reused, not recomputed
+  STUB_CUBLAS_SGEMM_US=N      every product takes N microseconds more (a known kernel time; a strided batch
+                              sleeps once for all of its products); a product whose inputs were not written since
+                              is copied, not recomputed
+  STUB_CUBLAS_WRONG_AT=N / STUB_CUBLAS_WRONG_FROM=N / STUB_CUBLAS_WRONG_DEVICE=D   the Nth product (or every one
+                              from the Nth on) is wrong, on device D only when set
+  STUB_CU_FREE_MIB=N / STUB_CU_L2_MIB=N   cudaMemGetInfo's free memory (default 64) / the L2 size (default 6)
+  STUB_CUDART_CTX_ERROR=D:RC  making a context on device D fails with RC (804, 999 ...)
+  STUB_CUDNN_ALGOS=0,1,...    the convolution algorithms cuDNN supports (default 0,1,2,6); STUB_CUDNN_NO_ENGINE=1:
+                              none; STUB_CUDNN_CONV_ERROR=ALGO:STATUS / STUB_CUDNN_CONV_WRONG=ALGO: that algorithm
+                              fails / computes a wrong element (on STUB_CUDNN_FAULT_DEVICE only, when set); cuDNN
+                              >= 9.11 (STUB_CUDNN_VERSION) offers nothing on cc < 7.5 (NOT_SUPPORTED_ARCH_MISMATCH)
+  STUB_NVML_MEM_TEMP / STUB_NVML_SM_MHZ / STUB_NVML_SLOWDOWN_C / STUB_NVML_PROCS=GPU:PID:MIB,...   HBM temperature,
+                              SM clock, slowdown threshold, compute processes per GPU
+  STUB_NVML_ECC_UNCORRECTED / _CORRECTED / _RISE / _OFF, STUB_NVML_REMAP_PENDING / _FAILURE / _UNC,
+  STUB_NVML_RETIRED / _PENDING   health counters (tests/support/stub_sources.py), on STUB_NVML_FAULT_GPU only when set
 """
 
 from __future__ import annotations
@@ -70,6 +83,7 @@ SOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "libcublas.so.12": (src.LIBCUBLAS, "env", ()),
     "libcudart.so.13": (src.LIBCUDART, "cu13", ("-DCUDART_DEFAULT=13000",)),
     "libcublas.so.13": (src.LIBCUBLAS, "cu13", ()),
+    "libnvrtc.so.13": (src.CUDNN_SUB, "cu13", ()),  # present, as the nvidia-cuda-nvrtc wheel puts it beside cuBLAS
     **{so: (src.CUDNN_SUB, "env", ()) for so in CUDNN9_SUBLIBS},
     # cuDNN builds for other CUDA majors (cudnnGetCudartVersion is fixed when the library is built)
     "cu11/libcudnn.so.8": (src.LIBCUDNN, "cudnn-cu11", ("-DCUDNN_CUDART=11080",)),
@@ -107,8 +121,8 @@ def build_stub_libs(dest: Path) -> StubLibs:
         c_file = dest / (key.replace(".", "_").replace("/", "_") + ".c")
         c_file.write_text(code)
         tmp = out.with_name(out.name + ".tmp")
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", *flags, f"-Wl,-soname,{soname}", "-o", str(tmp),
-                        str(c_file), "-ldl", "-lm"], check=True, capture_output=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-pthread", *flags, f"-Wl,-soname,{soname}", "-o",
+                        str(tmp), str(c_file), "-ldl", "-lm"], check=True, capture_output=True)
         os.replace(tmp, out)
         stamp.write_text(digest)
     return StubLibs(driver=dest / "driver", env=dest / "env", cu13=dest / "cu13", cudnn_cu11=dest / "cudnn-cu11",

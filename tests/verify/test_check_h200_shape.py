@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -174,3 +175,122 @@ def test_host_only_finds_the_cuda_13_wheels_of_a_venv_on_path(root: Path, stubs:
     assert by_name["cuda-runtime"]["measured"]["libcudart"] == str(site / "nvidia/cu13/lib/libcudart.so.13")
     assert by_name["cudnn"]["measured"]["cudnn"] == "9.13.0" and by_name["cudnn"]["hint"] is None
     assert by_name["driver"]["measured"]["devices"][0]["compute_capability"] == "9.0"
+
+
+# ---- issue 41: the H200-shaped simulation -------------------------------------------------------------
+# An H200 node as the lent machine is: driver 580 (CUDA 13.0), cc 9.0, the CUDA 13 wheels (nvidia/cu13/lib
+# with NVRTC) and cuDNN 9.13 for CUDA 13; one or two GPUs.
+H200_PLAN = {"cuda": "13.0", "cudnn": "9.13"}
+SECOND = ("0000:2a:00.0", "0x10de", "0x030200")
+
+
+def _h200(root: Path, stubs: StubLibs, layers: str = "hardware,driver,cuda-runtime,cudnn,cublas",
+          extra: tuple[str, ...] = (), driver_dir: Optional[Path] = None, **stub: str) -> dict:
+    plan = dict(H200_PLAN, lib_dirs=[str(stubs.cudnn_cu13), str(stubs.cu13)])
+    env = {"LD_LIBRARY_PATH": str(driver_dir or stubs.driver), **DRIVER_580, "STUB_CUBLAS_SGEMM_US": "2000", **stub}
+    return run_check(["--root", str(root), "--layers", layers, "--plan-json", json.dumps(plan), *extra], env)
+
+
+def _two(tmp_path: Path) -> Path:
+    plant_pci(tmp_path / "root2", [H200, SECOND])
+    return tmp_path / "root2"
+
+
+TWO = {"STUB_CU_DEVICES": "2", "STUB_CU_PCI": "0000:19:00.0,0000:2a:00.0"}
+BURN = ("--sgemm-burn", "1", "--sgemm-burn-size", "64", "--sample-interval", "0.1")
+
+
+def test_sim_every_layer_passes_on_a_healthy_h200(root: Path, stubs: StubLibs) -> None:
+    doc = _h200(root, stubs, extra=BURN)
+    assert doc["ok"] is True, [(lay["name"], lay["summary"]) for lay in doc["layers"]]
+    dnn = layer(doc, "cudnn")["measured"]
+    assert dnn["nvrtc"] == str(stubs.cu13 / "libnvrtc.so.13") and dnn["devices"][0]["failure"] is None
+    assert "health counters ok on 1 of 1 GPU(s)" in layer(doc, "driver")["summary"]
+
+
+def test_sim_a_convolution_that_fails_once_the_handle_is_made(root: Path, stubs: StubLibs) -> None:
+    """cudnnCreate succeeds; the first convolution fails (EXECUTION_FAILED): before, the layer passed."""
+    lay = layer(_h200(root, stubs, STUB_CUDNN_CONV_ERROR="1:5000"), "cudnn")
+    assert lay["status"] == "fail"
+    assert "IMPLICIT_PRECOMP_GEMM: cudnnConvolutionForward failed: CUDNN_STATUS_EXECUTION_FAILED (5000)" in \
+        lay["summary"]
+    assert "TensorFlow's first convolution would fail the same way" in lay["hint"]
+
+
+def test_sim_one_wrong_product_mid_batch(root: Path, stubs: StubLibs) -> None:
+    six = layer(_h200(root, stubs, extra=BURN, STUB_CUBLAS_WRONG_AT="23"), "benchmark")
+    assert six["status"] == "fail" and six["measured"]["burn"]["mismatches"] == 1
+
+
+def test_sim_86_degrees_under_load(root: Path, stubs: StubLibs) -> None:
+    six = layer(_h200(root, stubs, extra=BURN, STUB_NVML_TEMP="86", STUB_NVML_MEM_TEMP="79"), "benchmark")
+    heat = six["measured"]["burn"]["heat"]
+    assert (heat["verdict"], heat["max_c"], heat["mem_max_c"]) == ("hot", 86, 79)
+    assert six["status"] == "pass" and "cooling" in six["hint"] and "above 80 C" in six["summary"]
+
+
+def test_sim_a_pending_row_remap_with_uncorrectable_ecc_errors(root: Path, stubs: StubLibs) -> None:
+    """Before: never read; a card that needs a reset passed every layer."""
+    doc = _h200(root, stubs, STUB_NVML_REMAP_PENDING="1", STUB_NVML_REMAP_UNC="1", STUB_NVML_ECC_UNCORRECTED="2")
+    drv = layer(doc, "driver")
+    assert drv["status"] == "fail" and doc["first_failure"]["name"] == "driver"
+    assert "a row remap is pending" in drv["summary"] and "2 uncorrectable ECC error(s)" in drv["summary"]
+    assert "nvidia-smi -r -i 0" in drv["hint"] and "needs service" in drv["hint"]
+    health = drv["measured"]["nvml"]["gpus"][0]["health"]
+    assert health["remapped_rows"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
+    assert health["retired_pages"] == {"unsupported": "nvmlDeviceGetRetiredPages: Not Supported (3)"}
+
+
+def test_sim_a_container_given_only_libcuda(root: Path, stubs: StubLibs, tmp_path: Path) -> None:
+    """No libnvidia-ml.so.1: the check still runs, and heat and health are unknown, never 0 or 'ok'."""
+    only = tmp_path / "driver-only"
+    _place(stubs.driver, ("libcuda.so.1",), only)
+    doc = _h200(root, stubs, extra=BURN, driver_dir=only)
+    drv, six = layer(doc, "driver"), layer(doc, "benchmark")
+    assert drv["status"] == "pass" and "health counters unknown (NVML: libnvidia-ml.so.1 did not load" in \
+        drv["summary"]
+    burn = six["measured"]["burn"]
+    assert six["status"] == "pass" and burn["products"] > 0
+    assert burn["heat"]["verdict"] == "unknown" and burn["health"]["state"] == "unknown"
+    assert "temperature unknown" in six["summary"] and "under 80" not in six["summary"]
+    assert "nvml_error" in doc["extras"]["visible_devices"]
+
+
+def test_sim_exclusive_process_mode_held_elsewhere(root: Path, stubs: StubLibs) -> None:
+    doc = _h200(root, stubs, STUB_CU_COMPUTE_MODE="3", STUB_CU_EXCLUSIVE_BUSY="1", STUB_NVML_PROCS="0:4242:10240")
+    lay = layer(doc, "cuda-runtime")
+    assert lay["status"] == "fail" and lay["error"]["name"] == "cudaErrorDevicesUnavailable"
+    assert "compute mode: exclusive-process; held by pid 4242 (10240 MiB)" in lay["summary"]
+    assert layer(doc, "driver")["measured"]["nvml"]["gpus"][0]["processes"] == [
+        {"pid": 4242, "used_mib": 10240, "this_check": False}]
+
+
+@pytest.mark.parametrize("fault,where", [
+    ({"STUB_CUDART_CTX_ERROR": "1:999"}, ("cuda-runtime", "GPU 1: cudaFree(0) (context creation) failed: "
+                                                          "cudaErrorUnknown (999)")),
+    ({"STUB_CUDNN_CONV_ERROR": "0:5000", "STUB_CUDNN_FAULT_DEVICE": "1"}, ("cudnn", "GPU 1: convolution forward")),
+    ({"STUB_CUBLAS_WRONG_AT": "1", "STUB_CUBLAS_WRONG_DEVICE": "1"}, ("cublas", "SGEMM 64x64x64 on GPU 1 differs")),
+    ({"STUB_CUBLAS_WRONG_AT": "20", "STUB_CUBLAS_WRONG_DEVICE": "1"}, ("benchmark", "GPU 1 (Stub GPU 1): ")),
+])
+def test_sim_a_second_gpu_that_fails_while_gpu_0_passes(tmp_path: Path, stubs: StubLibs, fault: dict[str, str],
+                                                        where: tuple[str, str]) -> None:
+    """Before: only CUDA device 0 ran layers 2-4 and the burn."""
+    doc = _h200(_two(tmp_path), stubs, extra=BURN + ("--keep-going",), **TWO, **fault)
+    name, text = where
+    lay = layer(doc, name)
+    assert lay["status"] == "fail" and text in lay["summary"], lay["summary"]
+    per_device = lay["measured"].get("devices") or lay["measured"].get("burns") or []
+    if name != "cuda-runtime":
+        assert len(per_device) == 2
+        first = per_device[0]
+        assert first.get("status", "pass") == "pass" and not first.get("failure") and not first.get("mismatches")
+
+
+@pytest.mark.parametrize("code,name,words", [
+    ("804", "cudaErrorCompatNotSupportedOnDevice", "forward-compatibility libcuda"),
+    ("222", "cudaErrorUnsupportedPtxVersion", "newer CUDA toolkit than this driver"),
+    ("209", "cudaErrorNoKernelImageForDevice", "no kernels for this GPU's compute capability"),
+])
+def test_sim_hints_for_804_222_209(root: Path, stubs: StubLibs, code: str, name: str, words: str) -> None:
+    lay = layer(_h200(root, stubs, STUB_CUDART_CTX_ERROR=f"0:{code}"), "cuda-runtime")
+    assert lay["error"] == {"code": int(code), "name": name} and words in lay["hint"]

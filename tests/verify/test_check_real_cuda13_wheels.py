@@ -23,7 +23,8 @@ from tests.support.promised import skip_or_fail
 from tests.support.stublibs import CUDNN9_SUBLIBS, StubLibs, layer, run_check
 
 CACHE = Path(os.environ.get("TFGPU_WHEELS_CACHE", Path(__file__).resolve().parents[2] / ".cache/test-wheels"))
-WANTED = {"nvidia_cudnn_cu13-": ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so.9"),
+WANTED = {"nvidia_cudnn_cu13-": ("nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so.9",
+                                  "nvidia/cudnn/lib/libcudnn_ops.so.9", "nvidia/cudnn/lib/libcudnn_cnn.so.9"),
           "nvidia_cuda_runtime-13": ("nvidia/cu13/lib/libcudart.so.13",)}
 
 
@@ -107,3 +108,53 @@ def test_the_check_names_the_missing_graph_library_of_the_real_cudnn(real: Path,
     plan = {"cudnn": "9", "lib_dirs": [str(libdir)]}
     doc = run_check(["--root", str(tmp_path), "--layers", "cudnn", "--plan-json", json.dumps(plan)], {})
     assert "libcudnn_graph.so.9: missing" in layer(doc, "cudnn")["summary"]
+
+
+# The legacy convolution API as the check calls it (tfgpucheck_cudnn.py), with good and bad arguments.
+DESCRIPTORS = """
+t, f, f2, c = (ctypes.c_void_p() for _ in range(4))
+out = {}
+def st(name, *args):
+    out.setdefault(name, []).append(getattr(lib, name)(*args))
+st("cudnnCreateTensorDescriptor", ctypes.byref(t))
+for args in ((0, 0, 2, 8, 12, 12), (0, 0, 0, 8, 12, 12), (0, 0, 2, -8, 12, 12), (0, 99, 2, 8, 12, 12),
+             (7, 0, 2, 8, 12, 12), (0, 0, 2, 8, 12, 12)):
+    st("cudnnSetTensor4dDescriptor", t, *args)
+st("cudnnSetTensor4dDescriptor", None, 0, 0, 2, 8, 12, 12)
+st("cudnnCreateFilterDescriptor", ctypes.byref(f))
+for args in ((0, 0, 16, 8, 3, 3), (0, 0, 0, 8, 3, 3), (0, 0, 16, 8, 3, 3)):
+    st("cudnnSetFilter4dDescriptor", f, *args)
+st("cudnnCreateFilterDescriptor", ctypes.byref(f2))
+st("cudnnSetFilter4dDescriptor", f2, 0, 0, 16, 4, 3, 3)
+st("cudnnCreateConvolutionDescriptor", ctypes.byref(c))
+for args in ((1, 1, 1, 1, 1, 1, 1, 0), (-1, 1, 1, 1, 1, 1, 1, 0), (1, 1, 0, 1, 1, 1, 1, 0), (1, 1, 1, 1, 1, 1, 5, 0),
+             (1, 1, 1, 1, 1, 1, 1, 0)):
+    st("cudnnSetConvolution2dDescriptor", c, *args)
+for math in (1, 9, 3):
+    st("cudnnSetConvolutionMathType", c, math)
+dims = [ctypes.c_int() for _ in range(4)]
+for fd in (f, f2):
+    st("cudnnGetConvolution2dForwardOutputDim", c, t, fd, *[ctypes.byref(d) for d in dims])
+    out.setdefault("dims", []).append([d.value for d in dims])
+n = ctypes.c_int(-1)
+st("cudnnGetConvolutionForwardAlgorithmMaxCount", None, ctypes.byref(n))
+h = ctypes.c_void_p()
+st("cudnnCreate", ctypes.byref(h))
+for name, d in (("Tensor", t), ("Filter", f), ("Filter", f2), ("Convolution", c)):
+    st(f"cudnnDestroy{name}Descriptor", d)
+print(json.dumps(out))
+"""
+
+
+def test_the_stub_answers_the_convolution_api_as_real_cudnn_9_does(real: Path, stubs: StubLibs) -> None:
+    """Every descriptor call of the check's convolution, with good and bad arguments, gives the real
+    library's status (no GPU here: the handle fails in both, NOT_INITIALIZED)."""
+    got = {}
+    for name, lib in (("real", real / "nvidia/cudnn/lib/libcudnn.so.9"), ("stub", stubs.cudnn_cu13 / "libcudnn.so.9")):
+        done = subprocess.run([sys.executable, "-c", f"import ctypes, json\nlib = ctypes.CDLL({str(lib)!r})\n"
+                               + DESCRIPTORS], capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": ""})
+        assert done.returncode == 0, done.stderr
+        got[name] = json.loads(done.stdout)
+    assert got["real"] == got["stub"]
+    assert got["real"]["cudnnSetTensor4dDescriptor"] == [0, 2000, 2000, 2000, 2000, 0, 2000]
+    assert got["real"]["dims"] == [[2, 16, 12, 12], [0, 0, 0, 0]] and got["real"]["cudnnCreate"] == [1001]

@@ -41,8 +41,12 @@ def test_every_layer_passes_on_a_working_stack(root: Path, stubs: StubLibs) -> N
     assert drv["devices"][0]["name"] == "Stub GPU 0" and drv["devices"][0]["compute_capability"] == "8.6"
     assert drv["libcuda"].startswith(str(stubs.driver))  # where the loader really found it
     assert layer(doc, 2)["measured"]["runtime_cuda"] == "12.3"
-    assert layer(doc, 3)["measured"] == {"libcudnn": str(stubs.env / "libcudnn.so.8"), "cudnn": "8.9.7",
-                                         "cudnn_cuda": "12.3", "handle": "created and destroyed"}
+    lay3 = layer(doc, 3)["measured"]  # issue 41: cuDNN is now used (a convolution per algorithm), not only loaded
+    assert {k: lay3[k] for k in ("libcudnn", "cudnn", "cudnn_cuda", "handle")} == {
+        "libcudnn": str(stubs.env / "libcudnn.so.8"), "cudnn": "8.9.7", "cudnn_cuda": "12.3",
+        "handle": "created and destroyed"}
+    assert [a["algo"] for a in lay3["devices"][0]["algorithms"]] == ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM",
+                                                                       "GEMM", "WINOGRAD"]
     assert layer(doc, 4)["measured"]["max_abs_error"] == 0.0
     assert doc["extras"]["mixed_precision"]["eligible"] is True
     assert "tfgpu-check: layer 4 pass" in doc["_stderr"]

@@ -29,6 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if TYPE_CHECKING:
     from tfgpu_install.verify.gpucheck import tfgpucheck_arch as arch
     from tfgpu_install.verify.gpucheck import tfgpucheck_cuda as cuda
+    from tfgpu_install.verify.gpucheck import tfgpucheck_cudnn as cudnn
+    from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
     from tfgpu_install.verify.gpucheck import tfgpucheck_layers as layers
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
     from tfgpu_install.verify.gpucheck import tfgpucheck_sgemm as sgemm
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 else:
     import tfgpucheck_arch as arch
     import tfgpucheck_cuda as cuda
+    import tfgpucheck_cudnn as cudnn
+    import tfgpucheck_health as judge
     import tfgpucheck_layers as layers
     import tfgpucheck_nvml as nvml
     import tfgpucheck_sgemm as sgemm
@@ -158,10 +162,43 @@ class Seam(NamedTuple):
     require_gpu_list: bool = True  # the TensorFlow layer fails when TF lists no GPU
 
 
+def driver_layer(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """libcuda's view (tfgpucheck_cuda.layer_driver), then NVML's of each of its GPUs: limits, the
+    processes on it, and the health counters, which fail the layer when a GPU needs a reset or its
+    memory reports uncorrectable errors (a card in that state passed every other layer)."""
+    res = cuda.layer_driver(plan, state)
+    if res["status"] != "pass" or not state.get("devices"):
+        return res
+    facts = nvml.gpu_facts(state["devices"])
+    state["nvml_facts"] = facts
+    state["read_health"] = nvml.gpu_facts
+    res["measured"]["nvml"] = facts
+    if facts.get("error"):
+        res["summary"] += f"; health counters unknown (NVML: {facts['error']})"
+        return res
+    sick = []
+    for g in facts.get("gpus", []):
+        verdict = judge.judge_health(g.get("health") or ({"error": g["error"]} if g.get("error") else None))
+        g["verdict"] = verdict
+        if verdict["state"] in ("needs_reset", "failing"):
+            sick.append((g, verdict))
+    if sick:
+        worst = "failing" if any(v["state"] == "failing" for _, v in sick) else "needs_reset"
+        text = "; ".join(f"GPU {g['cuda']} (nvidia-smi {g['nvidia_smi']}): {', '.join(v['problems'])}" for g, v in sick)
+        return cuda.outcome("fail", f"{res['summary']}; {text}", res["measured"],
+                            hint=judge.HEALTH_HINT[worst].replace("-i N", f"-i {sick[0][0]['nvidia_smi']}"))
+    known = [g for g in facts.get("gpus", []) if (g.get("verdict") or {}).get("state") == "ok"]
+    res["summary"] += (f"; health counters ok on {len(known)} of {len(facts.get('gpus', []))} GPU(s)" if known
+                       else "; health counters unknown")
+    return res
+
+
 def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, gpu_mode: bool) -> dict[str, Any]:
     target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
     if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
-        return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size, nvml.Telemetry(target))
+        targets = list(state.get("devices") or []) or None
+        return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size,
+                                nvml.Telemetry(targets, interval=args.sample_interval), share=args.sgemm_burn_share)
     tf = state.get("tf")
     if tf is None:
         return cuda.outcome("skip", "needs TensorFlow (the tensorflow layer)")
@@ -204,9 +241,9 @@ def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[
 
     return {
         "hardware": lambda: hw_probe,
-        "driver": lambda: cuda.layer_driver(plan, state),
+        "driver": lambda: driver_layer(plan, state),
         "cuda-runtime": lambda: cuda.layer_runtime(plan, state),
-        "cudnn": lambda: cuda.layer_cudnn(plan, state),
+        "cudnn": lambda: cudnn.layer_cudnn(plan, state),
         "cublas": lambda: sgemm.layer_cublas(plan, state, args.sgemm_size),
         "tensorflow": tf_layer,
         "benchmark": lambda: _bench_layer(args, state, device, gpu_mode),
@@ -324,7 +361,11 @@ def main(argv: list[str] | None = None, seam: Seam = NO_SEAM) -> int:
     p.add_argument("--sgemm-size", type=int, default=64)
     p.add_argument("--sgemm-burn", type=float, default=0.0, metavar="SECONDS",
                    help="the benchmark layer without TensorFlow: cuBLAS SGEMMs for SECONDS while NVML samples the GPU")
-    p.add_argument("--sgemm-burn-size", type=int, default=2048)
+    p.add_argument("--sgemm-burn-size", type=int, default=0,
+                   help="n of the burn's n x n products (default: 8192, smaller where the GPU's memory is small)")
+    p.add_argument("--sgemm-burn-share", type=float, default=0.8,
+                   help="the share of each GPU's free memory the burn's output buffers may take")
+    p.add_argument("--sample-interval", type=float, default=0.5, metavar="SECONDS", help="NVML sampling period")
     p.add_argument("--tf-log", default="", help="file that receives TF's stderr log")
     p.add_argument("--progress-file", default="", help="also append progress lines to this file")
     args = p.parse_args(argv)

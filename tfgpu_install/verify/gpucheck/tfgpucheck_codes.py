@@ -15,7 +15,7 @@ CU_RESULT = {
     0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
     3: "CUDA_ERROR_NOT_INITIALIZED", 4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY",
     46: "CUDA_ERROR_DEVICE_UNAVAILABLE", 100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
-    209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 218: "CUDA_ERROR_INVALID_PTX", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
     304: "CUDA_ERROR_OPERATING_SYSTEM", 800: "CUDA_ERROR_NOT_PERMITTED", 801: "CUDA_ERROR_NOT_SUPPORTED",
     802: "CUDA_ERROR_SYSTEM_NOT_READY", 803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
     804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", 999: "CUDA_ERROR_UNKNOWN",
@@ -25,7 +25,7 @@ CUDA_ERROR = {
     3: "cudaErrorInitializationError", 4: "cudaErrorCudartUnloading", 34: "cudaErrorStubLibrary",
     35: "cudaErrorInsufficientDriver", 36: "cudaErrorCallRequiresNewerDriver",
     46: "cudaErrorDevicesUnavailable", 100: "cudaErrorNoDevice", 101: "cudaErrorInvalidDevice",
-    209: "cudaErrorNoKernelImageForDevice", 222: "cudaErrorUnsupportedPtxVersion",
+    209: "cudaErrorNoKernelImageForDevice", 218: "cudaErrorInvalidPtx", 222: "cudaErrorUnsupportedPtxVersion",
     304: "cudaErrorOperatingSystem", 800: "cudaErrorNotPermitted", 801: "cudaErrorNotSupported",
     802: "cudaErrorSystemNotReady", 803: "cudaErrorSystemDriverMismatch",
     804: "cudaErrorCompatNotSupportedOnDevice", 999: "cudaErrorUnknown",
@@ -41,17 +41,42 @@ CUBLAS_STATUS = {
 CUDNN_STATUS = {
     0: "CUDNN_STATUS_SUCCESS", 1001: "CUDNN_STATUS_NOT_INITIALIZED", 1002: "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH",
     1008: "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED", 2000: "CUDNN_STATUS_BAD_PARAM", 3000: "CUDNN_STATUS_NOT_SUPPORTED",
+    3007: "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH", 3008: "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING",
+    3009: "CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE", 4001: "CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED",
     4000: "CUDNN_STATUS_INTERNAL_ERROR", 5000: "CUDNN_STATUS_EXECUTION_FAILED",
     5003: "CUDNN_STATUS_EXECUTION_FAILED_CUDART",
 }
 CUDNN8_STATUS = {0: "CUDNN_STATUS_SUCCESS", 1: "CUDNN_STATUS_NOT_INITIALIZED", 2: "CUDNN_STATUS_ALLOC_FAILED",
-                 3: "CUDNN_STATUS_BAD_PARAM", 4: "CUDNN_STATUS_INTERNAL_ERROR", 8: "CUDNN_STATUS_EXECUTION_FAILED"}
+                 3: "CUDNN_STATUS_BAD_PARAM", 4: "CUDNN_STATUS_INTERNAL_ERROR", 6: "CUDNN_STATUS_ARCH_MISMATCH",
+                 8: "CUDNN_STATUS_EXECUTION_FAILED", 9: "CUDNN_STATUS_NOT_SUPPORTED",
+                 11: "CUDNN_STATUS_RUNTIME_PREREQUISITE_MISSING"}
 # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE values (cuda.h CUcomputemode)
 COMPUTE_MODES = {0: "default", 2: "prohibited", 3: "exclusive-process"}
 _BUSY = ("the GPU is in exclusive-process compute mode and another process holds it (or the mode is "
          "prohibited): see `nvidia-smi -q -d COMPUTE` and `nvidia-smi --query-compute-apps=pid,name --format=csv`; "
          "stop that process or set the default mode with `nvidia-smi -c DEFAULT`")
+_COMPAT = ("a forward-compatibility libcuda (the cuda-compat package, e.g. /usr/local/cuda/compat, or a "
+           "container's compat layer) is loaded, and this GPU or driver branch does not support forward compatibility "
+           "(only data-centre GPUs on supported branches do): remove the compat directory from LD_LIBRARY_PATH / "
+           "ld.so.conf so the driver's own libcuda is used, or upgrade the driver to one that runs this CUDA")
+_PTX_NEWER = ("the code's PTX was made by a newer CUDA toolkit than this driver can compile: upgrade the NVIDIA "
+              "driver, or use a build (CUDA wheels, TensorFlow release) made for the CUDA this driver supports")
+_NO_BINARY = ("this library or build has no kernels for this GPU's compute capability (no SASS for it and no PTX the "
+              "driver can compile): use a release built for this GPU (`tfgpu-install plan` says which), or for an old "
+              "GPU one that still carries it")
+_BAD_PTX = ("the driver could not compile the code's PTX for this GPU: on a Blackwell GPU (compute capability 10.x or "
+            "12.x) TensorFlow <= 2.21's wheels carry no kernels for it and their PTX fails to compile (public reports: "
+            "tensorflow#101746, tensorflow#111958); run a release whose build carries this architecture, NVIDIA's "
+            "container where it serves it, or a source build")
 HINTS = {
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": _COMPAT,
+    "cudaErrorCompatNotSupportedOnDevice": _COMPAT,
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": _PTX_NEWER,
+    "cudaErrorUnsupportedPtxVersion": _PTX_NEWER,
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": _NO_BINARY,
+    "cudaErrorNoKernelImageForDevice": _NO_BINARY,
+    "CUDA_ERROR_INVALID_PTX": _BAD_PTX,
+    "cudaErrorInvalidPtx": _BAD_PTX,
     "CUDA_ERROR_DEVICE_UNAVAILABLE": _BUSY,
     "cudaErrorDevicesUnavailable": _BUSY,
     "cudaErrorCallRequiresNewerDriver": "this CUDA runtime needs a newer driver for this call: upgrade the NVIDIA "

@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
         COMPUTE_MODES,
         CU_RESULT,
         CUDA_ERROR,
-        CUDNN8_STATUS,
-        CUDNN_STATUS,
         HINTS,
         code_name,
         err,
@@ -31,8 +29,6 @@ else:
         COMPUTE_MODES,
         CU_RESULT,
         CUDA_ERROR,
-        CUDNN8_STATUS,
-        CUDNN_STATUS,
         HINTS,
         code_name,
         err,
@@ -42,36 +38,28 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import (
         CUDART,
         CUDNN,
-        CUDNN9_OPTIONAL,
         CUDNN9_SUBLIBS,
         cuda_int,
-        cudnn_int,
         find_file,
         load_library,
-        loaded_path,
         major,
         search_dirs,
         sonames,
-        version_matches,
     )
 else:
     from tfgpucheck_libs import (
         CUDART,
         CUDNN,
-        CUDNN9_OPTIONAL,
         CUDNN9_SUBLIBS,
         cuda_int,
-        cudnn_int,
         find_file,
         load_library,
-        loaded_path,
         major,
         search_dirs,
         sonames,
-        version_matches,
     )
 
-__all__ = ["outcome", "layer_hardware", "layer_driver", "layer_runtime", "layer_cudnn"]
+__all__ = ["outcome", "layer_hardware", "layer_driver", "layer_runtime"]
 
 
 def _read(path: str) -> str:
@@ -273,19 +261,43 @@ def runtime_names(plan: dict[str, Any], state: dict[str, Any]) -> list[str]:
     return names
 
 
+def _holders(state: dict[str, Any], dev: int) -> str:
+    """'; held by pid 4242 (10240 MiB)' from NVML's process list for CUDA device `dev` ('' when unknown)."""
+    for g in (state.get("nvml_facts") or {}).get("gpus", []):
+        if g.get("cuda") == dev and g.get("processes"):
+            procs = [p for p in g["processes"] if not p.get("this_check")]
+            if procs:
+                return "; held by " + ", ".join(f"pid {p['pid']}" + (f" ({p['used_mib']} MiB)" if p.get("used_mib")
+                                                                      is not None else "") for p in procs)
+    return ""
+
+
 def _make_context(lib: Any, measured: dict[str, Any], state: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The primary context on device 0 (cudaSetDevice + cudaFree(0)), made here so that a GPU that
-    refuses contexts (exclusive-process mode held by another process, prohibited mode) is named in
-    this layer instead of showing up as a cuDNN error."""
-    for what in ("cudaSetDevice(0)", "cudaFree(0) (context creation)"):
-        rc = int(lib.cudaSetDevice(0)) if what.startswith("cudaSetDevice") else int(lib.cudaFree(ctypes.c_void_p(0)))
-        if rc != 0:
-            name = code_name(CUDA_ERROR, rc, lib, "cudaGetErrorName")
-            modes = sorted({d["compute_mode"] for d in state.get("devices", []) if d.get("compute_mode")})
-            mode = f"; compute mode: {', '.join(modes)}" if modes else ""
-            return outcome("fail", f"{what} failed: {name} ({rc}){mode}", measured, error=err(rc, name),
-                           hint=HINTS.get(name))
-    measured["context"] = "created on device 0"
+    """The primary context on every visible device (cudaSetDevice + cudaFree(0)), made here so that a
+    GPU that refuses contexts (exclusive-process mode held by another process, prohibited mode, a
+    forward-compatibility libcuda on a GPU it does not support) is named in this layer instead of
+    showing up as a cuDNN error; then each device's free memory (cudaMemGetInfo)."""
+    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [{"index": 0}]
+    per_device: list[dict[str, Any]] = []
+    for d in devices:
+        i = d["index"]
+        for what in (f"cudaSetDevice({i})", "cudaFree(0) (context creation)"):
+            rc = int(lib.cudaSetDevice(i) if what.startswith("cudaSetDevice") else lib.cudaFree(ctypes.c_void_p(0)))
+            if rc != 0:
+                name = code_name(CUDA_ERROR, rc, lib, "cudaGetErrorName")
+                mode = f"; compute mode: {d['compute_mode']}" if d.get("compute_mode") else ""
+                where = f"GPU {i}: " if len(devices) > 1 else ""
+                measured["devices"] = per_device
+                return outcome("fail", f"{where}{what} failed: {name} ({rc}){mode}{_holders(state, i)}", measured,
+                               error=err(rc, name), hint=HINTS.get(name))
+        entry: dict[str, Any] = {"index": i, "context": "created"}
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        if hasattr(lib, "cudaMemGetInfo") and lib.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
+            entry.update(free_mib=free.value // 2**20, total_mib=total.value // 2**20)
+        per_device.append(entry)
+    lib.cudaSetDevice(devices[0]["index"])
+    measured["devices"] = per_device
+    measured["context"] = "created on device " + ", ".join(str(e["index"]) for e in per_device)
     return None
 
 
@@ -319,129 +331,8 @@ def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]
     failure = _make_context(lib, measured, state)
     if failure is not None:
         return failure
-    return outcome("pass", f"CUDA runtime {measured['runtime_cuda']} ({path}) sees {count.value} device(s)",
-                   measured)
-
-
-# ---- layer 3 -------------------------------------------------------------------------------------
-def _cudnn_sublibraries(libdir: str) -> tuple[dict[str, str], list[str]]:
-    """cuDNN 9's run-time loaded parts, each loaded from libcudnn.so.9's own directory:
-    ({name: path} loaded, ["name: why"] missing or broken)."""
-    loaded: dict[str, str] = {}
-    bad: list[str] = []
-    for name in CUDNN9_SUBLIBS + CUDNN9_OPTIONAL:
-        path = os.path.join(libdir, name)
-        if not os.path.exists(path):
-            if name in CUDNN9_SUBLIBS:
-                bad.append(f"{name}: missing")
-            continue
-        try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            loaded[name] = path
-        except OSError as exc:
-            bad.append(f"{name}: {exc}")
-    return loaded, bad
-
-
-def _cudnn_handle(lib: Any, table: dict[int, str]) -> Optional[str]:
-    """Create and destroy a cuDNN handle (it initialises cuDNN on the GPU); None, or what failed."""
-    handle = ctypes.c_void_p()
-    rc = lib.cudnnCreate(ctypes.byref(handle))
-    namer = "cudnnGetErrorString"
-    if rc != 0:
-        return f"cudnnCreate failed: {code_name(table, rc, lib, namer)} ({rc})"
-    rc = lib.cudnnDestroy(handle)
-    if rc != 0:
-        return f"cudnnDestroy failed: {code_name(table, rc, lib, namer)} ({rc})"
-    return None
-
-
-_REINSTALL = "re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel (or pass --cudnn-source)"
-
-
-def _cudnn9_parts_first(path: str, names: list[str], measured: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """cuDNN 9's libcudnn.so.9 is a shim whose first call loads libcudnn_graph.so.9 (and aborts the
-    process when it cannot): every required sub-library must exist and load before that call."""
-    real = path if os.path.isabs(path) else (loaded_path(names[0]) or path)
-    if not os.path.basename(real).startswith("libcudnn.so.9"):
-        return None
-    libdir = os.path.dirname(real)
-    loaded, bad = _cudnn_sublibraries(libdir)
-    measured["sublibraries"] = sorted(loaded)
-    if not bad:
-        return None
-    return outcome("fail", f"cuDNN 9: sub-libraries next to {path} do not load ({'; '.join(bad)})", measured,
-                   hint="cuDNN 9 loads these at run time (a missing libcudnn_graph.so.9 aborts the process in its "
-                   f"first call, and TensorFlow would fail on its first convolution): {_REINSTALL}")
-
-
-def _cudnn_cuda_mismatch(lib: Any, version: str, state: dict[str, Any],
-                         measured: dict[str, Any]) -> Optional[dict[str, Any]]:
-    if not hasattr(lib, "cudnnGetCudartVersion") or not state.get("runtime_version"):
-        return None
-    lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
-    built_for = cuda_int(int(lib.cudnnGetCudartVersion()))
-    measured["cudnn_cuda"] = built_for
-    runtime = cuda_int(int(state["runtime_version"]))
-    if major(built_for) == major(runtime):
-        return None
-    return outcome("fail", f"cuDNN {version} was built for CUDA {built_for}, the CUDA runtime is {runtime}",
-                   measured, hint=f"install the cuDNN build for this CUDA major (nvidia-cudnn-cu{major(runtime)}): "
-                   f"{_REINSTALL}")
-
-
-def _sm(cc: str) -> int:
-    """'9.0' -> 900, '12.0' -> 1200: cuDNN's SM numbering (major*100 + minor*10)."""
-    maj, _, minor = cc.partition(".")
-    return int(maj) * 100 + int(minor or 0) * 10 if maj.isdigit() and (minor or "0").isdigit() else 0
-
-
-def forward_compat_note(lib: Any, state: dict[str, Any], measured: dict[str, Any]) -> Optional[str]:
-    """cuDNN 9 runs a GPU newer than its newest native SM in forward-compatibility mode (PTX JIT,
-    some operations unsupported): read cudnnGetMaxDeviceVersion and say so."""
-    if not hasattr(lib, "cudnnGetMaxDeviceVersion"):
-        return None
-    lib.cudnnGetMaxDeviceVersion.restype = ctypes.c_size_t
-    max_sm = int(lib.cudnnGetMaxDeviceVersion())
-    measured["cudnn_max_device_sm"] = max_sm
-    newer = sorted({d["compute_capability"] for d in state.get("devices", [])
-                    if d.get("compute_capability") and _sm(d["compute_capability"]) > max_sm})
-    if not newer:
-        return None
-    measured["forward_compatibility"] = newer
-    return (f"cuDNN's newest native GPU is sm_{max_sm // 10}; compute capability {', '.join(newer)} runs in "
-            "forward-compatibility mode (kernels JIT-compiled from PTX, slower, some operations unsupported): "
-            "install a newer cuDNN 9 that supports this GPU natively")
-
-
-def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    names = sonames("libcudnn.so", major(plan.get("cudnn")), CUDNN)
-    lib, path, errors = load_library(names, search_dirs(plan, "cudnn"))
-    if lib is None:
-        return outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",
-                       hint="cuDNN is missing from the env: re-run `tfgpu-install` (or pass --cudnn-source)")
-    measured: dict[str, Any] = {"libcudnn": path}
-    failure = _cudnn9_parts_first(path, names, measured)
-    if failure is not None:
-        return failure
-    lib.cudnnGetVersion.restype = ctypes.c_size_t
-    version = cudnn_int(int(lib.cudnnGetVersion()))
-    measured["cudnn"] = version
-    expected = plan.get("cudnn")
-    if expected and not version_matches(version, str(expected)):
-        return outcome("fail", f"cuDNN {version} loaded from {path}, but the plan placed {expected}", measured,
-                       hint="another cuDNN comes first on the library path: `tfgpu-install doctor` lists stale "
-                       "copies; re-run the install with --quarantine-stale")
-    failure = _cudnn_cuda_mismatch(lib, version, state, measured)
-    if failure is not None:
-        return failure
-    note = forward_compat_note(lib, state, measured) if major(version) == 9 else None
-    failed = _cudnn_handle(lib, CUDNN_STATUS if major(version) == 9 else CUDNN8_STATUS)
-    if failed:
-        return outcome("fail", f"cuDNN {version} ({path}): {failed}", measured,
-                       hint="cuDNN could not initialise on the GPU: check `nvidia-smi` (memory, other processes) "
-                       "and that cuDNN matches the CUDA runtime")
-    measured["handle"] = "created and destroyed"
-    subs = f", {len(measured['sublibraries'])} sub-libraries loaded" if "sublibraries" in measured else ""
-    return outcome("pass", f"cuDNN {version} ({path}), handle created{subs}"
-                   + (f"; as planned ({expected})" if expected else ""), measured, hint=note)
+    state["runtime_ok"] = True  # the cudnn layer allocates through this runtime only when it works
+    free = [f"GPU {e['index']} {e['free_mib']} of {e['total_mib']} MiB free" for e in measured["devices"]
+            if "free_mib" in e]
+    return outcome("pass", f"CUDA runtime {measured['runtime_cuda']} ({path}) sees {count.value} device(s); "
+                   f"context made on each" + (f"; {', '.join(free)}" if free else ""), measured)

@@ -11,14 +11,22 @@ a failed read is an error, never 0 degrees.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
-_TEMP_GPU, _CLOCK_SM = 0, 1  # NVML_TEMPERATURE_GPU, NVML_CLOCK_SM
-# nvmlClocksThrottleReasons bits that mean the card slowed itself down (nvml.h)
-THROTTLE = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
+if TYPE_CHECKING:  # the sibling as mypy sees it; at run time it is imported by file name
+    from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
+else:
+    import tfgpucheck_health as judge
+
+NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INSUFFICIENT_SIZE = 0, 3, 7
+_TEMP_GPU, _CLOCK_SM, _CLOCK_MEM = 0, 1, 2  # NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM
+_FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: the HBM's temperature (data-centre GPUs)
+# nvmlTemperatureThresholds_t
+_THRESHOLDS = {"shutdown_c": 0, "slowdown_c": 1, "mem_max_c": 2, "gpu_max_c": 3}
+THROTTLE = judge.THROTTLE_BITS  # every nvmlClocksEventReasons bit, by name
 
 
 class PciInfo(ctypes.Structure):  # nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it (nvml.h)
@@ -29,6 +37,17 @@ class PciInfo(ctypes.Structure):  # nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fil
 
 class Utilization(ctypes.Structure):  # nvmlUtilization_t
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class FieldValue(ctypes.Structure):  # nvmlFieldValue_t: the value is a union of 8 bytes
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
+class ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
 
 
 def normal_pci(bus_id: str) -> str:
@@ -120,6 +139,80 @@ class Nvml:
         return out, handles
 
 
+    def _read(self, fn: str, *args: Any) -> tuple[int, str]:
+        """(rc, "") or (rc, "fn: why"): NOT_SUPPORTED and a missing symbol both read as unsupported."""
+        f = getattr(self.lib, fn, None)
+        if f is None:
+            return NVML_ERROR_NOT_SUPPORTED, f"{fn}: not in this driver's NVML"
+        rc = int(f(*args))
+        return rc, "" if rc == NVML_SUCCESS else f"{fn}: {self.error_string(self.lib, rc)} ({rc})"
+
+    def limits(self, h: Any) -> dict[str, Any]:
+        """What the samples are judged against: clock maxima, the enforced power limit, the
+        temperature thresholds (each absent when the GPU does not report it)."""
+        out: dict[str, Any] = {}
+        v = ctypes.c_uint()
+        for key, clock in (("sm_max_mhz", _CLOCK_SM), ("mem_max_mhz", _CLOCK_MEM)):
+            if self._read("nvmlDeviceGetMaxClockInfo", h, clock, ctypes.byref(v))[0] == NVML_SUCCESS:
+                out[key] = v.value
+        if self._read("nvmlDeviceGetEnforcedPowerLimit", h, ctypes.byref(v))[0] == NVML_SUCCESS:
+            out["power_limit_w"] = v.value / 1000.0
+        for key, which in _THRESHOLDS.items():
+            if self._read("nvmlDeviceGetTemperatureThreshold", h, which, ctypes.byref(v))[0] == NVML_SUCCESS:
+                out[key] = v.value
+        return out
+
+    def health(self, h: Any) -> dict[str, Any]:
+        """ECC counts, remapped rows, retired pages, as DCGM reads them; each {"unsupported": why}
+        where the GPU has none (no ECC, or page retirement on Ampere and later), or {"error": why}."""
+        out: dict[str, Any] = {}
+        n = ctypes.c_ulonglong()
+        ecc: dict[str, Any] = {}
+        for key, kind, counter in (("uncorrected_volatile", 1, 0), ("corrected_volatile", 0, 0),
+                                   ("uncorrected_aggregate", 1, 1)):
+            rc, why = self._read("nvmlDeviceGetTotalEccErrors", h, kind, counter, ctypes.byref(n))
+            if rc == NVML_SUCCESS:
+                ecc[key] = n.value
+            else:
+                ecc = {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why}
+                break
+        out["ecc"] = ecc
+        corr, unc, pend, fail = (ctypes.c_uint() for _ in range(4))
+        rc, why = self._read("nvmlDeviceGetRemappedRows", h, ctypes.byref(corr), ctypes.byref(unc),
+                             ctypes.byref(pend), ctypes.byref(fail))
+        out["remapped_rows"] = ({"correctable": corr.value, "uncorrectable": unc.value, "pending": bool(pend.value),
+                                 "failure": bool(fail.value)} if rc == NVML_SUCCESS else
+                                {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why})
+        pages: dict[str, Any] = {}
+        count, pending = ctypes.c_uint(), ctypes.c_int()
+        for key, cause in (("multiple_single_bit", 0), ("double_bit", 1)):
+            count.value = 0
+            rc, why = self._read("nvmlDeviceGetRetiredPages", h, cause, ctypes.byref(count), None)
+            if rc not in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
+                pages = {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why}
+                break
+            pages[key] = count.value
+        if "unsupported" not in pages and "error" not in pages:
+            rc, why = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, ctypes.byref(pending))
+            pages["pending"] = bool(pending.value) if rc == NVML_SUCCESS else None
+        out["retired_pages"] = pages
+        return out
+
+    def processes(self, h: Any) -> dict[str, Any]:
+        """{"processes": [{pid, used_mib, this_check}]} or {"error": why}: who else holds the GPU."""
+        count = ctypes.c_uint(0)
+        rc, why = self._read("nvmlDeviceGetComputeRunningProcesses_v3", h, ctypes.byref(count), None)
+        procs = (ProcessInfo * max(count.value * 2 + 4, 1))()
+        if rc == NVML_ERROR_INSUFFICIENT_SIZE:
+            count.value = len(procs)
+            rc, why = self._read("nvmlDeviceGetComputeRunningProcesses_v3", h, ctypes.byref(count), procs)
+        if rc != NVML_SUCCESS:
+            return {"error": why}
+        return {"processes": [{"pid": p.pid, "used_mib": p.usedGpuMemory // (1024 * 1024) if p.usedGpuMemory <
+                               (1 << 63) else None, "this_check": p.pid == os.getpid()}
+                              for p in procs[:count.value]]}
+
+
 def inventory() -> dict[str, Any]:
     """{"devices": [...]} or {"error": why}: NVML's view, for the CUDA <-> nvidia-smi mapping."""
     nv, why = Nvml.open()
@@ -129,6 +222,31 @@ def inventory() -> dict[str, Any]:
         return {"devices": nv.devices()[0]}
     except OSError as exc:
         return {"error": str(exc)}
+
+
+def gpu_facts(cuda_devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per CUDA device, NVML's view of its GPU: which nvidia-smi GPU it is, its limits, health
+    counters and the processes on it. {"error": why} when NVML is not there (a container given only
+    libcuda): every value is then unknown, never zero."""
+    nv, why = Nvml.open()
+    if nv is None:
+        return {"error": why}
+    try:
+        devices, handles = nv.devices()
+    except OSError as exc:
+        return {"error": str(exc)}
+    out = []
+    for d in cuda_devices:
+        gpu, how = match(d, devices)
+        entry: dict[str, Any] = {"cuda": d.get("index"), "nvidia_smi": gpu["nvidia_smi"] if gpu else None}
+        h = handles[gpu["nvidia_smi"]] if gpu else None
+        if h is None:
+            entry["error"] = (gpu or {}).get("error") or \
+                "NVML does not list this CUDA device (no UUID or bus id matched)"
+        else:
+            entry.update(matched_by=how, limits=nv.limits(h), health=nv.health(h), **nv.processes(h))
+        out.append(entry)
+    return {"gpus": out}
 
 
 def match(cuda_dev: dict[str, Any], nvml_devices: list[dict[str, Any]]) -> tuple[Optional[dict[str, Any]], str]:
@@ -173,81 +291,116 @@ def order_note(mapping: list[dict[str, Any]], environ: dict[str, str]) -> Option
 
 
 class Telemetry:
-    """NVML samples of ONE GPU (the CUDA device under load, found by UUID/bus id) in a thread.
-    Each read's return code is checked; a read the GPU does not support (utilisation on MIG) is
-    left out and sampling goes on; failed reads are counted, never recorded as 0."""
+    """NVML samples of the GPUs under load (the CUDA devices given, found by UUID/bus id), in a thread.
+    Each sample holds the GPU and memory temperature, SM and memory clocks, power, utilisation and
+    every throttle reason, at a time `t` on the burn's own clock (time.monotonic). Each read's return
+    code is checked: a read the GPU does not support (utilisation on MIG, HBM temperature on a
+    GeForce) is left out and sampling goes on; failed reads are counted, never recorded as 0.
 
-    def __init__(self, target: Optional[dict[str, Any]] = None, interval: float = 0.5) -> None:
+    `summary(i)` is GPU i's: the old min/max keys, the samples themselves, the limits they are judged
+    against, and the share of the time each throttle reason was active."""
+
+    def __init__(self, target: "Optional[dict[str, Any] | list[dict[str, Any]]]" = None,
+                 interval: float = 0.5) -> None:
         self.interval = interval
-        self.samples: list[dict[str, Any]] = []
+        given = target if isinstance(target, list) else [target] if target else []
+        targets: list[Optional[dict[str, Any]]] = list(given) or [None]  # None: NVML's first GPU
+        self.series: list[list[dict[str, Any]]] = [[] for _ in targets]
+        self.gpus: list[Optional[dict[str, Any]]] = [None for _ in self.series]
+        self.limits: list[dict[str, Any]] = [{} for _ in self.series]
+        self.errors: list[Optional[str]] = [None for _ in self.series]
+        self.unsupported: list[set[str]] = [set() for _ in self.series]
+        self.failed: list[int] = [0 for _ in self.series]
         self.source: Optional[str] = None
-        self.error: Optional[str] = None
-        self.gpu: Optional[dict[str, Any]] = None
-        self.unsupported: set[str] = set()
-        self.failed_reads = 0
+        self.load_start: Optional[float] = None
+        self.load_end: Optional[float] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._read: Optional[Callable[[], dict[str, Any]]] = None
+        self._readers: list[Optional[Callable[[], dict[str, Any]]]] = [None for _ in self.series]
         nv, why = Nvml.open()
         if nv is None:
-            self.error = f"NVML not available ({why}): no temperature/clock/power samples"
+            self.errors = [f"NVML not available ({why}): no temperature/clock/power samples" for _ in self.series]
             return
         try:
             devices, handles = nv.devices()
         except OSError as exc:
-            self.error = str(exc)
+            self.errors = [str(exc) for _ in self.series]
             return
-        gpu, how = match(target or {}, devices) if target else (devices[0] if devices else None, "first")
-        if gpu is None:
-            failed = [d["error"] for d in devices if d.get("error")]
-            self.error = "NVML does not list the CUDA device under load (no UUID or bus id matched)" + (
-                f"; GPUs NVML could not open: {'; '.join(failed)}" if failed else "")
-            return
-        if handles[gpu["nvidia_smi"]] is None:
-            self.error = gpu.get("error") or "NVML has no handle for the GPU under load"
-            return
-        self.gpu = dict(gpu, matched_by=how)
         self.source = "libnvidia-ml"
-        self._read = self._reader(nv, handles[gpu["nvidia_smi"]])
+        for i, t in enumerate(targets):
+            gpu, how = match(t, devices) if t else (devices[0] if devices else None, "first")
+            if gpu is None:
+                failed = [d["error"] for d in devices if d.get("error")]
+                self.errors[i] = "NVML does not list the CUDA device under load (no UUID or bus id matched)" + (
+                    f"; GPUs NVML could not open: {'; '.join(failed)}" if failed else "")
+                continue
+            if handles[gpu["nvidia_smi"]] is None:
+                self.errors[i] = gpu.get("error") or "NVML has no handle for the GPU under load"
+                continue
+            self.gpus[i] = dict(gpu, matched_by=how)
+            h = handles[gpu["nvidia_smi"]]
+            self.limits[i] = nv.limits(h)
+            self._readers[i] = self._reader(nv, h, i)
 
-    def _reader(self, nv: Nvml, h: Any) -> Callable[[], dict[str, Any]]:
+    def _reader(self, nv: Nvml, h: Any, i: int) -> Callable[[], dict[str, Any]]:
         lib = nv.lib
         # Renamed ...ClocksEventReasons in newer drivers; the old name stays exported for now.
         reasons = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             getattr(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        fields = getattr(lib, "nvmlDeviceGetFieldValues", None)
+
+        def mem_temp(out: ctypes.c_uint) -> int:
+            if fields is None:
+                return NVML_ERROR_NOT_SUPPORTED
+            fv = FieldValue(fieldId=_FI_MEMORY_TEMP)
+            rc = int(fields(h, 1, ctypes.byref(fv)))
+            if rc == NVML_SUCCESS and fv.nvmlReturn != NVML_SUCCESS:
+                rc = int(fv.nvmlReturn)
+            out.value = fv.value & 0xFFFFFFFF  # an unsigned int in the union's first bytes (little-endian)
+            return rc
 
         def read() -> dict[str, Any]:
-            t, clk, mw, thr, u = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong(), Utilization()
+            t, mt, clk, mclk, mw = (ctypes.c_uint() for _ in range(5))
+            thr, u = ctypes.c_ulonglong(), Utilization()
             reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {
                 "temp_c": (lambda: lib.nvmlDeviceGetTemperature(h, _TEMP_GPU, ctypes.byref(t)), lambda: t.value),
+                "mem_temp_c": (lambda: mem_temp(mt), lambda: mt.value),
                 "sm_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_SM, ctypes.byref(clk)), lambda: clk.value),
+                "mem_mhz": (lambda: lib.nvmlDeviceGetClockInfo(h, _CLOCK_MEM, ctypes.byref(mclk)),
+                            lambda: mclk.value),
                 "power_w": (lambda: lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)), lambda: mw.value / 1000.0),
                 "util_pct": (lambda: lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)), lambda: u.gpu),
                 "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
-                             lambda: thr.value)}
-            sample: dict[str, Any] = {"gpu": self.gpu["nvidia_smi"] if self.gpu else None}
+                             lambda: judge.reasons(thr.value))}
+            gpu = self.gpus[i]
+            sample: dict[str, Any] = {"gpu": gpu["nvidia_smi"] if gpu else None}
             for key, (call, value) in reads.items():
-                if key in self.unsupported:
+                if key in self.unsupported[i]:
                     continue
                 rc = call()
                 if rc == NVML_SUCCESS:
                     sample[key] = value()
                 elif rc == NVML_ERROR_NOT_SUPPORTED:
-                    self.unsupported.add(key)
+                    self.unsupported[i].add(key)
                 else:
-                    self.failed_reads += 1
-                    self.error = f"{key}: {nv.error_string(lib, rc)} ({rc})"
+                    self.failed[i] += 1
+                    self.errors[i] = f"{key}: {nv.error_string(lib, rc)} ({rc})"
             return sample
         return read
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self._read is not None:
-                self.samples.append(dict(self._read(), t=round(time.monotonic(), 2)))
+            for i, read in enumerate(self._readers):
+                if read is not None:
+                    self.series[i].append(dict(read(), t=round(time.monotonic(), 3)))
             self._stop.wait(self.interval)
 
+    def load(self, start: float, end: float) -> None:
+        """The window (time.monotonic) in which the GPUs were under load: only those samples are judged."""
+        self.load_start, self.load_end = start, end
+
     def __enter__(self) -> "Telemetry":
-        if self._read is not None:
+        if any(r is not None for r in self._readers):
             self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
         return self
@@ -257,17 +410,35 @@ class Telemetry:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source, "samples": len(self.samples), "error": self.error,
-                               "gpu": self.gpu, "unsupported": sorted(self.unsupported),
-                               "failed_reads": self.failed_reads}
-        for key in ("temp_c", "sm_mhz", "power_w", "util_pct"):
-            vals = [s[key] for s in self.samples if key in s]
-            if vals:
-                out[key] = {"min": min(vals), "max": max(vals)}
-        reasons: set[str] = set()
-        for s in self.samples:
-            reasons |= {name for bit, name in THROTTLE.items() if s.get("throttle", 0) & bit}
-        if self.samples:
-            out["throttle_reasons"] = sorted(reasons)
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        return self.series[0]
+
+    @samples.setter
+    def samples(self, given: list[dict[str, Any]]) -> None:  # recorded samples, summarised as the live ones
+        self.series[0] = list(given)
+
+    @property
+    def error(self) -> Optional[str]:
+        return self.errors[0]
+
+    def summary(self, i: int = 0) -> dict[str, Any]:
+        samples = self.series[i]
+        t0 = self.load_start
+        loaded = judge.under_load(samples, self.load_start, self.load_end) if t0 is not None else samples
+        out: dict[str, Any] = {"source": self.source, "samples": len(samples), "under_load": len(loaded),
+                               "error": self.errors[i], "gpu": self.gpus[i], "unsupported": sorted(self.unsupported[i]),
+                               "failed_reads": self.failed[i], "limits": self.limits[i], "interval_s": self.interval,
+                               "series": [dict(s, t=round(float(s["t"]) - (t0 or 0.0), 3)) if "t" in s else dict(s)
+                                          for s in samples]}
+        out["stats"] = {}
+        for key in judge.SERIES_KEYS:
+            st = judge.stats(loaded, key)
+            if st:
+                out[key] = {"min": st["min"], "max": st["max"]}  # the shape reports have always had
+                out["stats"][key] = st
+        shares = judge.throttle_shares(loaded)
+        if loaded:
+            out["throttle_reasons"] = sorted(shares)
+            out["throttle_shares"] = shares
         return out

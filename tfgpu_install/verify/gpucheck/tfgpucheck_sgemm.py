@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -16,8 +18,10 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
 else:
     from tfgpucheck_codes import CUBLAS_STATUS, CUDA_ERROR, HINTS, code_name, err, outcome
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
+    from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
 else:
+    import tfgpucheck_health as judge
     from tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
 
 _H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
@@ -124,32 +128,55 @@ def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[A
     return lib, path, None
 
 
+def _sgemm_on(cudart: Any, lib: Any, dev: int, size: int) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    """One SGEMM on CUDA device `dev`, compared with the host: (measured, failure)."""
+    measured: dict[str, Any] = {"device": dev}
+    rc = cudart.cudaSetDevice(dev)
+    if rc != 0:
+        name = code_name(CUDA_ERROR, rc, cudart, "cudaGetErrorName")
+        return measured, outcome("fail", f"cudaSetDevice({dev}) failed: {name} ({rc})", error=err(rc, name))
+    run = Sgemm(cudart, lib, size)
+    try:
+        failure = run.setup() or run.multiply()
+        if failure is not None:
+            return measured, failure
+        ref = reference_sgemm(run.a, run.b, size, size, size)
+        measured["max_abs_error"] = max_err = run.max_error(ref)
+        if max_err > 1e-4 * max(1.0, max(abs(y) for y in ref)):
+            return measured, outcome("fail", f"SGEMM {size}x{size}x{size} on GPU {dev} differs from the reference "
+                                     f"(max error {max_err:g})", hint="the GPU computes wrong results: check "
+                                     "`nvidia-smi -q` for ECC/Xid errors and run `tfgpu-install verify --burn`")
+        return measured, None
+    finally:
+        run.close()
+
+
 def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) -> dict[str, Any]:
+    """An SGEMM compared with the host on every visible GPU (one after another)."""
     cudart = state.get("cudart")
     if cudart is None:
         return outcome("skip", "needs the CUDA runtime (the cuda-runtime layer)")
     lib, path, failure = load_cublas(plan, state)
     if failure is not None:
         return failure
-    measured: dict[str, Any] = {"libcublas": path, "m": size, "n": size, "k": size}
-    run = Sgemm(cudart, lib, size)
-    try:
-        failure = run.setup() or run.multiply()
+    measured: dict[str, Any] = {"libcublas": path, "m": size, "n": size, "k": size, "devices": []}
+    indices = [d["index"] for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [0]
+    for dev in indices:
+        one, failure = _sgemm_on(cudart, lib, dev, size)
+        measured["devices"].append(dict(one, status="fail" if failure else "pass"))
         if failure is not None:
+            if "max_abs_error" in one:
+                measured["max_abs_error"] = one["max_abs_error"]
             failure["measured"] = measured
+            if len(indices) > 1 and not failure["summary"].startswith(f"SGEMM {size}"):
+                failure["summary"] = f"GPU {dev}: {failure['summary']}"
             return failure
-        ref = reference_sgemm(run.a, run.b, size, size, size)
-        max_err = run.max_error(ref)
-        measured["max_abs_error"] = max_err
-        if max_err > 1e-4 * max(1.0, max(abs(y) for y in ref)):
-            return outcome("fail", f"SGEMM {size}x{size}x{size} on the GPU differs from the reference "
-                           f"(max error {max_err:g})", measured, hint="the GPU computes wrong results: check "
-                           "`nvidia-smi -q` for ECC/Xid errors and run `tfgpu-install verify --burn 60`")
-        state["cublas"] = lib
-        return outcome("pass", f"SGEMM {size}x{size}x{size} through {os.path.basename(path)} matches the "
-                       f"reference (max error {max_err:g})", measured)
-    finally:
-        run.close()
+    cudart.cudaSetDevice(indices[0])
+    measured["max_abs_error"] = max(d["max_abs_error"] for d in measured["devices"])
+    state["cublas"] = lib
+    where = f" on {len(indices)} GPUs" if len(indices) > 1 else ""
+    return outcome("pass", f"SGEMM {size}x{size}x{size} through {os.path.basename(path)} matches the "
+                   f"reference{where} (max error {measured['max_abs_error']:g})", measured)
 
 
 class DeviceCompare:
@@ -195,7 +222,7 @@ class DeviceCompare:
 
 
 class GpuClock:
-    """GPU time between two events (cudaEventElapsedTime): how long the queued SGEMMs ran."""
+    """GPU time between two events (cudaEventElapsedTime): how long the queued work ran."""
 
     def __init__(self, cudart: Any) -> None:
         self.rt = cudart
@@ -221,106 +248,449 @@ class GpuClock:
             self.rt.cudaEventDestroy(self.stop)
 
 
+# ---- the burn -------------------------------------------------------------------------------------
+# Exact but varied operands: each float32 is +-(1 + m/8) * 2^e with m in 0..7 and e in {0, 1}, drawn at
+# random, so every value is a multiple of 1/8 below 4. A product of two is a multiple of 1/64 below 16,
+# and every partial sum of n <= 16384 of them is a multiple of 1/64 below 2^18: exactly representable
+# in float32 (and the inputs in TF32). Any summation order, any algorithm, gives the same bits.
+# The bytes are made without a Python loop: one random byte per element, mapped through two
+# 256-entry tables to the float's two high bytes (the low two are zero).
+MAX_EXACT_N = 16384
+_HIGH = bytes(((r >> 1 & 1) << 7) | (0x40 if r & 1 else 0x3F) for r in range(256))  # sign, exponent 128 / 127
+_MID = bytes((0x00 if r & 1 else 0x80) | (((r >> 2) & 7) << 4) for r in range(256))  # exponent's low bit, m
+EIGHTHS = [(-1 if r >> 1 & 1 else 1) * (8 + ((r >> 2) & 7)) * (2 if r & 1 else 1) for r in range(256)]  # value * 8
+
+
+class Operand:
+    """An n x n column-major float32 matrix of exact values (above), and the random bytes that chose them."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n = n
+        self.choice = random.Random(seed).randbytes(n * n)
+        self.data = bytearray(4 * n * n)
+        self.data[3::4] = self.choice.translate(_HIGH)
+        self.data[2::4] = self.choice.translate(_MID)
+
+    def eighths(self, start: int, step: int) -> list[int]:
+        """n values (times 8) from element `start` on, every `step`: a row (step n) or a column (step 1)."""
+        return [EIGHTHS[b] for b in self.choice[start:start + step * self.n:step]]
+
+
+def exact_entry(a: Operand, b: Operand, i: int, j: int) -> float:
+    """C[i, j] of C = A.B, computed exactly on the host (integers in 64ths)."""
+    row, col = a.eighths(i, a.n), b.eighths(j * b.n, 1)
+    return sum(x * y for x, y in zip(row, col)) / 64.0
+
+
+def burn_plan(free_bytes: int, l2_bytes: Optional[int], n: int = 0, share: float = 0.8) -> dict[str, Any]:
+    """The burn's size on a GPU with `free_bytes` free: n x n products (8192 unless asked, halved until A,
+    B and two products fit) into as many distinct output buffers as `share` of the free memory holds,
+    as gpu-burn sizes its run (it takes 90%): far past the L2 cache, so the products stream through
+    the GPU's memory. The buffers a pass really uses are capped later by time (`passes_within`)."""
+    n = min(n or 8192, MAX_EXACT_N)
+    while n > 256 and 4 * 4 * n * n > share * free_bytes:
+        n //= 2
+    per = 4 * n * n
+    buffers = max(int(share * free_bytes) // per - 2, 1)
+    return {"n": n, "buffers": buffers, "bytes_per_product": per, "free_bytes": free_bytes, "l2_bytes": l2_bytes,
+            "share_of_free": share}
+
+
+def passes_within(plan: dict[str, Any], seconds_per_product: float, pass_seconds: float = 3.0) -> int:
+    """The buffers one pass over the outputs uses: as many as the memory plan allows, and no more than
+    `pass_seconds` of products (the burn ends on a checked pass: this bounds its overshoot); >= 2."""
+    by_time = int(pass_seconds / max(seconds_per_product, 1e-6))
+    return max(2, min(int(plan["buffers"]), by_time))
+
+
+class DeviceBurn:
+    """One GPU's burn: C_b = A.B - C_b into every output buffer b, pass after pass. A buffer alternates
+    between the product R (written from zeros) and 0 (R subtracted from a fresh product): each 0-pass is
+    summed on the GPU (cublasSasum, pointer mode device: no host sync per product), and a non-zero sum
+    means a wrong element in that product or in the one before it. Every product is checked, on the GPU;
+    one product is also checked against the host (`exact_entry`) at sampled entries."""
+
+    def __init__(self, cudart: Any, cublas: Any, device: int, a: Operand, b: Operand) -> None:
+        self.rt, self.blas, self.dev, self.a, self.b = cudart, cublas, device, a, b
+        self.n = a.n
+        self.handle = ctypes.c_void_p()
+        self.ptrs: dict[str, ctypes.c_void_p] = {}
+        self.buffers = 0
+        self.created = False
+
+    def _rt(self, rc: int, what: str) -> dict[str, Any]:
+        name = code_name(CUDA_ERROR, rc, self.rt, "cudaGetErrorName")
+        return outcome("fail", f"GPU {self.dev}: {what} failed: {name} ({rc})", error=err(rc, name),
+                       hint=HINTS.get(name))
+
+    def _blas(self, rc: int, what: str) -> dict[str, Any]:
+        name = code_name(CUBLAS_STATUS, rc, self.blas, "cublasGetStatusName")
+        return outcome("fail", f"GPU {self.dev}: {what} failed: {name} ({rc})", error=err(rc, name),
+                       hint=HINTS.get(name))
+
+    def _alloc(self, key: str, size: int) -> Optional[dict[str, Any]]:
+        p = ctypes.c_void_p()
+        rc = self.rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size))
+        if rc != 0:
+            return self._rt(rc, f"cudaMalloc of {size >> 20} MiB ({key})")
+        self.ptrs[key] = p
+        return None
+
+    def setup(self, buffers: int) -> Optional[dict[str, Any]]:
+        """Handle (pointer mode device), A and B uploaded, `buffers` zeroed outputs, the scalars."""
+        rc = self.rt.cudaSetDevice(self.dev)
+        if rc != 0:
+            return self._rt(rc, f"cudaSetDevice({self.dev})")
+        rc = self.blas.cublasCreate_v2(ctypes.byref(self.handle))
+        if rc != 0:
+            return self._blas(rc, "cublasCreate")
+        self.created = True
+        per = 4 * self.n * self.n
+        for key, size in (("a", per), ("b", per), ("c", per * buffers), ("sums", 4 * buffers), ("scalars", 8),
+                          ("where", 4)):
+            failure = self._alloc(key, size)
+            if failure is not None:
+                return failure
+        self.buffers = buffers
+        scalars = (ctypes.c_float * 2)(1.0, -1.0)
+        for key, host, size in (("a", self.a.data, per), ("b", self.b.data, per), ("scalars", scalars, 8)):
+            src = (ctypes.c_char * size).from_buffer(host)
+            rc = self.rt.cudaMemcpy(self.ptrs[key], src, ctypes.c_size_t(size), _H2D)
+            if rc != 0:
+                return self._rt(rc, "cudaMemcpy to the GPU")
+        rc = self.rt.cudaMemset(self.ptrs["c"], 0, ctypes.c_size_t(per * buffers))
+        if rc != 0:
+            return self._rt(rc, "cudaMemset")
+        rc = self.blas.cublasSetPointerMode_v2(self.handle, 1)  # CUBLAS_POINTER_MODE_DEVICE
+        return self._blas(rc, "cublasSetPointerMode") if rc != 0 else None
+
+    def _at(self, key: str, offset_bytes: int) -> ctypes.c_void_p:
+        return ctypes.c_void_p((self.ptrs[key].value or 0) + offset_bytes)
+
+    def products(self, first: int, count: int, check: bool) -> Optional[dict[str, Any]]:
+        """C_b = A.B - C_b for b in [first, first+count) in one strided-batched call (A and B with stride
+        0), then, on a checking pass, each product's sum of |elements| into sums[b] on the GPU."""
+        n, per = self.n, 4 * self.n * self.n
+        one, minus = self._at("scalars", 0), self._at("scalars", 4)
+        rc = self.blas.cublasSgemmStridedBatched(
+            self.handle, 0, 0, n, n, n, one, self.ptrs["a"], n, ctypes.c_longlong(0), self.ptrs["b"], n,
+            ctypes.c_longlong(0), minus, self._at("c", per * first), n, ctypes.c_longlong(n * n), count)
+        if rc != 0:
+            return self._blas(rc, "cublasSgemmStridedBatched")
+        if check:
+            for b in range(first, first + count):
+                rc = self.blas.cublasSasum_v2(self.handle, n * n, self._at("c", per * b), 1, self._at("sums", 4 * b))
+                if rc != 0:
+                    return self._blas(rc, "cublasSasum")
+        return None
+
+    def sums(self, count: int) -> tuple[Optional[list[float]], Optional[dict[str, Any]]]:
+        out = (ctypes.c_float * count)()
+        rc = self.rt.cudaMemcpy(out, self.ptrs["sums"], ctypes.c_size_t(4 * count), _D2H)
+        return (None, self._rt(rc, "cudaMemcpy from the GPU")) if rc != 0 else ([float(x) for x in out], None)
+
+    def worst(self, b: int) -> dict[str, Any]:
+        """Where a wrong product's largest difference is (cublasIsamax on the buffer that should be 0)."""
+        n, per = self.n, 4 * self.n * self.n
+        where, value = ctypes.c_int(0), ctypes.c_float(0.0)
+        if self.blas.cublasIsamax_v2(self.handle, n * n, self._at("c", per * b), 1, self.ptrs["where"]) != 0 or \
+                self.rt.cudaMemcpy(ctypes.byref(where), self.ptrs["where"], ctypes.c_size_t(4), _D2H) != 0:
+            return {}
+        idx = max(where.value - 1, 0)
+        if self.rt.cudaMemcpy(ctypes.byref(value), self._at("c", per * b + 4 * idx), ctypes.c_size_t(4), _D2H) != 0:
+            return {}
+        return {"row": idx % n, "column": idx // n, "difference": abs(value.value)}
+
+    def reset(self, b: int) -> Optional[dict[str, Any]]:
+        """A buffer that held a wrong difference starts again from zeros (so one fault is counted once)."""
+        per = 4 * self.n * self.n
+        rc = self.rt.cudaMemset(self._at("c", per * b), 0, ctypes.c_size_t(per))
+        return self._rt(rc, "cudaMemset") if rc != 0 else None
+
+    def host_check(self, rows: int = 8, columns: int = 16) -> dict[str, Any]:
+        """Buffer 0 holds R = A.B after the first pass: compare rows x columns entries of it, spread over
+        the whole matrix, with the exact host value (a few rows and columns: each is one slice)."""
+        n = self.n
+        picked_rows = sorted({0, n - 1} | {(k * 7919 + 3) % n for k in range(rows - 2)})  # the corners too
+        picked_cols = sorted({0, n - 1} | {(k * 104729 + 5) % n for k in range(columns - 2)})
+        row_vals = {i: self.a.eighths(i, n) for i in picked_rows}
+        col_vals = {j: self.b.eighths(j * n, 1) for j in picked_cols}
+        bad = []
+        for i in picked_rows:
+            for j in picked_cols:
+                got = ctypes.c_float(0.0)
+                rc = self.rt.cudaMemcpy(ctypes.byref(got), self._at("c", 4 * (j * n + i)), ctypes.c_size_t(4), _D2H)
+                want = sum(x * y for x, y in zip(row_vals[i], col_vals[j])) / 64.0
+                if rc != 0 or got.value != want:
+                    bad.append({"row": i, "column": j, "gpu": got.value if rc == 0 else None, "host": want})
+        return {"entries": len(picked_rows) * len(picked_cols), "mismatches": len(bad), "first": bad[:3]}
+
+    def close(self) -> None:
+        self.rt.cudaSetDevice(self.dev)
+        for p in self.ptrs.values():
+            self.rt.cudaFree(p)
+        if self.created:
+            self.blas.cublasDestroy_v2(self.handle)
+
+
 class BurnTally:
-    iters = 0
-    checks = 0
-    mismatches = 0
-    worst = 0.0
-    gpu_seconds = 0.0
-    timed = True
+    def __init__(self) -> None:
+        self.products = 0
+        self.checks = 0
+        self.mismatches = 0
+        self.wrong: list[dict[str, Any]] = []
+        self.gpu_seconds = 0.0
+        self.timed = True
+        self.series: list[list[float]] = []  # [t, GFLOP/s] per timed chunk (t on time.monotonic)
+        self.passes = 0
+        self.host: dict[str, Any] = {}
+        self.start = 0.0
+        self.end = 0.0
 
 
-def _burn_batch(run: Sgemm, cmp: DeviceCompare, clock: GpuClock, batch: int,
-                tally: BurnTally) -> Optional[dict[str, Any]]:
-    """`batch` SGEMMs queued back to back between two events, then one on-device comparison."""
+def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool,
+           tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
+    """One strided-batched call of `count` products (and their sums), timed by events: (seconds, failure)."""
+    t0 = time.monotonic()
     clock.mark("start")
-    for _ in range(batch):
-        failure = run.multiply(fetch=False)
-        if failure is not None:
-            return failure
+    failure = run.products(first, count, check)
+    if failure is not None:
+        return 0.0, failure
     clock.mark("stop")
-    err_value, failure = cmp.max_error()  # waits for the batch
-    if failure is not None or err_value is None:
-        return failure or outcome("fail", "the on-device comparison gave no answer")
-    spent = clock.seconds()
+    spent = clock.seconds()  # waits for the chunk
     if spent is None:
         tally.timed = False
-    else:
-        tally.gpu_seconds += spent
-    tally.iters += batch
-    tally.checks += 1
-    tally.mismatches += int(err_value != 0.0)
-    tally.worst = max(tally.worst, err_value)
+        spent = time.monotonic() - t0
+    tally.gpu_seconds += spent
+    tally.products += count
+    tally.series.append([round(time.monotonic(), 3), round(count * 2.0 * run.n ** 3 / max(spent, 1e-9) / 1e9, 1)])
+    return spent, None
+
+
+def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[str, Any]]:
+    """After a 0-pass: every buffer's sum must be exactly 0."""
+    sums, failure = run.sums(upto)
+    if failure is not None or sums is None:
+        return failure
+    tally.checks += upto
+    for b, total in enumerate(sums):
+        if total != 0.0:  # NaN != 0 too
+            tally.mismatches += 1
+            if len(tally.wrong) < 10:
+                tally.wrong.append(dict(run.worst(b), buffer=b, sum_abs=total, pass_no=tally.passes,
+                                        t=round(time.monotonic(), 3)))
+            failure = run.reset(b)
+            if failure is not None:
+                return failure
     return None
 
 
-def _burn_loop(run: Sgemm, seconds: float, tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
-    """(wall seconds, failure): batches grow until each holds the GPU ~0.25 s, so the host's share
-    (launch, one comparison, one float copied back) stays a sliver of the burn."""
-    cmp = DeviceCompare(run)
-    failure = cmp.setup()
-    if failure is not None:
-        return 0.0, failure
-    clock = GpuClock(run.cudart)
-    batch = 4
-    start = time.monotonic()
+def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event) -> Optional[dict[str, Any]]:
+    """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. Chunks
+    double until one holds the GPU ~0.25 s, so the host's share (one call, one sum per product, one
+    event wait) stays a sliver of the burn."""
+    clock = GpuClock(run.rt)
+    chunk = 1
+    tally.start = time.monotonic()
+    upto = run.buffers
     try:
-        while time.monotonic() - start < seconds:
-            before = tally.gpu_seconds
-            t0 = time.monotonic()
-            failure = _burn_batch(run, cmp, clock, batch, tally)
-            if failure is not None:
-                return time.monotonic() - start, failure
-            took = (tally.gpu_seconds - before) if tally.timed else time.monotonic() - t0
-            if took < 0.25 and batch < 4096:
-                batch *= 2
+        while True:
+            check = tally.passes % 2 == 1  # even passes write R from zeros, odd ones must give 0
+            b = 0
+            while b < upto:
+                m = min(chunk, upto - b)
+                spent, failure = _chunk(run, clock, b, m, check, tally)
+                if failure is not None:
+                    return failure
+                b += m
+                if spent < 0.25 and chunk < 4096:
+                    chunk *= 2
+                over = time.monotonic() - tally.start >= seconds or stop.is_set()
+                if over and not check:
+                    upto = b  # stop writing: check what was written
+                    break
+            if check:
+                failure = _check_pass(run, upto, tally)
+                if failure is not None:
+                    return failure
+            elif tally.passes == 0:
+                tally.host = run.host_check()
+            tally.passes += 1
+            if check and (time.monotonic() - tally.start >= seconds or stop.is_set()):
+                return None
     finally:
+        tally.end = time.monotonic()
         clock.close()
-    return time.monotonic() - start, None
 
 
-def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any) -> dict[str, Any]:
-    """SGEMMs for `seconds` on CUDA device 0, queued in batches that keep the GPU busy, the last
-    product of each batch compared on the GPU with the first (a card that overheats or has bad memory
-    starts computing wrong numbers), while `telemetry` samples it. Reports the duty cycle: the share
-    of the burn the GPU spent inside SGEMM (gpu-burn holds it near 100%)."""
+def _sized(cudart: Any, dev: int, size: int, share: float) -> dict[str, Any]:
+    """burn_plan from the device's own free memory and L2 size."""
+    free, total, l2 = ctypes.c_size_t(0), ctypes.c_size_t(0), ctypes.c_int(0)
+    cudart.cudaSetDevice(dev)
+    got = cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0
+    has_l2 = hasattr(cudart, "cudaDeviceGetAttribute") and cudart.cudaDeviceGetAttribute(ctypes.byref(l2), 89, dev) == 0
+    plan = burn_plan(free.value if got else 1 << 30, l2.value if has_l2 else None, size, share)
+    plan["free_known"] = got
+    return plan
+
+
+def _probe_product(cudart: Any, cublas: Any, dev: int, a: Operand,
+                   b: Operand) -> tuple[float, Optional[dict[str, Any]]]:
+    """Seconds of one product on this GPU (warm-up included, then timed), to size a pass."""
+    run = DeviceBurn(cudart, cublas, dev, a, b)
+    try:
+        failure = run.setup(1)
+        if failure is not None:
+            return 0.0, failure
+        clock = GpuClock(cudart)
+        try:
+            tally = BurnTally()
+            for _ in range(2):
+                spent, failure = _chunk(run, clock, 0, 1, False, tally)
+                if failure is not None:
+                    return 0.0, failure
+        finally:
+            clock.close()
+        return spent, None
+    finally:
+        run.close()
+
+
+class GpuBurn(threading.Thread):
+    """One GPU's burn in a thread of its own (ctypes releases the GIL during each call), so every GPU
+    is under load at once, as a training job loads them."""
+
+    def __init__(self, cudart: Any, cublas: Any, device: dict[str, Any], a: Operand, b: Operand, seconds: float,
+                 plan: dict[str, Any], pass_seconds: float, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.args = (cudart, cublas, device, a, b, seconds, plan, pass_seconds)
+        self.stop_all = stop
+        self.tally = BurnTally()
+        self.failure: Optional[dict[str, Any]] = None
+        self.buffers = 0
+
+    def run(self) -> None:
+        cudart, cublas, device, a, b, seconds, plan, pass_seconds = self.args
+        try:
+            per_product, failure = _probe_product(cudart, cublas, device["index"], a, b)
+            if failure is None:
+                self.buffers = passes_within(plan, per_product, pass_seconds)
+                run = DeviceBurn(cudart, cublas, device["index"], a, b)
+                try:
+                    failure = run.setup(self.buffers) or _burn_loop(run, seconds, self.tally, self.stop_all)
+                finally:
+                    run.close()
+            self.failure = failure
+        except Exception as exc:  # noqa: BLE001  (a misbehaving library: recorded, the other GPUs go on)
+            self.failure = outcome("fail", f"GPU {device['index']}: burn error {type(exc).__name__}: {exc}")
+        if self.failure is not None:
+            self.stop_all.set()  # one GPU failed: the others end their pass and report
+
+
+def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any, share: float = 0.8,
+               pass_seconds: float = 0.0) -> dict[str, Any]:
+    """Every visible CUDA device under SGEMM load at once for `seconds` (concurrently: one thread per
+    GPU), every product checked, NVML sampling through the run, health counters before and after.
+    The result: measured["burns"] (one per GPU) and measured["burn"] (the first, the report's old shape)."""
     cudart, cublas = state.get("cudart"), state.get("cublas")
     if cudart is None or cublas is None:
         return outcome("skip", "needs the cuda-runtime and cublas layers")
-    run = Sgemm(cudart, cublas, size)
-    tally = BurnTally()
-    try:
-        failure = run.setup() or run.multiply(fetch=False)
-        if failure is not None:
-            return failure
-        with telemetry:
-            elapsed, failure = _burn_loop(run, seconds, tally)
-        if failure is not None:
-            return failure
-    finally:
-        run.close()
-    return _burn_outcome(tally, elapsed, size, telemetry.summary())
+    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [{"index": 0}]
+    pass_seconds = pass_seconds or min(3.0, max(seconds / 8, 0.05))  # the burn overshoots by <= one pass
+    plans = [_sized(cudart, d["index"], size, share) for d in devices]
+    n = min(p["n"] for p in plans)
+    plans = [burn_plan(p["free_bytes"], p["l2_bytes"], n, share) for p in plans]
+    setup_t = time.monotonic()
+    a, b = Operand(n, 1), Operand(n, 2)
+    setup_s = time.monotonic() - setup_t
+    before = health_of(state, devices)
+    stop = threading.Event()
+    burns = [GpuBurn(cudart, cublas, d, a, b, seconds, p, pass_seconds, stop) for d, p in zip(devices, plans)]
+    with telemetry:
+        for t in burns:
+            t.start()
+        for t in burns:
+            t.join()
+        started = [t.tally.start for t in burns if t.tally.start]
+        telemetry.load(min(started) if started else 0.0, max(t.tally.end for t in burns))
+    after = health_of(state, devices)
+    cudart.cudaSetDevice(devices[0]["index"])
+    t0 = telemetry.load_start or 0.0
+    records = [_burn_record(t, d, p, telemetry.summary(i), before[i], after[i], setup_s, t0, len(burns))
+               for i, (t, d, p) in enumerate(zip(burns, devices, plans))]
+    return _burn_outcome(burns, records)
 
 
-def _burn_outcome(tally: BurnTally, elapsed: float, size: int, tele: dict[str, Any]) -> dict[str, Any]:
-    flop = tally.iters * 2.0 * size ** 3
+def health_of(state: dict[str, Any], devices: list[dict[str, Any]]) -> list[Optional[dict[str, Any]]]:
+    """Each device's health counters now (None where NVML cannot tell)."""
+    reader = state.get("read_health")
+    if reader is None:
+        return [None for _ in devices]
+    facts = reader(devices)
+    if facts.get("error"):
+        return [{"error": facts["error"]} for _ in devices]
+    return [g.get("health") or ({"error": g["error"]} if g.get("error") else None) for g in facts.get("gpus", [])]
+
+
+def _burn_record(t: GpuBurn, device: dict[str, Any], plan: dict[str, Any], tele: dict[str, Any],
+                 before: Optional[dict[str, Any]], after: Optional[dict[str, Any]], setup_s: float,
+                 t0: float, together: int) -> dict[str, Any]:
+    """One GPU's burn as the report keeps it; times relative to `t0`, the start of the load."""
+    tally, n = t.tally, plan["n"]
+    elapsed = max(tally.end - tally.start, 0.0)
+    flop = tally.products * 2.0 * n ** 3
     gpu_s = tally.gpu_seconds if tally.timed and tally.gpu_seconds > 0 else None
-    burn = {"kind": "cublas-sgemm", "seconds": round(elapsed, 1), "n": size, "iterations": tally.iters,
-            "checks": tally.checks, "mismatches": tally.mismatches, "max_abs_error": tally.worst,
-            "compared": "on the GPU (cublasSaxpy + cublasIsamax against the first product)",
-            "gflops": round(flop / max(elapsed, 1e-9) / 1e9, 1),
-            "gpu_seconds": round(gpu_s, 3) if gpu_s else None,
-            "gpu_gflops": round(flop / gpu_s / 1e9, 1) if gpu_s else None,
-            "duty_cycle": round(gpu_s / elapsed, 4) if gpu_s and elapsed > 0 else None,
-            "telemetry": tele, "throttled": [r for r in tele.get("throttle_reasons", []) if r != "sw_power_cap"]}
-    measured = {"burn": burn}  # the key TensorFlow's burn uses: one report shape for both
-    duty = f", GPU busy {burn['duty_cycle']:.0%}" if burn["duty_cycle"] is not None else ", GPU busy: unknown"
-    summary = (f"SGEMM burn {burn['seconds']}s: {tally.iters} products of {size}, {tally.mismatches} wrong in "
-               f"{tally.checks} checks, {burn['gpu_gflops'] or burn['gflops']} GFLOP/s{duty}")
-    temp = tele.get("temp_c")
-    if temp:
-        summary += f", {temp['min']}-{temp['max']} C"
-    if tally.mismatches:
+    shares = tele.get("throttle_shares") or {}
+    stats = tele.get("stats") or {}
+    heat = judge.judge_heat(stats.get("temp_c"), stats.get("mem_temp_c"), tele.get("limits") or {}, shares)
+    health = judge.judge_health(before, after)
+    working = (2 + t.buffers) * plan["bytes_per_product"]
+    record = {
+        "kind": "cublas-sgemm", "gpu": {"cuda": device.get("index"), "name": device.get("name"),
+                                        "uuid": device.get("uuid"), "pci": device.get("pci")},
+        "gpus_under_load": together, "seconds": round(elapsed, 1), "loop_seconds": round(elapsed, 4),
+        "setup_seconds": round(setup_s, 2), "n": n,
+        "products": tally.products, "iterations": tally.products, "checks": tally.checks,
+        "mismatches": tally.mismatches, "wrong_products": [dict(w, t=round(w["t"] - t0, 3)) for w in tally.wrong],
+        "passes": tally.passes, "buffers": t.buffers, "working_set_bytes": working, "l2_bytes": plan["l2_bytes"],
+        "free_bytes": plan["free_bytes"],
+        "compared": "every product, on the GPU: C = A.B - C alternates between the product and 0, and each 0 is "
+                    "summed (cublasSasum) and must be exactly 0; exact operands (multiples of 1/8), so any "
+                    "difference is a wrong element",
+        "host_reference": tally.host,
+        "gflops": round(flop / max(elapsed, 1e-9) / 1e9, 1),
+        "gpu_seconds": round(gpu_s, 3) if gpu_s else None,
+        "gpu_gflops": round(flop / gpu_s / 1e9, 1) if gpu_s else None,
+        "duty_cycle": round(gpu_s / elapsed, 4) if gpu_s and elapsed > 0 else None,
+        "series": {"gflops": [[round(ts - t0, 3), v] for ts, v in tally.series]},
+        "telemetry": tele, "throttled": sorted(r for r in shares if r != "gpu_idle"),
+        "heat": heat, "load": judge.judge_load(stats, tele.get("limits") or {}, shares),
+        "health": dict(health, before=before, after=after),
+    }
+    record["line"] = judge.one_line(record)
+    return record
+
+
+def _burn_outcome(burns: list[GpuBurn], records: list[dict[str, Any]]) -> dict[str, Any]:
+    measured: dict[str, Any] = {"burns": records, "burn": records[0], "concurrent": len(records) > 1}
+    lines = [r["line"] for r in records]
+    failed = next((t.failure for t in burns if t.failure is not None), None)
+    if failed is not None:
+        failed["measured"] = measured
+        failed["summary"] = failed["summary"] + " | " + " | ".join(lines)
+        return failed
+    wrong = [r for r in records if r["mismatches"] or (r["host_reference"] or {}).get("mismatches")]
+    sick = [r for r in records if r["health"]["state"] in ("needs_reset", "failing")]
+    head = f"SGEMM burn on {len(records)} GPU(s) at once" if len(records) > 1 else "SGEMM burn"
+    summary = f"{head}: " + " | ".join(lines)
+    if wrong:
         return outcome("fail", summary, measured, hint="the GPU computed wrong results under load: check "
-                       "`nvidia-smi -q` for ECC/Xid errors, cooling and power")
+                       "`nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg | grep -i xid`, cooling and power; do not "
+                       "trust this card for training")
+    if sick:
+        return outcome("fail", summary, measured, hint=judge.HEALTH_HINT[sick[0]["health"]["state"]])
+    hot = [r for r in records if r["heat"]["verdict"] in ("hot", "slowing")]
+    if hot:  # a working GPU (laptops throttle by design): flagged, not failed
+        return outcome("pass", summary, measured, hint="the GPU ran hot under full load: check its cooling "
+                       "(airflow, fan curve, dust) and `nvidia-smi -q -d TEMPERATURE,PERFORMANCE`")
     return outcome("pass", summary, measured)
