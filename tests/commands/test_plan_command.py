@@ -162,9 +162,10 @@ def test_assumed_shape_and_human_output(tmp_env: dict[str, str], capsys: Any) ->
     assert "Why it fits" in text and "Rejected newer candidates" in text and "Options" in text
 
 
-def test_bad_profile_is_bad_input(tmp_env: dict[str, str], capsys: Any) -> None:
+def test_unknown_profile_is_a_usage_error(tmp_env: dict[str, str], capsys: Any) -> None:
+    # Was BAD_INPUT (5): an unknown name is a mistake on the command line, exit 2 (issue #43).
     code = main(["plan", "--profile", "no-such-profile"], environ=tmp_env)
-    assert code == ExitCode.BAD_INPUT
+    assert code == ExitCode.USAGE
     assert "known profiles" in capsys.readouterr().err
 
 

@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+import pytest
 
 from tfgpu_install.cli import main
 from tfgpu_install.errors import ExitCode
@@ -65,3 +67,24 @@ def test_profiles_subprocess(tmp_env: dict[str, str]) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert {p["name"] for p in json.loads(out.stdout)["profiles"]} == {"stable", "latest", "legacy", "preview"}
+
+
+def test_profiles_names_a_format_file_that_exists(capsys: Any, tmp_env: dict[str, str]) -> None:
+    """Issue #43: it named `profiles/stable.yaml`, a path a wheel user does not have; now the built-in
+    stable policy's own file, wherever the tool is installed."""
+    import re
+
+    assert main(["profiles"], environ=tmp_env) == 0
+    out = capsys.readouterr().out
+    path = re.search(r"format: (\S+stable\.yaml)", " ".join(out.split()))
+    assert path is not None and Path(path.group(1)).is_absolute() and Path(path.group(1)).is_file()
+
+
+@pytest.mark.parametrize("name, close", [("stabel", "stable"), ("latets", "latest"), ("qwerty", None)])
+def test_an_unknown_profile_is_a_usage_error_with_the_closest_name(name: str, close: Optional[str], capsys: Any,
+                                                                   tmp_env: dict[str, str]) -> None:
+    """Issue #43: `--profile stabel` exited 5 (bad input file) instead of 2 (the command line)."""
+    assert main(["plan", "--profile", name, "--assume-driver", "535.104.05", "--assume-gpu", "Tesla T4",
+                 "--json"], environ=tmp_env) == ExitCode.USAGE
+    doc = json.loads(capsys.readouterr().out)
+    assert (f"did you mean '{close}'?" in doc["message"]) == bool(close)

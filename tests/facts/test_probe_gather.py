@@ -323,3 +323,34 @@ def test_nvml_is_asked_when_any_kernel_side_is_there(tmp_env: dict[str, str], tm
         facts = gather(_ctx(env, runner, {path: "580.65.06\n"}), knowledge=MINI_KNOWLEDGE)
         assert nvml_argv() in runner.calls, path
         assert {t.source: t.outcome for t in facts.sources_tried}["nvml"] == "NVML Shared Library Not Found"
+
+
+def test_an_amd_gpu_is_named_and_gets_no_nvidia_driver_remedy(tmp_env: dict[str, str]) -> None:
+    """Issue #43: a machine whose GPU is AMD was told to install an NVIDIA driver."""
+    from tfgpu_install.knowledge.model import Policy
+    from tfgpu_install.resolver.resolve import resolve
+
+    dev = "/sys/bus/pci/devices/0000:03:00.0/"
+    files = {dev + "vendor": "0x1002\n", dev + "class": "0x030000\n", dev + "device": "0x73bf\n",
+             "/sys/bus/pci/devices/0000:00:1f.3/vendor": "0x8086\n",  # audio: not a display device
+             "/sys/bus/pci/devices/0000:00:1f.3/class": "0x040300\n"}
+    facts = gather(_ctx(tmp_env, replay(), files), knowledge=MINI_KNOWLEDGE)
+    assert facts.gpus == () and not facts.gpu_on_pci and facts.other_gpus == ("AMD (1002:73bf) at 0000:03:00.0",)
+    res = resolve(facts, MINI_KNOWLEDGE, Policy("stable", "", "newest"))
+    said = " ".join(res.reasons + res.remedies)
+    assert "the display devices here are AMD (1002:73bf)" in said and "tensorflow-rocm" in said
+    assert not any("install its driver" in r or "NVIDIA driver >=" in r for r in res.remedies)
+    assert any("--allow-cpu" in r for r in res.remedies)
+
+
+def test_control_no_display_device_keeps_the_nvidia_driver_remedy(tmp_env: dict[str, str]) -> None:
+    from tfgpu_install.knowledge.model import Policy
+    from tfgpu_install.resolver.resolve import resolve
+
+    facts = gather(_ctx(tmp_env, replay(), {}), knowledge=MINI_KNOWLEDGE)
+    assert facts.other_gpus == ()
+    res = resolve(facts, MINI_KNOWLEDGE, Policy("stable", "", "newest"))
+    assert any("install its driver" in r for r in res.remedies)
+    # the sources by name once; their outcomes stay in the probe note only (was printed in both)
+    why = next(r for r in res.reasons if r.startswith("no NVIDIA GPU found"))
+    assert "(asked: " in why and "absent" not in why

@@ -92,7 +92,8 @@ def require_choice(resolved: Resolved, allow_cpu: bool) -> None:
     if resolution.choice is not None:
         return
     if not has_usable_gpu(facts) and not allow_cpu:
-        why = "; ".join(p.reason for p in facts.problems if p.field in ("gpus", "driver"))[:400]
+        # the probe's own note without its "tried: ..." list (the probe notes print that once)
+        why = "; ".join(p.reason.split("; tried: ")[0] for p in facts.problems if p.field in ("gpus", "driver"))[:400]
         raise NoGpuError(
             "no usable NVIDIA GPU found on this machine" + (f" ({why})" if why else ""),
             hint="install or fix the NVIDIA driver (`tfgpu-install probe` shows what was found), or pass "

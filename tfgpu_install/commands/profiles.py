@@ -69,7 +69,7 @@ def _summary(kn: "Knowledge") -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.knowledge.load import load_knowledge, load_policy
+    from tfgpu_install.knowledge.load import load_knowledge, load_policy, policy_example
 
     kn = load_knowledge(ctx.profiles_dir, cache_dir=ctx.cache_dir)  # TFGPU_PROFILES_DIR, as for install
     shown = [(p, True) for p in kn.policies.values()]
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
                 f"knowledge: {s['releases']} TensorFlow releases ({s['oldest']} .. {s['newest']}), "
                 f"{s['driver_rows']} CUDA driver rows, {s['gpu_models']} GPU models; "
                 "use one with `tfgpu-install plan --profile NAME` or a FILE.yaml of your own "
-                "(format: profiles/stable.yaml)",
+                f"(format: {policy_example(kn)})",
                 style="dim",
             ),
         ],

@@ -83,6 +83,33 @@ def tegra(ctx: Context) -> tuple[Optional[str], Optional[str]]:
 
 
 # ---- the PCI bus -------------------------------------------------------------------------------------
+# Display-device vendors by PCI id, for saying what a machine without an NVIDIA GPU has instead.
+OTHER_VENDORS = {"0x1002": "AMD", "0x8086": "Intel", "0x1a03": "ASPEED", "0x102b": "Matrox", "0x1414": "Microsoft",
+                 "0x1234": "QEMU", "0x15ad": "VMware", "0x1af4": "virtio"}
+
+
+def other_display_devices(ctx: Context) -> tuple[str, ...]:
+    """Display devices of other vendors in sysfs: "AMD (1002:73bf) at 0000:03:00.0" (vendor ids by PCI-SIG)."""
+    out = []
+    try:
+        devices = sorted(p.name for p in ctx.sys_path("/sys/bus/pci/devices").iterdir())
+    except OSError:
+        return ()
+    for name in devices[:4096]:
+        base = f"/sys/bus/pci/devices/{name}"
+        vendor = (_read(ctx, f"{base}/vendor") or "").strip().lower()
+        cls = (_read(ctx, f"{base}/class") or "").strip().lower()
+        if vendor and vendor != "0x10de" and cls[:6] in GPU_CLASSES and re.fullmatch(r"0x[0-9a-f]{4}", vendor):
+            dev = (_read(ctx, f"{base}/device") or "").strip().lower()
+            ids = f"{vendor[2:]}:{dev[2:]}" if re.fullmatch(r"0x[0-9a-f]{4}", dev) else vendor[2:]
+            out.append(f"{OTHER_VENDORS.get(vendor, 'vendor ' + vendor[2:])} ({ids}) at {printable_slot(name)}")
+    return tuple(out)
+
+
+def printable_slot(name: str) -> str:
+    return name if re.fullmatch(r"[0-9a-fA-F:.]{1,32}", name) else "?"
+
+
 def pci_gpus(ctx: Context) -> tuple[smi.PciGpu, ...]:
     """NVIDIA display devices from sysfs (no lspci needed): vendor 0x10de, a display class."""
     out = []

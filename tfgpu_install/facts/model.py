@@ -115,6 +115,8 @@ class Facts:
     problems: tuple[Problem, ...] = ()
     gpu_on_pci: Optional[bool] = None  # lspci / sysfs saw an NVIDIA display device
     sources_tried: tuple[SourceTried, ...] = ()
+    # no NVIDIA GPU: the other vendors' display devices sysfs lists ("AMD (1002:73bf) at 0000:03:00.0")
+    other_gpus: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The probe JSON contract (keys documented in docs/reference/json-output.md: never rename)."""

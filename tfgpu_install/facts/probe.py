@@ -335,10 +335,15 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
         if cuda is None:
             problems.append(Problem("driver.max_cuda", f"highest CUDA for driver {driver.version} unknown: {why}",
                                     "warning"))
+    others: tuple[str, ...] = ()
     if not gpus:
         tried = ", ".join(f"{t.source} ({t.outcome})" for t in det.tried) or "nothing"
         problems.append(Problem("gpus", f"no NVIDIA GPU found; tried: {tried}", "error"))
         problems += _identify_pci(kn.get(), det)
+        if not det.gpu_on_pci and not assume.nvidia_smi_text:
+            from tfgpu_install.facts.identity import other_display_devices
+
+            others = other_display_devices(ctx)
 
     if assume.python:
         pythons: tuple[PythonInterp, ...] = (
@@ -370,6 +375,7 @@ def gather(ctx: Context, assume: Optional[Assumptions] = None, knowledge: Option
         problems=tuple(problems),
         gpu_on_pci=det.gpu_on_pci,
         sources_tried=det.tried,
+        other_gpus=others,
     )
 
 

@@ -95,8 +95,8 @@ def _parse_all(directory: Path) -> Knowledge:
 
 
 def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:
-    """A built-in policy by name (stable/latest/legacy) or a user's YAML file.
-    Unknown name -> BadInputError listing the known ones."""
+    """A built-in policy by name (stable/latest/legacy/preview) or a user's YAML file.
+    Unknown name -> UsageError (exit 2: a typo on the command line) naming the closest and the known ones."""
     if name_or_path in knowledge.policies:
         return knowledge.policies[name_or_path]
     path = Path(name_or_path)
@@ -105,14 +105,27 @@ def load_policy(name_or_path: str, knowledge: Knowledge) -> Policy:
             raise BadInputError(
                 f"profile file {name_or_path} does not exist",
                 hint="give a built-in profile (" + ", ".join(sorted(knowledge.policies))
-                + ") or the path of a policy YAML file (see profiles/stable.yaml for the format)",
+                + f") or the path of a policy YAML file (the format: {policy_example(knowledge)})",
             )
         return parse_policy(path, str(name_or_path))
-    raise BadInputError(
-        f"unknown profile {name_or_path!r}",
+    import difflib
+
+    from tfgpu_install.errors import UsageError
+    from tfgpu_install.guard.names import printable
+
+    close = difflib.get_close_matches(name_or_path, sorted(knowledge.policies), n=1)
+    raise UsageError(
+        f"unknown profile {printable(name_or_path[:80])!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
         hint="known profiles: " + ", ".join(sorted(knowledge.policies))
         + "; or pass the path of your own policy YAML file",
     )
+
+
+def policy_example(knowledge: Knowledge) -> str:
+    """Where a user can read a policy file's format: the built-in stable policy's own file, wherever the
+    tool is installed (a wheel has no profiles/ directory of its own)."""
+    stable = knowledge.policies.get("stable")
+    return stable.path if stable is not None and stable.path else str(profiles_dir() / "stable.yaml")
 
 
 def knowledge_dir(ctx: Context) -> Optional[Path]:

@@ -394,6 +394,21 @@ def _failure_remedies(evaluated: Sequence[tuple[Release, list[Finding], Pick]], 
     return out
 
 
+# TensorFlow for AMD GPUs: AMD's ROCm build, on PyPI as tensorflow-rocm (not something this tool installs).
+TENSORFLOW_ROCM = "https://pypi.org/project/tensorflow-rocm/"
+
+
+def _other_vendor_remedies(others: Sequence[str]) -> list[str]:
+    """A machine whose GPUs are another vendor's: no NVIDIA driver helps it."""
+    amd = [o for o in others if o.startswith("AMD ")]
+    out = [f"the GPU here is not NVIDIA ({', '.join(others)}): tfgpu-install sets up TensorFlow on NVIDIA CUDA "
+           "only, and no NVIDIA driver would help"]
+    if amd:
+        out.append(f"for the AMD GPU ({', '.join(amd)}): TensorFlow runs on AMD GPUs through AMD's ROCm build, "
+                   f"tensorflow-rocm ({TENSORFLOW_ROCM}), installed by its own instructions")
+    return out
+
+
 def _before_tf(cc: Optional[str]) -> bool:
     """A compute capability below 3.0 (Tesla architecture, Fermi): TensorFlow never had GPU kernels
     for it (its GPU docs start at 3.0, and CUDA 9, which TF 1.5+ needs, dropped Fermi)."""
@@ -424,8 +439,11 @@ def _no_gpu(
     elif facts.gpu_on_pci:
         why = "an NVIDIA GPU is on the PCI bus but no NVIDIA driver answered"
     else:
-        tried = "; ".join(f"{t.source}: {t.outcome}" for t in facts.sources_tried)
-        why = f"no NVIDIA GPU found ({tried or d.source or 'nvidia-smi, NVML, lspci'})"
+        # the sources by name; what each said is in the probe's notes (printed once, not again here)
+        tried = ", ".join(dict.fromkeys(t.source for t in facts.sources_tried))
+        why = f"no NVIDIA GPU found (asked: {tried or d.source or 'nvidia-smi, NVML, lspci'})"
+        if facts.other_gpus:
+            why += f"; the display devices here are {', '.join(facts.other_gpus)}"
     reasons.append(why)
     remedies: list[str] = [r for r in arm_remedies(m) if m.tegra and "--allow-cpu" not in r]
     if m.devices or facts.gpu_on_pci:
@@ -438,6 +456,8 @@ def _no_gpu(
                 break
         if not remedies:
             remedies.append("install the NVIDIA driver for this GPU (nvidia-smi must work), then run plan again")
+    elif facts.other_gpus:
+        remedies += _other_vendor_remedies(facts.other_gpus)
     else:
         remedies.append("if this machine has an NVIDIA GPU, install its driver (nvidia-smi must work), then run "
                         "plan again")
