@@ -42,3 +42,15 @@ def test_a_test_on_a_provisioning_fixture_is_in_the_e2e_lane_and_a_pure_one_is_n
 def test_scripts_test_fast_deselects_e2e() -> None:
     script = (REPO / "scripts" / "test").read_text()
     assert '-m "not e2e"' in script or "-m 'not e2e'" in script
+
+
+def test_every_test_module_has_its_own_basename() -> None:
+    # tests/ has no __init__.py files: pytest imports each module by its basename, so two files of one
+    # name in two folders stop the whole collection ("import file mismatch")
+    seen: dict[str, Path] = {}
+    twice = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if path.name in seen:
+            twice.append(f"{seen[path.name].relative_to(TESTS)} and {path.relative_to(TESTS)}")
+        seen.setdefault(path.name, path)
+    assert twice == []

@@ -12,8 +12,9 @@ from tests.support.tfenv import make_venv, tf_env  # noqa: F401
 from tfgpu_install.cli import main
 from tfgpu_install.context import build_context
 from tfgpu_install.env.journal import Journal
+from tfgpu_install.env.registry import remember_env
 from tfgpu_install.env.state import env_state_dir
-from tfgpu_install.verify.record import read_record
+from tfgpu_install.env.verification import read_record
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,9 @@ def test_stub_gpu_stack(tmp_env: dict[str, str], stubs: StubLibs, venv: Path,  #
 
 def test_default_env_is_the_last_installed(tmp_env: dict[str, str], venv: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # what a verified install leaves: its journal, and the env made the default (env/registry.py)
     Journal.for_env(build_context(tmp_env), venv).append("run", env=str(venv), plan={})
+    remember_env(build_context(tmp_env), venv)
     assert main(["verify", "--json"], environ=tmp_env) == 9
     assert _json(capsys)["env"] == str(venv)
 

@@ -175,7 +175,7 @@ def test_proxy_and_ca_settings_come_from_the_context(ctx: Context) -> None:
     ctx = replace(ctx, environ={**ctx.environ, "REQUESTS_CA_BUNDLE": "/etc/site-ca.pem", **env})
     with make_session(ctx, "https://developer.download.nvidia.com/x") as session:
         # The named CA now adds to the system store instead of replacing it (issue #43: one trust for every
-        # client; tests/fetch/test_trust.py verifies real TLS servers through it); the proxies as before.
+        # client; tests/fetch/test_tls_trust.py verifies real TLS servers through it); the proxies as before.
         assert session.verify is True and session.proxies["https"] == "http://proxy:3128"
         assert type(session.get_adapter("https://x")).__name__ == "TrustAdapter"
         assert session.trust_env is False  # os.environ is not consulted behind the Context's back

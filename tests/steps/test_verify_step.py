@@ -11,10 +11,10 @@ from tests.support.stublibs import StubLibs, plant_pci, stubs  # noqa: F401
 from tests.support.tfenv import STABLE_PLAN, make_venv, tf_env  # noqa: F401
 from tfgpu_install.context import Context, build_context
 from tfgpu_install.engine.executor import Executor
+from tfgpu_install.env.verification import read_record, record_path
 from tfgpu_install.errors import ExitCode, VerifyFailed
 from tfgpu_install.steps.verify import VerifyEnv
 from tfgpu_install.verify.host import CheckPlan
-from tfgpu_install.verify.record import read_record, record_path
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
 
 
 def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool]]:
-    from tfgpu_install.verify.record import BadRecord, read_record
+    from tfgpu_install.env.verification import BadRecord, read_record
 
     try:
         doc = read_record(ctx, env)

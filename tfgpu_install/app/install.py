@@ -19,12 +19,12 @@ from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choic
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
+from tfgpu_install.env.verification import BadRecord, gpu_verified, read_record
 from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
 from tfgpu_install.guard.shellquote import activate_command, command, shell_of
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.resolver.model import Resolution
-from tfgpu_install.verify.record import BadRecord, gpu_verified, read_record
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.context import Context
+from tfgpu_install.env.verification import BadRecord, read_record_file
 from tfgpu_install.errors import TfgpuError
-from tfgpu_install.verify.record import BadRecord, read_record_file
 
 FORMAT = 1
 # Variables a shell changes between two runs of the same command; they change nothing here.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.verification import BadRecord, read_record
 from tfgpu_install.errors import ExitCode, TfgpuError
 from tfgpu_install.report import Block, Result, Text, table
-from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:

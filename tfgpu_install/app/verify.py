@@ -38,6 +38,7 @@ class VerifyRequest:
 
 
 def verify(ctx: Context, req: VerifyRequest) -> Result:
+    from tfgpu_install.env.verification import read_record, write_record
     from tfgpu_install.verify.host import (
         CheckPlan,
         plan_from_env,
@@ -45,7 +46,6 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
         run_verification,
         verify_fingerprint,
     )
-    from tfgpu_install.verify.record import read_record, write_record
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")

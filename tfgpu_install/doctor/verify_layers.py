@@ -234,9 +234,9 @@ def _label(problem: str) -> str:
 
 def _recorded_plan(w: Walk) -> Optional["CheckPlan"]:
     """The plan the last verify recorded for this env (what verify --env checks against), if any."""
+    from tfgpu_install.env.verification import read_record
     from tfgpu_install.errors import BadInputError
     from tfgpu_install.verify.host import CheckPlan
-    from tfgpu_install.verify.record import read_record
 
     assert w.env_files is not None
     try:

@@ -73,7 +73,7 @@ def _live(ctx: Context, env: Path) -> bool:
 
 def verified_ok(ctx: Context, env: Path) -> bool:
     """The env's last verification passed (its record says so; a damaged record says nothing)."""
-    from tfgpu_install.verify.record import BadRecord, read_record
+    from tfgpu_install.env.verification import BadRecord, read_record
 
     try:
         doc = read_record(ctx, env) or {}

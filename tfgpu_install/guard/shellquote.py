@@ -15,10 +15,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import TYPE_CHECKING, Mapping, Union
+from typing import Mapping, Protocol, Union
 
-if TYPE_CHECKING:
-    from tfgpu_install.context import Context
+
+class _HasEnviron(Protocol):
+    """The Context, seen only for its environment ($SHELL): guard sits below the context."""
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+
+Where = Union[_HasEnviron, Mapping[str, str], str]
 
 CSH_RC_NAMES = (".tcshrc", ".cshrc", ".login", ".logout", "csh.cshrc", "csh.login")
 
@@ -73,17 +80,23 @@ def quote(word: str, kind: str = "sh") -> str:
     return sh(word)
 
 
-def command(where: "Union[Context, Mapping[str, str], str]", *words: str) -> str:
+def _kind(where: Where) -> str:
+    if isinstance(where, str):
+        return where
+    return shell_of(where if isinstance(where, Mapping) else where.environ)
+
+
+def command(where: Where, *words: str) -> str:
     """A command line to paste into the user's shell, each word quoted for it. `where`: the
     Context (its environ's $SHELL), an environ, or a shell kind ("sh", "fish", "csh")."""
-    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    kind = _kind(where)
     return " ".join(quote(w, kind) for w in words)
 
 
-def activate_command(where: "Union[Context, Mapping[str, str], str]", env: str, backend: str = "venv") -> str:
+def activate_command(where: Where, env: str, backend: str = "venv") -> str:
     """How to activate `env` in the user's shell: conda's own command for a conda env, else the
     activate script that venv/uv wrote for that shell."""
-    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    kind = _kind(where)
     if backend == "conda":
         return command(kind, "conda", "activate", env)
     if kind == "fish":
@@ -93,9 +106,9 @@ def activate_command(where: "Union[Context, Mapping[str, str], str]", env: str, 
     return command(kind, ".", os.path.join(env, "bin", "activate"))
 
 
-def prepend(where: "Union[Context, Mapping[str, str], str]", var: str, value: str) -> str:
+def prepend(where: Where, var: str, value: str) -> str:
     """Put `value` first on a ':'-list variable (PATH, LD_LIBRARY_PATH), in the user's shell."""
-    kind = where if isinstance(where, str) else shell_of(where if isinstance(where, Mapping) else where.environ)
+    kind = _kind(where)
     if kind == "fish":
         if var == "PATH":  # fish's PATH is a list
             return f"set -gx PATH {quote(value, kind)} $PATH"

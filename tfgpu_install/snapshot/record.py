@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.verification import BadRecord, read_record
 from tfgpu_install.files import remove_file
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
-from tfgpu_install.verify.record import BadRecord, read_record
 
 
 def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:

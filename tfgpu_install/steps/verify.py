@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.verification import BadRecord, read_record, record_path, verified_ok, write_record
 from tfgpu_install.errors import VerifyFailed
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.verify.host import CheckPlan, run_verification, verify_fingerprint
-from tfgpu_install.verify.record import BadRecord, read_record, record_path, verified_ok, write_record
 
 
 class VerifyEnv(Step):

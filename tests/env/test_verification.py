@@ -1,4 +1,4 @@
-"""tfgpu_install/verify/record.py: the one reader and writer of the verification record."""
+"""tfgpu_install/env/verification.py: the one reader and writer of the verification record."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 
 from tests.support.tfenv import make_venv
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, ExitCode
-from tfgpu_install.verify.host import CheckPlan, VerifyReport, run_verification
-from tfgpu_install.verify.record import (
+from tfgpu_install.env.verification import (
     MAX_BYTES,
     BadRecord,
     gpu_verified,
@@ -21,6 +19,8 @@ from tfgpu_install.verify.record import (
     verified_ok,
     write_record,
 )
+from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.verify.host import CheckPlan, VerifyReport, run_verification
 
 PLAN = CheckPlan(cuda="12.3", cudnn="8.9.7.29")
 

@@ -15,14 +15,23 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import BadInputError
 
-if TYPE_CHECKING:
-    from tfgpu_install.verify.host import CheckPlan, VerifyReport
+
+class _Json(Protocol):
+    """What the record keeps of a verification (verify.host's CheckPlan and VerifyReport): the env's
+    room stores the documents without importing the check that makes them."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class _Report(_Json, Protocol):
+    @property
+    def when(self) -> str: ...
 
 FORMAT = 1
 NAME = "verify.json"
@@ -37,7 +46,7 @@ def record_path(ctx: Context, env: Path) -> Path:
     return env_state_dir(ctx, Path(env)) / NAME
 
 
-def write_record(ctx: Context, env: Path, report: VerifyReport, fingerprint: str, plan: CheckPlan) -> Path:
+def write_record(ctx: Context, env: Path, report: _Report, fingerprint: str, plan: _Json) -> Path:
     path = record_path(ctx, env)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "env": str(env), "created": report.when, "fingerprint": fingerprint,
