@@ -121,3 +121,11 @@ def test_a_pre_release_is_skipped_learned_with_pre_and_picked_only_by_preview(
                      *RTX3090[6:])
     assert code == ExitCode.OK and plan["choice"]["tensorflow"] == "2.22.0rc0"
     assert plan["choice"]["python"] == "3.14"
+
+
+def test_a_learned_row_is_cited_where_it_lives(libs: dict[str, Path], tmp_env: dict[str, str], capsys: Any) -> None:
+    with LoopbackServer() as srv:
+        Index(srv).add("2.22.0", tf222_wheel("2.22.0", libs["gpu"], libs["plain"]))
+        assert run(capsys, tmp_env, "knowledge", "update", "--index-url", srv.url("/simple/"))[0] == ExitCode.OK
+    code, plan = run(capsys, tmp_env, "plan", "--profile", "latest", *RTX5090)
+    assert any("not confirmed from a source: defects (learned.yaml:" in w for w in plan["warnings"])

@@ -105,7 +105,7 @@ def span(versions: Sequence[str]) -> str:
 def _src(release: Release, field: str) -> str:
     """Where a release's field came from, cut to its first clause (the full text is in matrix.yaml)."""
     full = release.sources.get(field) or release.sources.get("default") or release.source
-    return first_clause(full) if full else f"matrix.yaml:{release.line}"
+    return first_clause(full) if full else f"{'learned.yaml' if release.learned else 'matrix.yaml'}:{release.line}"
 
 
 def first_clause(text: str) -> str:

@@ -90,7 +90,8 @@ def _release_warnings(r: Release, policy: Policy, python: str) -> list[str]:
         fix = f"; the installer handles it: {d.fix}" if d.fix else ""
         out.append(f"TF {r.tensorflow}: {d.text} ({d.source}){fix}")
     if r.unconfirmed:
-        out.append(f"TF {r.tensorflow}: not confirmed from a source: {', '.join(r.unconfirmed)} (matrix.yaml:{r.line})")
+        where = "learned.yaml" if r.learned else "matrix.yaml"  # a learned row lives in the user's overlay
+        out.append(f"TF {r.tensorflow}: not confirmed from a source: {', '.join(r.unconfirmed)} ({where}:{r.line})")
     return out
 
 
