@@ -89,6 +89,9 @@ class _EnvReplay(ReplayRunner):
         key = tuple(str(a) for a in argv)
         if key[:5] == (self.python, "-I", "-S", "-c", _LOAD_SCRIPT) and key not in self.responses:
             self.responses[key] = lambda k: SubprocessRunner().run(k, env=kw.get("env"), timeout=120)
+        pip_check = key == (self.python, "-m", "pip", "check") or key[1:] == ("pip", "check", "--python", self.python)
+        if pip_check and key not in self.responses:  # doctor --env runs the env's pip check: for real
+            self.responses[key] = lambda k: SubprocessRunner().run(k, timeout=120)
         return super().run(argv, **kw)
 
 

@@ -12,8 +12,15 @@ from typing import Callable, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.doctor.cpu_check import check_cpu_features
-from tfgpu_install.doctor.env_layers import check_compute_capability, check_env, check_import, check_ptxas
+from tfgpu_install.doctor.env_layers import (
+    check_compute_capability,
+    check_env,
+    check_env_packages,
+    check_import,
+    check_ptxas,
+)
 from tfgpu_install.doctor.envcheck import probe_import, read_env
+from tfgpu_install.doctor.envpackages import read_packages
 from tfgpu_install.doctor.rules import RuleSet
 from tfgpu_install.doctor.system_layers import (
     check_driver,
@@ -38,7 +45,8 @@ def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport
     steps: list[Callable[[Walk], Sequence[Optional[Check]]]] = [
         lambda w: [check_driver(w)], lambda w: [check_wsl_linux_driver(w)], lambda w: [check_gpu_memory(w)],
         check_toolkits, lambda w: [check_cpu_features(w)], lambda w: _load_env(w), check_libraries,
-        lambda w: [check_visible_devices(w)], check_env, check_import, check_compute_capability, check_ptxas,
+        lambda w: [check_visible_devices(w)], check_env, check_env_packages, check_import, check_compute_capability,
+        check_ptxas,
     ]
     broken = None
     host_broken = False  # the walk broke below the env's own checks (driver, toolkit, CPU, libraries)
@@ -72,7 +80,8 @@ def _follow_verify(w: Walk, broken: Optional[Check],
 
     def import_checks() -> list[Check]:
         if before_env:  # the env and `import tensorflow`; the device list needs a GPU
-            w.checks.extend(c for step in (check_env, check_import) for c in step(w) if c.layer == "import")
+            w.checks.extend(c for step in (check_env, check_env_packages, check_import) for c in step(w)
+                            if c.layer == "import")
         return [c for c in w.checks if c.layer == "import"]
 
     layers = verify_layers(w, import_checks, stopped=host)
@@ -91,4 +100,6 @@ def _load_env(w: Walk) -> list[Check]:
         w.env_files = read_env(w.ctx, w.env)
         if w.env_files.exists and w.env_files.python:
             w.probe = probe_import(w.ctx, w.env_files.python, launcher=w.env_files.launcher)
+        if w.env_files.exists:  # `check`'s drift and pip check: what changed, what no longer fits
+            w.packages = read_packages(w.ctx, w.env, w.env_files.python)
     return []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.doctor.classify import classify
+from tfgpu_install.doctor.envpackages import culprit
 from tfgpu_install.doctor.walkstate import BROKEN, OK, SKIP, WARN, Check, Walk, split_path, version_tuple
 from tfgpu_install.facts import gpu as smi
 from tfgpu_install.guard import shellquote
@@ -18,6 +19,10 @@ from tfgpu_install.guard import shellquote
 def _cmd(w: Walk, command: str, env: object) -> str:
     """`tfgpu-install COMMAND --env ENV`, quoted for the user's shell (a fix they paste)."""
     return shellquote.command(w.ctx, "tfgpu-install", command, "--env", str(env))
+
+
+def _restore(w: Walk, snapshot: str, env: object) -> str:
+    return shellquote.command(w.ctx, "tfgpu-install", "snapshot", "restore", snapshot, "--env", str(env))
 
 
 def check_env(w: Walk) -> list[Check]:
@@ -41,6 +46,55 @@ def check_env(w: Walk) -> list[Check]:
     return out
 
 
+def check_env_packages(w: Walk) -> list[Check]:
+    """What `tfgpu-install check` and `pip check` say of the env's packages: the drift since its known-good
+    snapshot and the broken requirements. Warnings here; a failed import names the package they point at."""
+    pk, e = w.packages, w.env_files
+    if pk is None or e is None:
+        return []
+    out = []
+    if pk.snapshot is None:
+        out.append(Check("import", "packages since known-good", SKIP,
+                         "no known-good snapshot of this env: package drift not checked"))
+    elif pk.drifted:
+        out.append(Check("import", "packages since known-good", WARN,
+                         f"{len(pk.drift_lines())} package change(s) since the known-good snapshot {pk.snapshot}",
+                         "The env's packages are not the ones it was verified with (`tfgpu-install check` reports "
+                         "the same): a changed package can break `import tensorflow` or its GPU use.",
+                         f"Go back to them: `{_restore(w, pk.snapshot, e.path)}`; or, if the "
+                         "change is wanted, verify the env as it is now.", evidence=pk.drift_lines()))
+    else:
+        out.append(Check("import", "packages since known-good", OK,
+                         f"the packages of the known-good snapshot {pk.snapshot}"))
+    if pk.conflicts:
+        out.append(Check("import", "pip check", WARN, f"{pk.pip_check}: {len(pk.conflicts)} broken requirement(s)",
+                         "Installed packages no longer meet each other's requirements (a later `pip install` "
+                         "changed one that TensorFlow or another package pins).",
+                         "Install the versions the requirements name (`pip install 'numpy<2.1'` for a line such as "
+                         "'tensorflow requires numpy<2.1.0'), or restore the known-good snapshot.",
+                         evidence=tuple(c.text() for c in pk.conflicts)))
+    elif pk.pip_check.startswith(("pip check", "uv pip check")):
+        out.append(Check("import", "pip check", OK, f"{pk.pip_check}: no broken requirements"))
+    else:
+        out.append(Check("import", "pip check", SKIP, pk.pip_check))
+    return out
+
+
+def _blame(w: Walk, error: str) -> tuple[str, str]:
+    """(cause addition, fix addition) naming the package that broke the import, when the drift or pip check
+    points at a package the error names; ("", "") otherwise."""
+    if w.packages is None:
+        return "", ""
+    found = culprit(w.packages, error)
+    if found is None:
+        return "", ""
+    name, seen = found
+    env = w.env_files.path if w.env_files else "ENV"
+    back = (f" Or go back to the known-good packages: `{_restore(w, w.packages.snapshot, env)}`."
+            if w.packages.snapshot else "")
+    return f" The package that broke it: {name} ({seen}).", back
+
+
 def check_import(w: Walk) -> list[Check]:
     e, p = w.env_files, w.probe
     if e is None or p is None:
@@ -57,11 +111,19 @@ def check_import(w: Walk) -> list[Check]:
                           "distribution was uninstalled, or its files removed).",
                           f"Run the install again: `{_cmd(w, 'install', e.path)}` reinstalls what is missing "
                           f"(`{_cmd(w, 'check', e.path)}` lists the damaged files).")]
-        diag = classify(p.log + "\n" + (p.error or ""), w.rules)
+        text = p.log + "\n" + (p.error or "")
+        diag = classify(text, w.rules)
+        blame, back = _blame(w, text)
         if diag.primary is not None:
             f = diag.primary
-            return [Check("import", "import tensorflow", BROKEN, p.error or "import failed", f.cause, f.fix,
-                          evidence=f.evidence, rule=f.rule_id)]
+            return [Check("import", "import tensorflow", BROKEN, p.error or "import failed", f.cause + blame,
+                          f.fix + back, evidence=f.evidence, rule=f.rule_id)]
+        if blame:
+            return [Check("import", "import tensorflow", BROKEN, p.error or "import failed",
+                          "`import tensorflow` failed, and its error names a package that changed or no longer "
+                          "meets its requirements." + blame,
+                          "Put that package back at the version the env was verified with." + back,
+                          evidence=tuple(x for x in (p.error,) if x))]
         return [Check("import", "import tensorflow", BROKEN, p.error or "import failed",
                       "`import tensorflow` failed with an error doctor does not know.",
                       "Read the traceback: `" + (e.python or "python") + " -c 'import tensorflow'`; try "
