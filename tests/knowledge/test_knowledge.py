@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import load_cases
-from tfgpu_install.errors import BadInputError
+from tfgpu_install.errors import BadInputError, UsageError
 from tfgpu_install.knowledge.gpu_names import gpu_by_name
 from tfgpu_install.knowledge.load import _load_cached, load_knowledge, load_policy, profiles_dir
 from tfgpu_install.knowledge.model import Knowledge, max_cuda_for_driver, minor_compat_for_driver
@@ -193,7 +193,7 @@ def test_policies_load(kn: Knowledge) -> None:
     assert stable.require_patch_release and stable.min_age_days > 0 and stable.prefer == "newest"
     assert not load_policy("latest", kn).require_patch_release
     assert "system" in load_policy("legacy", kn).cuda_from
-    with pytest.raises(BadInputError) as err:
+    with pytest.raises(UsageError) as err:  # a typo on the command line: exit 2 (#43)
         load_policy("bleeding", kn)
     assert "legacy" in (err.value.hint or "") and "stable" in (err.value.hint or "")
 

@@ -275,6 +275,7 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
     home = Path(tempfile.mkdtemp(prefix="tfgpu-rc-"))
     try:
         home.chmod(0o755)
+        os.chown(home, NOBODY, NOBODY)  # their home takes new files: only the rc's mode is in the way
         rc = home / ".bashrc"
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)

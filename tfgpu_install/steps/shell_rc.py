@@ -31,6 +31,7 @@ from tfgpu_install.files import (
     scan_blocks,
 )
 from tfgpu_install.guard import shellquote
+from tfgpu_install.guard.argtypes import creatable
 from tfgpu_install.steps.activation import b64, parsed_blocks, restore_blocks
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -161,8 +162,6 @@ def read_rc(rc: Path) -> Optional[bytes]:
     else:
         # The edit is a new file beside it renamed over it: its directory must take new files
         # (a read-only one failed only after the env and its packages were installed).
-        from tfgpu_install.guard.argtypes import creatable
-
         why = creatable(target.parent)
         if why is not None:
             raise EnvironmentProblem(f"cannot edit {target}{via}: {why}",
