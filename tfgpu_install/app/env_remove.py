@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError
@@ -39,6 +39,23 @@ def created_by_us(entries: list[Any]) -> bool:
     return any(made(e) for e in open_entries(entries))
 
 
+def not_the_env(entries: list[Any], env: Path) -> Optional[str]:
+    """Why what is at `env` now is not the directory env.create made (env/ownership.py: device,
+    inode, real path, marker; a record from before identities: a venv's or conda's own directory,
+    not a link); None when it is, or when nothing is there."""
+    from tfgpu_install.env.journal import open_entries
+    from tfgpu_install.env.ownership import looks_like_env, problem
+
+    if not os.path.lexists(env):
+        return None
+    done = [e for e in open_entries(entries) if e.event == "done" and e.step == "env.create"]
+    record = (done[0].data.get("undo") or {}) if done else {}
+    ident = record.get("identity")
+    if isinstance(ident, dict):
+        return problem(env, ident)
+    return None if looks_like_env(env) else "it is not a venv or conda env directory"
+
+
 def remove_env(ctx: Context, req: RemoveRequest) -> Result:
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
@@ -63,6 +80,11 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
                 "or it was already removed",
                 "to undo what tfgpu-install changed in it: `tfgpu-install rollback --env PATH`",
             )
+        why = not_the_env(entries, env)
+        if why is not None:
+            raise BadInputError(f"{env} is not the env tfgpu-install made there: {why}; nothing was removed",
+                                "the env it made is gone; move this directory away yourself if it is not yours",
+                                ref="env-replaced")
         todo = open_entries(entries)
         size = disk_usage(env)
         blocks: list[Block] = [

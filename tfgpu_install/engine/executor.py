@@ -118,13 +118,15 @@ def prune_created_dirs(pre: Sequence[dict[str, Any]]) -> None:
             d = d.parent
 
 
-def restore_pre(pre: Sequence[dict[str, Any]], backups: Path) -> None:
-    """Put every recorded path back as it was before the step began."""
+def restore_pre(pre: Sequence[dict[str, Any]], backups: Path,
+                owned: Callable[[Path], bool] = lambda p: True) -> None:
+    """Put every recorded path back as it was before the step began (a path that was not there
+    is removed while the step `owned` it: Step.owns)."""
     for item in pre:
         p = Path(item["path"])
         kind = item.get("kind")
         if kind == "missing":
-            if p.exists() or p.is_symlink():
+            if (p.exists() or p.is_symlink()) and owned(p):
                 _remove_path(p)
         elif kind == "file":
             if p.is_file() and not p.is_symlink() and sha256_file(p) == item.get("sha256"):
@@ -306,6 +308,11 @@ class Executor:
         self.journal.append("done", durable=False, **fields)
         results[step.id] = record
 
+    def _owned_by(self, step: Optional[Step]) -> Callable[[Path], bool]:
+        if step is None:
+            return lambda path: True
+        return lambda path: step.owns(self.ctx, path)
+
     def _journal_failure(self, step: Step, exc: BaseException) -> None:
         try:
             self.journal.append("failed", step=step.id, error=f"{type(exc).__name__}: {exc}")
@@ -330,7 +337,7 @@ class Executor:
                 else:
                     # Killed or failed mid-apply: put the touched paths back, then let the
                     # step clean up whatever else it may have half-done.
-                    restore_pre(e.data.get("pre") or [], self.backups)
+                    restore_pre(e.data.get("pre") or [], self.backups, owned=self._owned_by(step))
                     if step is not None:
                         step.undo(self.ctx, {"partial": True})
                 prune_created_dirs(_begin_of(entries, e).data.get("pre") or [])

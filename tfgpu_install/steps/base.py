@@ -36,6 +36,11 @@ class Step(ABC):
     def touches(self, ctx: Context) -> list[str]:
         return []
 
+    def owns(self, ctx: Context, path: Any) -> bool:
+        """Undo of a killed apply: may a path this step touched, that was not there before, be
+        removed? (Yes by default; env.create says only while it is the directory it made.)"""
+        return True
+
     def to_json(self) -> dict[str, str]:
         return {"id": self.id, "describe": self.describe()}
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.ownership import looks_like_env, stamp
+from tfgpu_install.env.ownership import problem as ownership_problem
 from tfgpu_install.env.target import BACKENDS, RATTLER, TargetEnv, env_python_version, minor_of
 from tfgpu_install.env.tools import find_conda, find_uv, last_lines, tool_env
 from tfgpu_install.errors import EnvironmentProblem, StepFailed
@@ -73,6 +75,13 @@ class CreateEnv(Step):
         from tfgpu_install.env.state import env_state_dir
 
         return env_state_dir(ctx, self.env.path) / "env-creating.json"
+
+    def _identity_file(self, ctx: Context) -> Path:
+        """The identity of the directory this step made (env/ownership.py), kept until its undo:
+        a kill between the end of apply and the journal's "done" still knows what it made."""
+        from tfgpu_install.env.state import env_state_dir
+
+        return env_state_dir(ctx, self.env.path) / "env-identity.json"
 
     # check ------------------------------------------------------------------------------
 
@@ -147,12 +156,20 @@ class CreateEnv(Step):
         else:
             self._check_base_version(ctx, self._base_interpreter())
         if marker.exists():
-            # Resume after a kill mid-creation: what is there is our half-made env.
+            # Resume after a kill mid-creation: what is there is our half-made env, while it is
+            # still the directory we began (env/ownership.py); anything else is not ours to clear.
             prior = json.loads(marker.read_text())
-            if path.exists() and not prior.get("existed_empty"):
-                shutil.rmtree(path)
-            elif path.exists():
-                _empty_dir(path)
+            if path.exists() or path.is_symlink():
+                still_empty = prior.get("existed_empty") and path.is_dir() and not any(path.iterdir())
+                if not self.owns(ctx, path) and not still_empty:
+                    raise EnvironmentProblem(
+                        f"{path} is not the env tfgpu-install began to create there (replaced since): "
+                        "nothing of it was removed", hint=f"move {path} away, or use another --env",
+                        ref="env-replaced")
+                if not prior.get("existed_empty"):
+                    shutil.rmtree(path)
+                else:
+                    _empty_dir(path)
         else:
             prior = {"existed_empty": path.is_dir(), "path": str(path)}
             atomic_write(marker, json.dumps(prior))
@@ -166,6 +183,10 @@ class CreateEnv(Step):
                 self._check_writable(path)
             else:
                 path.mkdir(parents=True, exist_ok=True)
+                # the directory this step is making, marked at once, for an undo after a kill
+                # (env/ownership.py: a new directory may get a freed inode's number)
+                identity = stamp(path)
+                atomic_write(self._identity_file(ctx), json.dumps(identity))
         except EnvironmentProblem:
             marker.unlink(missing_ok=True)
             raise
@@ -178,7 +199,9 @@ class CreateEnv(Step):
             ) from exc
         checkpoint(ctx, self.id, "middle")
         if self.env.backend == "conda":
-            tool = self._create_conda(ctx)
+            tool = self._create_conda(ctx)  # conda makes the prefix itself: marked once it is there
+            identity = stamp(path)
+            atomic_write(self._identity_file(ctx), json.dumps(identity))
         else:
             tool = self._create_venv(ctx)
         got = env_python_version(self.env)
@@ -187,7 +210,7 @@ class CreateEnv(Step):
                 f"{tool} made {path}, but it holds Python {got or 'none'} instead of {self.python_version}",
                 hint="check the interpreter given with --python, then run again (or `tfgpu-install rollback`)",
             )
-        marker.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)  # the identity goes into the undo record: `envs remove` and rollback check it
         return {
             "created": True,
             "path": str(path),
@@ -195,7 +218,19 @@ class CreateEnv(Step):
             "tool": tool,
             "python": got,
             "existed_empty": bool(prior.get("existed_empty")),
+            "identity": identity,
         }
+
+    def owns(self, ctx: Context, path: Path) -> bool:
+        """The executor's undo of a killed create removes the env path only while it is the
+        directory this step began making (its identity in the step's marker); never otherwise."""
+        if Path(path) != self.env.path:
+            return True
+        try:
+            ident = json.loads(self._identity_file(ctx).read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(ident, dict) and ownership_problem(Path(path), ident) is None
 
     def _base_interpreter(self) -> Path:
         base = self.base_python
@@ -324,18 +359,30 @@ class CreateEnv(Step):
     # undo -------------------------------------------------------------------------------
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
+        """Remove the env this step made, only while the path is still that directory (its
+        device, inode, real path and marker: env/ownership.py; an older record: a venv's or conda's
+        own directory, not a link). Anything else there (the user's own directory put there after
+        the env was gone, a parent swapped for a link) is left as it is."""
         marker = self._marker(ctx)
-        created = bool(record.get("created"))
-        existed_empty = bool(record.get("existed_empty"))
-        if record.get("partial"):
-            # Killed mid-create: only the marker proves the directory is ours.
-            if not marker.exists():
-                return
-            prior = json.loads(marker.read_text())
-            created, existed_empty = True, bool(prior.get("existed_empty"))
-        if not created:
-            return
         path = Path(record.get("path") or self.env.path)
+        if record.get("partial"):
+            # Killed mid-create (or before its "done" was written): its identity file says what it made.
+            try:
+                prior = json.loads(marker.read_text()) if marker.exists() else {}
+            except ValueError:
+                prior = {}
+            existed_empty = bool(prior.get("existed_empty"))
+            ours = self.owns(ctx, path)
+        else:
+            if not record.get("created"):
+                return
+            existed_empty = bool(record.get("existed_empty"))
+            ident = record.get("identity")
+            ours = ownership_problem(path, ident) is None if isinstance(ident, dict) else looks_like_env(path)
+        if not ours:
+            marker.unlink(missing_ok=True)
+            self._identity_file(ctx).unlink(missing_ok=True)
+            return
         if self.env.backend == "conda" and path.exists():
             exe = find_conda(ctx)
             if exe:
@@ -344,13 +391,12 @@ class CreateEnv(Step):
                 verb = ["env", "remove", "-y"] if Path(exe).name.startswith("micromamba") else ["remove", "-y", "--all"]
                 ctx.runner.run([exe, *verb, *where], desc=f"remove conda env {path}",
                                env=tool_env(ctx), timeout=600, mutating=True)
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
+        if path.exists() and not path.is_symlink():
+            shutil.rmtree(path)  # the fd-based walk: no link inside it is followed
         if existed_empty:
             path.mkdir(parents=True, exist_ok=True)
         marker.unlink(missing_ok=True)
+        self._identity_file(ctx).unlink(missing_ok=True)
 
 
 def _empty_dir(path: Path) -> None:
