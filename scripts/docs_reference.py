@@ -65,6 +65,9 @@ ENVIRONMENT: tuple[EnvVar, ...] = (
            "to point the whole tool at a made-up machine"),
     EnvVar("PIP_INDEX_URL, UV_INDEX_URL, UV_DEFAULT_INDEX", "the package index when `--index-url` is not "
            "given (proxies, `PIP_CERT`, `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE` are honoured)"),
+    EnvVar("SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE", "CA certificates the tool's own "
+           "HTTP clients (downloads, `knowledge update`, the fleet mirror, download sizes) trust in addition to "
+           "the system store (`fetch/trust.py`)"),
     EnvVar("UV_CACHE_DIR", "uv's cache (the tool's installs share it); `self uninstall --uv-cache` removes it"),
     EnvVar("CONDA_OVERRIDE_CUDA", "`--backend conda`: stands in for the driver's CUDA version, as with conda"),
     EnvVar("JUPYTER_DATA_DIR", "`kernel install`: where kernel specs go (else `$XDG_DATA_HOME/jupyter`)"),
