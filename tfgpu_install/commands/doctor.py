@@ -27,6 +27,7 @@ from tfgpu_install.guard import shellquote
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
 if TYPE_CHECKING:
+    from tfgpu_install.doctor.gpuknowledge import KernelRows
     from tfgpu_install.doctor.rules import RuleSet
 
 _EPILOG = """exit codes: 0 healthy (or, with --log, nothing wrong / no known cause and nothing fatal);
@@ -60,8 +61,9 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.knowledge.load import knowledge_dir
 
     rules = load_rules(Path(args.rules) if getattr(args, "rules", None) else None, profiles=knowledge_dir(ctx))
+    kernels = _kernel_rows(ctx)
     if getattr(args, "log", None):
-        return _log_result(_read_log(args.log), rules)
+        return _log_result(_read_log(args.log), rules, kernels)
     from tfgpu_install.env.registry import default_env
 
     if getattr(args, "env", None) and not user_path(args.env).exists():
@@ -71,16 +73,24 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     last = default_env(ctx)
     env = (getattr(args, "env", None) or ctx.env("VIRTUAL_ENV") or ctx.env("CONDA_PREFIX")
            or (str(last) if last is not None else None))
-    return _walk_result(ctx, rules, env)
+    return _walk_result(ctx, rules, env, kernels)
+
+
+def _kernel_rows(ctx: Context) -> "KernelRows":
+    """profiles/kernels.yaml's floors and known failures (a site's knowledge dir first), as the resolver reads them."""
+    from tfgpu_install.doctor.gpuknowledge import KernelRows
+    from tfgpu_install.knowledge.load import knowledge_dir, load_kernels
+
+    return KernelRows(*load_kernels(knowledge_dir(ctx)))
 
 
 # ------------------------------------------------------------------ --log
 
 
-def _log_result(text: str, rules: "RuleSet") -> Result:
+def _log_result(text: str, rules: "RuleSet", kernels: Optional["KernelRows"] = None) -> Result:
     from tfgpu_install.doctor.classify import CAUSE, HARMLESS_ONLY, classify
 
-    diag = classify(text, rules)
+    diag = classify(text, rules, kernels)
     blocks: list[Block] = [Heading("Log diagnosis")]
     if diag.status == CAUSE and diag.primary is not None:
         f = diag.primary
@@ -88,7 +98,7 @@ def _log_result(text: str, rules: "RuleSet") -> Result:
             Text(f"Cause ({_layer_title(rules, f.layer)}): {f.cause}", "error"),
             Text(f"Fix: {f.fix}", "warn"),
             Bullets("Evidence", f.evidence),
-            Text(f"Source: {f.source}  [rule {f.rule_id}]", "dim"),
+            Text(f"Source: {f.source}  [rule {f.rule_id}]" + (f" [{f.knowledge}]" if f.knowledge else ""), "dim"),
         ]
     elif diag.status == HARMLESS_ONLY:
         blocks.append(Text("Nothing wrong in this log: the lines below are known noise, not a failure. "
@@ -147,10 +157,11 @@ def _layer_title(rules: "RuleSet", layer_id: str) -> str:
 # ------------------------------------------------------------------ machine walk
 
 
-def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str]) -> Result:
+def _walk_result(ctx: Context, rules: "RuleSet", env: Optional[str],
+                 kernels: Optional["KernelRows"] = None) -> Result:
     from tfgpu_install.doctor.chain import ABSENT, WARN, walk
 
-    report = walk(ctx, rules, env)
+    report = walk(ctx, rules, env, kernels)
     again = shellquote.command(ctx, "tfgpu-install", "verify", "--env", env or "ENV")  # a command to paste
     blocks: list[Block] = [Heading("tfgpu-install doctor: bottom-up")]
     blocks.append(table("", ("layer", "check", "status", "seen"),

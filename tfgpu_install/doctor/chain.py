@@ -21,6 +21,8 @@ from tfgpu_install.doctor.env_layers import (
 )
 from tfgpu_install.doctor.envcheck import probe_import, read_env
 from tfgpu_install.doctor.envpackages import read_packages
+from tfgpu_install.doctor.gpuknowledge import KernelRows
+from tfgpu_install.doctor.kernel_check import check_gpu_kernels
 from tfgpu_install.doctor.rules import RuleSet
 from tfgpu_install.doctor.system_layers import (
     check_driver,
@@ -39,13 +41,15 @@ __all__ = ["walk", "ChainReport", "Check", "OK", "WARN", "BROKEN", "ABSENT", "SK
 # ------------------------------------------------------------------ the walk
 
 
-def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None) -> ChainReport:
-    w = Walk(ctx=ctx, rules=rules, env=env)
+def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None,
+         kernels: Optional[KernelRows] = None) -> ChainReport:
+    w = Walk(ctx=ctx, rules=rules, env=env, kernels=kernels)
     gather_host(w)
     steps: list[Callable[[Walk], Sequence[Optional[Check]]]] = [
         lambda w: [check_driver(w)], lambda w: [check_wsl_linux_driver(w)], lambda w: [check_gpu_memory(w)],
         check_toolkits, lambda w: [check_cpu_features(w)], lambda w: _load_env(w), check_libraries,
-        lambda w: [check_visible_devices(w)], check_env, check_env_packages, check_import, check_compute_capability,
+        lambda w: [check_visible_devices(w)], check_env, check_env_packages, check_import, check_gpu_kernels,
+        check_compute_capability,
         check_ptxas,
     ]
     broken = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from tfgpu_install.doctor import logtext
+from tfgpu_install.doctor.gpuknowledge import KernelRows, explain, read_facts
 from tfgpu_install.doctor.rules import Match, RuleSet, match_all
 
 UNKNOWN = "unknown"  # nothing we know in the text
@@ -45,12 +46,14 @@ class Finding:
     source: str
     evidence: tuple[str, ...]  # the log lines that show it, "L12: <line>"
     first_line: int
+    knowledge: str = ""  # the knowledge row that names the cause ("profiles/kernels.yaml:12 (blackwell-ptx-jit)")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rule": self.rule_id, "layer": self.layer, "severity": self.severity,
             "harmless": self.harmless, "cause": self.cause, "fix": self.fix,
             "fix_kind": self.fix_kind, "source": self.source, "evidence": list(self.evidence),
+            "knowledge": self.knowledge or None,
         }
 
 
@@ -158,7 +161,19 @@ def _cause(matches: list[Match], rules: RuleSet, stop: str) -> tuple[Optional[Ma
     return primary, False
 
 
-def classify(text: str, rules: RuleSet) -> Diagnosis:
+def _with_knowledge(f: Finding, text: str, kernels: Optional[KernelRows]) -> Finding:
+    """The primary finding, named by a kernels.yaml row when the log prints the facts the row needs
+    (compute capability; the cuDNN or TensorFlow version): the row's words, fix and source first."""
+    if kernels is None:
+        return f
+    named = explain(f.rule_id, kernels, read_facts(text))
+    if named is None:
+        return f
+    return replace(f, cause=f"{named.cause} {f.cause}", fix=named.fix, source=named.source or f.source,
+                   knowledge=named.ref)
+
+
+def classify(text: str, rules: RuleSet, kernels: Optional[KernelRows] = None) -> Diagnosis:
     text = logtext.clean(text or "")
     matches, read = _matches(text, rules)
     stop, stopped_by = _stop_text(read)
@@ -176,7 +191,7 @@ def classify(text: str, rules: RuleSet) -> Diagnosis:
         left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
     return Diagnosis(
         status=status,
-        primary=_finding(primary) if primary else None,
+        primary=_with_knowledge(_finding(primary), read, kernels) if primary else None,
         others=tuple(_finding(m) for m in others),
         harmless=tuple(_finding(m) for m in harmless),
         advice=advice,

@@ -8,6 +8,7 @@ from typing import Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.doctor.envcheck import EnvFiles, ImportProbe
 from tfgpu_install.doctor.envpackages import EnvPackages
+from tfgpu_install.doctor.gpuknowledge import KernelRows
 from tfgpu_install.doctor.libpath import resolve_in_root
 from tfgpu_install.doctor.rules import RuleSet
 from tfgpu_install.facts import gpu as smi
@@ -49,6 +50,7 @@ class Walk:
     pci_nvidia: bool = False
     env_files: Optional[EnvFiles] = None
     probe: Optional[ImportProbe] = None
+    kernels: Optional[KernelRows] = None  # profiles/kernels.yaml floors and known failures
     packages: Optional[EnvPackages] = None  # drift since known-good, pip check (read once)
     checks: list[Check] = field(default_factory=list)
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError
-from tfgpu_install.knowledge.model import BUILTIN_POLICIES, Knowledge, Policy
+from tfgpu_install.knowledge.model import BUILTIN_POLICIES, FloorRow, Knowledge, KnownFailure, Policy
 from tfgpu_install.knowledge.schema import (
     parse_drivers,
     parse_gpus,
@@ -54,6 +54,12 @@ def _source(directory: Path, name: str) -> tuple[Path, str]:
     if name in PACKAGED_FALLBACK and directory != profiles_dir() and not own.is_file():
         return profiles_dir() / name, f"profiles/{name}"
     return own, f"profiles/{name}" if directory == profiles_dir() else str(own)
+
+
+def load_kernels(directory: Optional[Path] = None) -> tuple[tuple[FloorRow, ...], tuple[KnownFailure, ...]]:
+    """kernels.yaml alone (a site's, else the packaged one): for readers that need only the architecture rows
+    (the doctor), so a site dir holding just its own errors.yaml still works."""
+    return parse_kernels(*_source(Path(directory) if directory is not None else profiles_dir(), "kernels.yaml"))
 
 
 @lru_cache(maxsize=8)
