@@ -34,11 +34,17 @@ class KernelRequest:
 
 
 def user_kernels_dir(ctx: Context) -> Path:
+    """Absolute, always: the journal keeps it for rollback, which may run from another directory
+    (a relative JUPYTER_DATA_DIR is Jupyter's relative to where it runs: this one's, resolved now;
+    a relative XDG_DATA_HOME is invalid by the XDG spec and ignored)."""
+    import os
+
     base = ctx.env("JUPYTER_DATA_DIR")
     if base:
-        return Path(base) / "kernels"
+        return Path(os.path.abspath(base)) / "kernels"
     xdg = ctx.env("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else ctx.home / ".local" / "share") / "jupyter" / "kernels"
+    root = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.abspath(ctx.home)) / ".local" / "share"
+    return root / "jupyter" / "kernels"
 
 
 def kernel_dirs(ctx: Context, env: Path) -> list[Path]:

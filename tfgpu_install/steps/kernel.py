@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.ownership import dir_identity
+from tfgpu_install.env.ownership import problem as ownership_problem
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -78,17 +80,39 @@ class RegisterKernel(Step):
             return False
 
     def apply(self, ctx: Context) -> UndoRecord:
+        if not self.kernel_dir.is_absolute():
+            raise ValueError(f"kernel dir {self.kernel_dir} is not absolute")  # app/kernel.py makes it so
         created = not self.kernel_dir.exists()
         self.kernel_dir.mkdir(parents=True, exist_ok=True)
         checkpoint(ctx, self.id, "middle")
         atomic_write(self.kernel_dir / SPEC, self._text(), mode=0o644)
-        return {"kernel_dir": str(self.kernel_dir), "created": created}
+        return {"kernel_dir": str(self.kernel_dir), "created": created,
+                "identity": dir_identity(self.kernel_dir) if created else None}
+
+    def owns(self, ctx: Context, path: Path) -> bool:
+        """A killed apply's kernel.json is removed only while it is the spec we write (for this env)."""
+        return Path(path) != self.kernel_dir / SPEC or owner_env(Path(path)) == str(self.env)
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        # The executor puts back a kernel.json that was there before; a dir we made goes.
-        spec = self.kernel_dir / SPEC
-        if record.get("created", True) and owner_env(spec) in (str(self.env), None):
-            remove_kernel_dir(self.kernel_dir)
+        """The executor puts back a kernel.json that was there before; the dir this step made goes,
+        only while it is that dir (env/ownership.py: device, inode, real path) holding our spec for
+        this env. The user's own kernel dir of that name (made after `kernel remove`, or their spec
+        in ours) is never removed; nor is a path journaled relative (older versions), which would
+        mean another directory from wherever rollback runs."""
+        kdir = self.kernel_dir
+        if not kdir.is_absolute() or kdir.is_symlink() or not record.get("created", True):
+            return
+        ident = record.get("identity")
+        if isinstance(ident, dict) and ownership_problem(kdir, ident) is not None:
+            return
+        owner = owner_env(kdir / SPEC)
+        if owner == str(self.env):
+            remove_kernel_dir(kdir)
+        elif owner is None and not (kdir / SPEC).exists() and not (kdir / SPEC).is_symlink():
+            try:
+                kdir.rmdir()  # killed between mkdir and the spec: only while it is empty
+            except OSError:
+                pass
 
 
 def remove_kernel_dir(kernel_dir: Path) -> None:
