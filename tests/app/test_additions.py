@@ -60,7 +60,7 @@ def test_install_with_adds_and_records_the_requirement(with_env: Provisioned) ->
     pins = dict(line.split("==") for line in freeze(with_env.env))
     assert pins["myproj"] == "1.0.0" and pins["tensorflow"] == "2.99.0" and pins["numpy"] == "1.26.4"
     snap = _known_good(with_env)
-    assert snap.resolution["added"] == ["myproj>=1"]
+    assert snap.resolution.added == ("myproj>=1",)
     assert "myproj" in snap.package_map()
     assert added_requirements(build_context(with_env.environ), with_env.env) == ("myproj>=1",)
 
@@ -132,7 +132,7 @@ def test_restore_brings_back_the_additions(with_env: Provisioned, capsys: pytest
     ctx = build_context(with_env.environ)
     assert added_requirements(ctx, target) == ("myproj>=1",)
     found = S.latest_for_env(ctx.state_dir, target)
-    assert found is not None and found[1].resolution["added"] == ["myproj>=1"]
+    assert found is not None and found[1].resolution.added == ("myproj>=1",)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_add_installs_without_moving_anything_and_verifies_again(
     assert states["packages.install"] == "applied" and states["verify.run"] == "applied"  # the check ran again
     assert doc["gpu_verified"] is False  # a CPU host: said as it is
     snap = _known_good(kernel_env)
-    assert snap.id != first.id and snap.resolution["added"] == ["myproj>=1", "ipykernel"]
+    assert snap.id != first.id and snap.resolution.added == ("myproj>=1", "ipykernel")
 
 
 def _run_in_kernel(kernel_dir: Path, name: str, code: str) -> str:

@@ -102,7 +102,7 @@ def test_format_1_snapshot_restores_with_a_warning(
               if s.env.path == str(source_env.env) and s.kind == "known-good"]
     good = stored[-1]
     v1 = {"format": 1, "kind": "known-good", "created": good.created, "env": {"path": str(source_env.env)},
-          "resolution": good.resolution, "packages": [p.requirement() for p in good.packages]}
+          "resolution": good.resolution.to_json(), "packages": [p.requirement() for p in good.packages]}
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(v1))
     assert S.load(path).format == 1
@@ -141,7 +141,7 @@ def test_contract_without_knowledge_checks_driver_and_python() -> None:
 def test_contract_conda_provides_python_and_cpu_only_skips_gpu() -> None:
     snap = make(env={"path": "/e", "backend": "conda", "python": "3.12.1"},
                 resolution={"choice": {"tensorflow": "2.17.1", "cuda": "12.3", "python": "3.12"}, "cpu_only": True})
-    assert choice_of(snap)["python"] == "3.12" and choice_of(snap)["cpu_only"] is True
+    assert choice_of(snap).python == "3.12" and snap.resolution.cpu_only is True
     v = check_host(snap, _facts(gpus=(), driver=Driver(None, None, None, loaded=False)), None, conda_available=True)
     assert v.ok and v.gpu is False
     assert not check_host(snap, _facts(), None, conda_available=False).ok

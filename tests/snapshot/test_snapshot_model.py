@@ -9,6 +9,7 @@ import pytest
 from tests.support.snapshot_doc import make
 from tfgpu_install.errors import BadInputError, ExitCode
 from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.contract import choice_of
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_format_1_still_loads() -> None:
     snap = S.loads(text)
     assert snap.format == 1
     assert [p.requirement() for p in snap.packages] == ["numpy==1.26.4", "six==1.16.0"]
-    assert snap.env.path == "/envs/old" and snap.resolution["tensorflow"] == "2.15.1"
+    assert snap.env.path == "/envs/old" and choice_of(snap).tensorflow == "2.15.1"
     assert "format 1" in snap.notes[0]
 
 

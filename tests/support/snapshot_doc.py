@@ -6,6 +6,7 @@ from typing import Any
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.snapshot import model as S
+from tfgpu_install.snapshot.schema import recorded_resolution
 
 
 def env_record(data: dict[str, Any]) -> S.EnvRecord:
@@ -38,4 +39,6 @@ def make(**kw: object) -> S.Snapshot:
     base.update(kw)
     if isinstance(base["env"], dict):
         base["env"] = env_record(base["env"])
+    if isinstance(base["resolution"], dict):  # typed as the reader types it (not checked: tests build hostile ones)
+        base["resolution"] = recorded_resolution(base["resolution"])
     return S.Snapshot(**base)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
     from tfgpu_install.snapshot.model import latest_for_env
 
     found = latest_for_env(ctx.state_dir, env)
-    return additions.from_record(found[1].resolution) if found else ()
+    return additions.recorded(found[1].resolution.added) if found else ()
 
 
 def journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:

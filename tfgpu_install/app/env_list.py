@@ -9,10 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.report import Block, Result, Text, human_bytes, table
+from tfgpu_install.resolver.model import Choice
+
+if TYPE_CHECKING:
+    from tfgpu_install.snapshot.document import Snapshot
 
 _TF_NAMES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-gpu")
 
@@ -46,24 +50,22 @@ def _installed(env: Path) -> dict[str, str]:
     return {p.key: p.version for p in installed_packages(env)}
 
 
-def _recorded(ctx: Context, env: Path) -> tuple[Optional[Any], dict[str, Any]]:
-    """The env's latest known-good snapshot and its resolution (or the journal's plan)."""
+def _recorded(ctx: Context, env: Path) -> tuple[Optional["Snapshot"], Optional[Choice]]:
+    """The env's latest known-good snapshot and its combination (or the journaled plan's)."""
     from tfgpu_install.errors import TfgpuError
     from tfgpu_install.snapshot.contract import choice_of
     from tfgpu_install.snapshot.model import latest_for_env
 
     found = latest_for_env(ctx.state_dir, env)
     if found is not None:
-        # The combination, whichever shape the snapshot stored its resolution in ({"choice": {...}}, ...).
         return found[1], choice_of(found[1])
     try:
         from tfgpu_install.plan.journaled import recorded_plan
 
         plan = recorded_plan(ctx, env)
     except (TfgpuError, OSError, ValueError):
-        return None, {}
-    choice = plan.get("choice", plan)
-    return None, dict(choice) if isinstance(choice, dict) else {}
+        return None, None
+    return None, plan.choice
 
 
 def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool]]:
@@ -86,7 +88,7 @@ def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[in
     from tfgpu_install.snapshot.envstate import env_python_version, installed_packages
 
     exists = env.is_dir()
-    snap, resolution = _recorded(ctx, env)
+    snap, choice = _recorded(ctx, env)
     live = _installed(env) if exists else {}
     sources: dict[str, str] = {}
     tf = next((live[n] for n in _TF_NAMES if n in live), None)
@@ -95,9 +97,9 @@ def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[in
     cudnn = next((v for k, v in sorted(live.items()) if k.startswith("nvidia-cudnn-cu")), None)
     if cudnn:
         sources["cudnn"] = "installed"
-    elif resolution.get("cudnn"):
-        cudnn, sources["cudnn"] = str(resolution["cudnn"]), "recorded"
-    cuda = str(resolution["cuda"]) if resolution.get("cuda") else None
+    elif choice is not None and choice.cudnn:
+        cudnn, sources["cudnn"] = choice.cudnn, "recorded"
+    cuda = choice.cuda if choice is not None and choice.cuda else None
     if cuda:
         sources["cuda"] = "recorded"
     python = env_python_version(env) if exists else None

@@ -137,19 +137,19 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                         "--cudnn-source redist|archive` after the restore to place them again")
     backend = str(snap.env.backend or "venv")
     backend = backend if backend in ("venv", "conda") else "venv"
-    py_path = _python_path(facts, str(choice_of(snap).get("python"))) if backend == "venv" else None
+    py_path = _python_path(facts, choice_of(snap).python) if backend == "venv" else None
     resolution = pinned_resolution(snap, py_path, cpu_only=not verdict.gpu)
     choice = resolution.choice
     assert choice is not None
     env, taken_at = _target_env(ctx, req.env, snap, choice)
     extra = {"find_links": str(bundle_dir / "wheels"), "no_index": "1"} if bundle_dir else {}
     extra.update(conda_restore_extra(snap))  # a conda env's exact CUDA/cuDNN conda packages
-    from tfgpu_install.plan.additions import from_record
+    from tfgpu_install.plan.additions import recorded as recorded_requirements
 
     # The user's own requirements stay "added" in the restored env (upgrade carries them).
     options = InstallOptions(env=env, backend=backend, python=py_path, allow_cpu=not verdict.gpu,
                              index_url=None if bundle_dir else req.index_url, extra=extra,
-                             with_requirements=from_record(snap.resolution))
+                             with_requirements=recorded_requirements(snap.resolution.added))
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
     plan = {
         "resolution": resolution.to_json(), "options": options_to_json(options),

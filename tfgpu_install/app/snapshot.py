@@ -85,12 +85,12 @@ def list_(ctx: Context) -> Result:
     store = snap_mod.scan(ctx.state_dir)
     stored = store.snapshots
     rows = [
-        (s.id, s.kind, s.created, s.env.path, choice_of(s).get("tensorflow"),
+        (s.id, s.kind, s.created, s.env.path, choice_of(s).tensorflow or None,
          "yes" if (s.verification or {}).get("ok") else "-")
         for _, s in stored
     ]
     data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.path,
-                           "tensorflow": choice_of(s).get("tensorflow"), "path": str(p)} for p, s in stored]}
+                           "tensorflow": choice_of(s).tensorflow or None, "path": str(p)} for p, s in stored]}
     blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
     if not stored:
         blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
@@ -115,7 +115,7 @@ def show(ctx: Context, ref: str) -> Result:
     blocks: list[Any] = [
         Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
         Text(f"env: {snap.env.path} ({snap.env.backend}, Python {snap.env.python})"),
-        Text(f"TensorFlow {res.get('tensorflow', '?')}, CUDA {res.get('cuda', '-')}, cuDNN {res.get('cudnn', '-')}"),
+        Text(f"TensorFlow {res.tensorflow or '?'}, CUDA {res.cuda or '-'}, cuDNN {res.cudnn or '-'}"),
         Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
              f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
                  f"{g.get('name')} (cc {g.get('compute_capability')})" for g in snap.host.gpus) or "none")),

@@ -63,7 +63,8 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
         )
     snap = found[1]
     template = req.install or InstallRequest()
-    profile = req.profile or _profile_of(snap.resolution.get("profile"))
+    recorded = snap.resolution.resolution
+    profile = req.profile or _profile_of(recorded.profile if recorded else None)
     resolve = replace(template.resolve, profile=profile)
     old_tf = installed_tensorflow(old)
     resolved = resolve_machine(ctx, resolve)

@@ -171,8 +171,11 @@ def from_record(data: Optional[Mapping[str, Any]], key: str = KEY) -> tuple[str,
     """The added requirements a snapshot's resolution (key "added") or a plan's options
     (key "with_requirements") holds; () when none. Each is checked again: records are input."""
     raw = (data or {}).get(key)
-    if not isinstance(raw, list):
-        return ()
+    return recorded(raw) if isinstance(raw, list) else ()
+
+
+def recorded(raw: Iterable[object]) -> tuple[str, ...]:
+    """Recorded requirements (a snapshot's `added`, a plan's), each checked again: records are input."""
     out = []
     for r in raw:
         if isinstance(r, str):

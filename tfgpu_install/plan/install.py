@@ -68,10 +68,10 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
         steps.append(SystemLdconfig(target.path, extra_lib_dirs=extra_libs))
     check_plan = CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in extra_libs], cpu_only=cpu_only)
     steps.append(VerifyEnv(target.path, check_plan))
-    from tfgpu_install.plan.additions import snapshot_block
+    from tfgpu_install.snapshot.document import RecordedResolution
 
     steps.append(RecordSnapshot(target.path, options.backend,
-                                {**resolution.to_json(), **snapshot_block(options.with_requirements)},
+                                RecordedResolution(resolution, tuple(options.with_requirements)),
                                 cpu_only=cpu_only))
     return steps
 

@@ -10,6 +10,7 @@ from tfgpu_install.plan.install import build_steps
 from tfgpu_install.plan.options import InstallOptions, options_from_json, options_to_json
 from tfgpu_install.plan.restore import steps_from_restore_plan
 from tfgpu_install.resolver.model import Resolution, resolution_from_json
+from tfgpu_install.snapshot.document import RecordedResolution
 from tfgpu_install.steps.base import Step
 
 
@@ -28,16 +29,23 @@ def steps_from_plan(plan: dict[str, Any]) -> list[Step]:
     return build_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]))
 
 
-def recorded_plan(ctx: Context, env: Path) -> dict[str, Any]:
-    """The resolution the install journaled for this env (its last "run" event), if any."""
+def recorded_plan(ctx: Context, env: Path) -> RecordedResolution:
+    """What the install journaled for this env (its last "run" event's resolution, with the user's
+    own requirements), typed as a snapshot records it; empty when nothing was journaled or the
+    journaled plan does not read as one (unknown, never a guess)."""
     from tfgpu_install.env.journal import Journal, last_plan
+    from tfgpu_install.errors import BadInputError
+    from tfgpu_install.plan.additions import OPTION, from_record, snapshot_block
+    from tfgpu_install.snapshot.schema import checked_resolution
 
     journal = Journal.for_env(ctx, env)
     plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
     if not isinstance(plan.get("resolution"), dict):
-        return plan
-    from tfgpu_install.plan.additions import OPTION, from_record, snapshot_block
-
+        return RecordedResolution()
     # The user's own requirements (--with, add) ride along, as the install's own record has them.
     options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
-    return {**plan["resolution"], **snapshot_block(from_record(options, OPTION))}
+    try:
+        return checked_resolution({**plan["resolution"], **snapshot_block(from_record(options, OPTION))},
+                                  f"the journal of {env}")
+    except BadInputError:
+        return RecordedResolution()

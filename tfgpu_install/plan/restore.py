@@ -16,7 +16,7 @@ from tfgpu_install.steps.base import Step
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
                   require_hashes: bool) -> list[Step]:
     from tfgpu_install.env.target import TargetEnv
-    from tfgpu_install.plan.additions import snapshot_block
+    from tfgpu_install.snapshot.document import RecordedResolution
     from tfgpu_install.snapshot.model import SEEDED
     from tfgpu_install.snapshot.record import RecordSnapshot
     from tfgpu_install.steps.activation import WriteActivation
@@ -53,7 +53,7 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
         VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
         RecordSnapshot(target.path, options.backend,
-                       {**resolution.to_json(), **snapshot_block(options.with_requirements)}, cpu_only=cpu_only),
+                       RecordedResolution(resolution, tuple(options.with_requirements)), cpu_only=cpu_only),
     ]
 
 
@@ -90,10 +90,9 @@ def steps_from_restore_plan(plan: dict[str, Any]) -> list[Step]:
 def pinned_resolution(snap: Snapshot, python_path: Optional[str], cpu_only: bool) -> Resolution:
     c = choice_of(snap)
     choice = Choice(
-        tensorflow=str(c.get("tensorflow") or "?"), cuda=c.get("cuda"), cudnn=c.get("cudnn"),
-        python=str(c.get("python")), jit_only=bool(c.get("jit_only")), package=str(c.get("package") or "tensorflow"),
-        python_path=python_path, cuda_from=str(c.get("cuda_from") or "pip"), pins=dict(c.get("pins") or {}),
-        constraints=dict(c.get("constraints") or {}),
+        tensorflow=c.tensorflow or "?", cuda=c.cuda, cudnn=c.cudnn, python=c.python, jit_only=c.jit_only,
+        package=c.package or "tensorflow", python_path=python_path, cuda_from=c.cuda_from or "pip",
+        pins=dict(c.pins), constraints=dict(c.constraints),
     )
     return Resolution(profile=f"snapshot:{snap.id}", choice=choice,
                       reasons=(f"pinned by snapshot {snap.id} ({snap.created})",), rejected=(), cpu_only=cpu_only)

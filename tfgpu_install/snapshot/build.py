@@ -12,7 +12,7 @@ from tfgpu_install.conda.prefix import CondaRecord, installed
 from tfgpu_install.context import Context
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.snapshot.envstate import EnvState, capture
-from tfgpu_install.snapshot.model import EnvRecord, HostContract, Snapshot, new_id, now_iso
+from tfgpu_install.snapshot.model import EnvRecord, HostContract, RecordedResolution, Snapshot, new_id, now_iso
 
 
 def host_contract(facts: Optional[Facts]) -> HostContract:
@@ -34,7 +34,7 @@ def build(
     kind: str,
     *,
     facts: Optional[Facts] = None,
-    resolution: Optional[dict[str, Any]] = None,
+    resolution: Optional[RecordedResolution] = None,
     verification: Optional[dict[str, Any]] = None,
     hashes: bool = True,
     index_url: Optional[str] = None,
@@ -61,7 +61,7 @@ def build(
         created=now_iso(),
         env=EnvRecord(path=str(env), backend=state.backend, python=state.python, conda_packages=conda_pins(env)),
         host=host_contract(facts),
-        resolution=dict(resolution or {}),  # the caller's: plan.journaled.recorded_plan for a journaled env
+        resolution=resolution or RecordedResolution(),  # the caller's: plan.journaled.recorded_plan for a journaled env
         packages=packages,
         files=state.files,
         activation=dict(state.activation),

@@ -59,7 +59,7 @@ def platform_tags(snap: Snapshot) -> list[str]:
 def _python(snap: Snapshot) -> str:
     from tfgpu_install.snapshot.contract import choice_of
 
-    py = str(choice_of(snap).get("python") or "")
+    py = choice_of(snap).python
     if not re.match(r"3\.\d+$", py):
         raise BadInputError(f"snapshot {snap.id} does not say which Python its env used",
                             "export the snapshot again from the env")

@@ -8,11 +8,12 @@ different CPU architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.knowledge.model import Knowledge, Release
+from tfgpu_install.resolver.model import Choice
 from tfgpu_install.snapshot.model import Snapshot
 from tfgpu_install.verify.gpucheck.tfgpucheck_arch import cc_key, coverage
 
@@ -39,26 +40,18 @@ def _key(version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def choice_of(snap: Snapshot) -> dict[str, Any]:
-    """The snapshot's combination as a flat dict, whichever shape the resolution was stored in:
-    Resolution.to_json() ({"choice": {...}, "cpu_only"}), a journaled plan ({"resolution": {...}}),
-    or format 1's flat {"tensorflow": ...}."""
-    res: dict[str, Any] = dict(snap.resolution or {})
-    if isinstance(res.get("resolution"), dict):  # a journaled plan: {"resolution", "options"}
-        res = dict(res["resolution"])
-    choice = res.get("choice")
-    flat: dict[str, Any] = dict(choice) if isinstance(choice, dict) else {
-        k: res[k] for k in ("tensorflow", "cuda", "cudnn", "python", "package", "pins", "constraints",
-                            "cuda_from", "jit_only") if k in res
-    }
-    flat["cpu_only"] = bool(res.get("cpu_only"))
-    if not flat.get("python") and snap.env.python:
-        flat["python"] = ".".join(str(snap.env.python).split(".")[:2])
-    if not flat.get("tensorflow"):
+def choice_of(snap: Snapshot) -> Choice:
+    """The snapshot's combination (the resolver's Choice), whichever shape it was recorded in
+    (the reader types them all); what it lacks comes from the snapshot itself where it has it
+    (Python from the env, TensorFlow from the packages), else stays empty: unknown."""
+    c = snap.resolution.choice or Choice(tensorflow="", cuda=None, cudnn=None, python="", jit_only=False)
+    if not c.python and snap.env.python:
+        c = replace(c, python=".".join(snap.env.python.split(".")[:2]))
+    if not c.tensorflow:
         tf = snap.package_map().get("tensorflow") or snap.package_map().get("tensorflow-gpu")
         if tf is not None:
-            flat["tensorflow"] = tf.version
-    return flat
+            c = replace(c, tensorflow=tf.version)
+    return c
 
 
 def find_release(
@@ -92,9 +85,9 @@ class _Acc:
     checked: list[str] = field(default_factory=list)
 
 
-def _gpu_checks(acc: _Acc, snap_choice: dict[str, Any], facts: Facts, knowledge: Optional[Knowledge],
+def _gpu_checks(acc: _Acc, snap_choice: Choice, facts: Facts, knowledge: Optional[Knowledge],
                 release: Optional[Release]) -> None:
-    cuda = snap_choice.get("cuda")
+    cuda = snap_choice.cuda
     driver = facts.driver
     if not facts.gpus:
         acc.refusals.append("no NVIDIA GPU found here, and the snapshot's env was built for one "
@@ -107,7 +100,7 @@ def _gpu_checks(acc: _Acc, snap_choice: dict[str, Any], facts: Facts, knowledge:
             acc.refusals.append(
                 f"driver {driver.version} supports CUDA <= {driver.max_cuda} "
                 f"({driver.max_cuda_source or driver.source}),"
-                f" but the snapshot's TensorFlow {snap_choice.get('tensorflow', '?')} is built for CUDA {cuda}"
+                f" but the snapshot's TensorFlow {snap_choice.tensorflow or '?'} is built for CUDA {cuda}"
                 + (f": install driver >= {need}" if need else ""))
         elif not driver.max_cuda:
             acc.warnings.append(f"the highest CUDA driver {driver.version} supports is unknown; "
@@ -116,7 +109,7 @@ def _gpu_checks(acc: _Acc, snap_choice: dict[str, Any], facts: Facts, knowledge:
             acc.checked.append(f"driver {driver.version} supports CUDA {driver.max_cuda} >= {cuda}")
     if release is None:
         if facts.gpus:
-            acc.warnings.append(f"TensorFlow {snap_choice.get('tensorflow', '?')} is not in this tool's knowledge: "
+            acc.warnings.append(f"TensorFlow {snap_choice.tensorflow or '?'} is not in this tool's knowledge: "
                                 "the GPUs' architectures were not checked against its build")
         return
     for g in facts.gpus:
@@ -141,12 +134,13 @@ def check_host(snap: Snapshot, facts: Facts, knowledge: Optional[Knowledge], *, 
                conda_available: bool = False) -> Verdict:
     acc = _Acc()
     c = choice_of(snap)
-    release = find_release(knowledge, c.get("tensorflow"), str(c.get("package") or "tensorflow"))
+    release = find_release(knowledge, c.tensorflow or None, c.package or "tensorflow")
     usable_gpu = bool(facts.gpus) and bool(facts.driver.version) and facts.driver.loaded
-    gpu = not c.get("cpu_only") and not (allow_cpu and not usable_gpu)
+    cpu_only = snap.resolution.cpu_only
+    gpu = not cpu_only and not (allow_cpu and not usable_gpu)
     if gpu:
         _gpu_checks(acc, c, facts, knowledge, release)
-    elif not c.get("cpu_only"):
+    elif not cpu_only:
         acc.warnings.append("no usable GPU here: the env is restored and TensorFlow verified on the CPU (--allow-cpu)")
 
     # glibc: the wheels' manylinux tag names the oldest glibc they load on.
@@ -165,7 +159,7 @@ def check_host(snap: Snapshot, facts: Facts, knowledge: Optional[Knowledge], *, 
     if arch and facts.host.arch and arch != facts.host.arch:
         acc.refusals.append(f"the snapshot's wheels are for {arch}; this machine is {facts.host.arch}")
 
-    py = c.get("python")
+    py = c.python
     backend = str(snap.env.backend or "venv")
     if py:
         have = sorted({p.minor for p in facts.pythons})

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.env.layout import canonical_name
+from tfgpu_install.resolver.model import Choice, Resolution
 
 FORMAT = 2
 
@@ -66,13 +67,40 @@ class EnvRecord:
 
 
 @dataclass(frozen=True)
+class RecordedResolution:
+    """What the env was resolved to: the resolver's own Resolution (its Choice) as the install
+    journaled it, and the user's added requirements (--with, `add`). An older shape (format 1's
+    flat combination, a journaled plan {"resolution", "options"}) is read into the same types and
+    kept as read (`as_read`), so writing it back gives the same bytes; the shape the tool writes
+    today needs no copy."""
+
+    resolution: Optional[Resolution] = None  # None: nothing was recorded
+    added: tuple[str, ...] = ()
+    as_read: Optional[dict[str, object]] = None  # the block as read, when to_json() would write another
+
+    @property
+    def choice(self) -> Optional[Choice]:
+        return self.resolution.choice if self.resolution else None
+
+    @property
+    def cpu_only(self) -> bool:
+        return bool(self.resolution and self.resolution.cpu_only)
+
+    def to_json(self) -> dict[str, object]:
+        if self.as_read is not None:
+            return dict(self.as_read)
+        out: dict[str, object] = dict(self.resolution.to_json()) if self.resolution else {}
+        return {**out, "added": list(self.added)} if self.added else out
+
+
+@dataclass(frozen=True)
 class Snapshot:
     id: str
     kind: str
     created: str  # ISO 8601 UTC
     env: EnvRecord
     host: HostContract
-    resolution: dict[str, Any]  # {"profile","tensorflow","cuda","cudnn","python","jit_only","pins",...}
+    resolution: RecordedResolution
     packages: tuple[Package, ...]
     files: tuple[FileRecord, ...] = ()
     activation: dict[str, str] = field(default_factory=dict)  # relative file -> our marked block text
@@ -87,6 +115,7 @@ class Snapshot:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["env"] = self.env.to_json()
+        d["resolution"] = self.resolution.to_json()
         d["host"]["gpus"] = [dict(g) for g in self.host.gpus]
         d["packages"] = [
             {"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages

@@ -34,7 +34,7 @@ def requirements_txt(snap: Snapshot) -> str:
 
     snap_id = re.sub(r"[^A-Za-z0-9._-]", "_", snap.id)[:200]
     lines = [
-        f"# tfgpu-install snapshot {snap_id}: TensorFlow {shown_version(choice_of(snap).get('tensorflow'))}, "
+        f"# tfgpu-install snapshot {snap_id}: TensorFlow {shown_version(choice_of(snap).tensorflow)}, "
         f"Python {shown_version(snap.env.python)}",
         "# install with: pip install --require-hashes -r THIS_FILE",
     ]
@@ -87,10 +87,10 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
     from tfgpu_install.snapshot.pins import pin, shown_version
 
     c = choice_of(snap)
-    py = str(snap.env.python or c.get("python") or "3")
+    py = snap.env.python or c.python or "3"
     if not re.fullmatch(r"3(\.\d+){1,2}", py):
         py = "3"
-    tf = shown_version(c.get("tensorflow"))
+    tf = shown_version(c.tensorflow)
     env_name = name or (f"tf-{tf}" if tf != "unknown" else "tfgpu")
     # conda hands the pip section to pip as a requirements file: one checked pin per line
     pip_pins = [pin(p) for p in snap.packages if p.key not in ("pip", "setuptools", "wheel")]

@@ -84,17 +84,15 @@ def spec_for(snap: Snapshot, base: Optional[str] = None) -> ImageSpec:
     from tfgpu_install.snapshot.exports import library_dirs
 
     c = choice_of(snap)
-    python = _field(".".join(str(c.get("python") or snap.env.python or "").split(".")[:2]), "python", _PYTHON)
+    python = _field(".".join((c.python or snap.env.python or "").split(".")[:2]), "python", _PYTHON)
     if python is None:
         raise BadInputError(f"snapshot {snap.id} does not say which Python its env used", "export the snapshot again",
                             ref="bad-snapshot")
-    tf = _field(c.get("tensorflow"), "tensorflow") or "?"
-    cuda = _field(c.get("cuda"), "cuda")
-    cudnn = _field(c.get("cudnn"), "cudnn")
-    raw_pins = c.get("pins")
-    pins: dict[str, Any] = raw_pins if isinstance(raw_pins, dict) else {}
-    cudnn_pin = next((_field(v, k) for k, v in sorted(pins.items()) if str(k).startswith("nvidia-cudnn-")), None)
-    system = str(c.get("cuda_from") or "pip") == "system"
+    tf = _field(c.tensorflow, "tensorflow") or "?"
+    cuda = _field(c.cuda, "cuda")
+    cudnn = _field(c.cudnn, "cudnn")
+    cudnn_pin = next((_field(v, k) for k, v in sorted(c.pins.items()) if k.startswith("nvidia-cudnn-")), None)
+    system = (c.cuda_from or "pip") == "system"
     if base is not None and not IMAGE_REF.match(base):
         raise UsageError(f"--base {base[:80]!r} is not an image reference", "e.g. --base python:3.11-slim")
     libs = image_lib_dirs(library_dirs(snap))

@@ -27,6 +27,7 @@ from tfgpu_install.snapshot.document import EnvRecord as EnvRecord
 from tfgpu_install.snapshot.document import FileRecord as FileRecord
 from tfgpu_install.snapshot.document import HostContract as HostContract
 from tfgpu_install.snapshot.document import Package as Package
+from tfgpu_install.snapshot.document import RecordedResolution as RecordedResolution
 from tfgpu_install.snapshot.document import Snapshot as Snapshot
 
 KINDS = ("known-good", "rollback-point", "export")

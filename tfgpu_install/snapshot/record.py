@@ -11,6 +11,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record
 from tfgpu_install.files import remove_file
 from tfgpu_install.guard.shellquote import command
+from tfgpu_install.snapshot.document import RecordedResolution
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 
@@ -57,12 +58,12 @@ class RecordSnapshot(Step):
         self,
         env: Path,
         backend: str = "venv",
-        resolution: Optional[dict[str, Any]] = None,
+        resolution: Optional[RecordedResolution] = None,
         cpu_only: bool = False,
     ) -> None:
         self.env = Path(env)
         self.backend = backend
-        self.resolution = resolution or {}
+        self.resolution = resolution or RecordedResolution()
         self.cpu_only = cpu_only
         self._id: Optional[str] = None
 

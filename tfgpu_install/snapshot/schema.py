@@ -9,12 +9,21 @@ bundle manifests) go through reader.node_of() and the same check, without line n
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, NoReturn, Optional
+from dataclasses import replace
+from typing import Any, Iterable, Mapping, NoReturn, Optional
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.guard import names
-from tfgpu_install.snapshot.document import EnvRecord, FileRecord, HostContract, Package, Snapshot
-from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad
+from tfgpu_install.resolver.model import Choice, Rejection, Resolution
+from tfgpu_install.snapshot.document import (
+    EnvRecord,
+    FileRecord,
+    HostContract,
+    Package,
+    RecordedResolution,
+    Snapshot,
+)
+from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad, node_of
 
 MAX_PATH = 4096
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")  # a file name in the store: no '/', no '..'
@@ -280,7 +289,16 @@ def _resolver_fields(c: Check, m: dict[str, Node], path: str) -> None:
                 c.text(r["summary"], _join(where, "summary"), null=True, limit=MAX_SCALAR)
 
 
-def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any]:
+def _resolution(c: Check, node: Node, path: str = "resolution") -> RecordedResolution:
+    return recorded_resolution(_checked_resolution(c, node, path))
+
+
+def checked_resolution(block: object, where: str) -> RecordedResolution:
+    """A resolution block from plain data (a journaled plan): checked as a snapshot's, then typed."""
+    return _resolution(Check(where), node_of(block))
+
+
+def _checked_resolution(c: Check, node: Node, path: str) -> dict[str, Any]:
     if node.value is None:
         return {}
     m = c.mapping(node, path)
@@ -289,9 +307,50 @@ def _resolution(c: Check, node: Node, path: str = "resolution") -> dict[str, Any
     if "choice" in m and m["choice"].value is not None:
         _choice_fields(c, c.mapping(m["choice"], f"{path}.choice"), f"{path}.choice")
     if "resolution" in m and path == "resolution":  # a journaled plan: {"resolution": {...}, "options"}
-        _resolution(c, m["resolution"], f"{path}.resolution")
+        _checked_resolution(c, m["resolution"], f"{path}.resolution")
     _added(c, m, path)
     return c.plain(node, path)  # type: ignore[no-any-return]
+
+
+def _opt(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
+
+
+def _choice(d: Mapping[str, Any]) -> Choice:
+    """The resolver's Choice from a checked block (a field it lacks: the type's empty value)."""
+    return Choice(
+        tensorflow=str(d.get("tensorflow") or ""), cuda=_opt(d.get("cuda")), cudnn=_opt(d.get("cudnn")),
+        python=str(d.get("python") or ""), jit_only=bool(d.get("jit_only")),
+        package=str(d.get("package") or "tensorflow"), python_path=_opt(d.get("python_path")),
+        cuda_from=str(d.get("cuda_from") or "pip"), pins={str(k): str(v) for k, v in (d.get("pins") or {}).items()},
+        constraints={str(k): str(v) for k, v in (d.get("constraints") or {}).items()},
+        visible_devices=_opt(d.get("visible_devices")),
+        hashes={str(k): [str(h) for h in v] for k, v in (d.get("hashes") or {}).items()},
+        sonames=[str(s) for s in d.get("sonames") or ()],
+    )
+
+
+_FLAT = ("tensorflow", "cuda", "cudnn", "python", "package", "pins", "constraints", "cuda_from", "jit_only")
+
+
+def recorded_resolution(block: Mapping[str, Any]) -> RecordedResolution:
+    """A resolution block (checked by this module, or the tool's own) as its types: the shape
+    Resolution.to_json() + "added" writes; a journaled plan's ({"resolution": {...}, "options"});
+    format 1's flat combination. A block to_json() would not write back the same is kept as read."""
+    inner = block.get("resolution")
+    res = inner if isinstance(inner, Mapping) else block
+    raw = res.get("choice")
+    choice = _choice(raw) if isinstance(raw, Mapping) else _choice(res) if any(k in res for k in _FLAT) else None
+    resolution = Resolution(
+        profile=str(res.get("profile") or ""), choice=choice, reasons=tuple(str(r) for r in res.get("reasons") or ()),
+        rejected=tuple(Rejection(str(r.get("tensorflow")), tuple(str(x) for x in r.get("reasons") or ()),
+                                 str(r.get("summary") or "")) for r in res.get("rejected") or ()),
+        options=tuple(str(o) for o in res.get("options") or ()),
+        remedies=tuple(str(r) for r in res.get("remedies") or ()),
+        warnings=tuple(str(w) for w in res.get("warnings") or ()), cpu_only=bool(res.get("cpu_only")),
+    ) if res else None
+    typed = RecordedResolution(resolution, tuple(str(a) for a in block.get("added") or ()))
+    return typed if typed.to_json() == dict(block) else replace(typed, as_read=dict(block))
 
 
 # --- resolution.added (issue #29: the user's own requirements, --with / add) ----------------
@@ -352,7 +411,7 @@ def _check_v2(c: Check, root: Node, top: dict[str, Node]) -> Snapshot:
         tool=_opt_text(c, top, "tool", "", limit=200) or "",
         env=_env(c, top["env"]),
         host=_host(c, top["host"]),
-        resolution=_resolution(c, top["resolution"]) if "resolution" in top else {},
+        resolution=_resolution(c, top["resolution"]) if "resolution" in top else RecordedResolution(),
         packages=tuple(_package(c, p, f"packages[{i}]") for i, p in enumerate(c.seq(top["packages"], "packages"))),
         files=tuple(_file(c, f, f"files[{i}]") for i, f in enumerate(c.seq(top["files"], "files")))
         if _present(top, "files") else (),
@@ -402,7 +461,7 @@ def _check_v1(c: Check, top: dict[str, Node]) -> Snapshot:
         tool=_opt_text(c, top, "tool", "", limit=200) or "",
         env=env,
         host=HostContract(),
-        resolution=_resolution(c, top["resolution"]) if "resolution" in top else {},
+        resolution=_resolution(c, top["resolution"]) if "resolution" in top else RecordedResolution(),
         packages=tuple(packages),
         verification=c.plain(_mapping_node(c, top, "verification"), "verification")
         if _present(top, "verification") else None,
