@@ -22,6 +22,7 @@ from tests.support.snapshot_doc import env_record, make
 from tfgpu_install.errors import BadInputError, ExitCode
 from tfgpu_install.snapshot import model as S
 from tfgpu_install.snapshot.exports import conda_environment, conda_environment_yml, requirements_txt
+from tfgpu_install.snapshot.schema import recorded_resolution
 
 EVIL = "3.11.7\nevilpkg @ http://127.0.0.1:9/evilpkg-1.0-py3-none-any.whl --hash=sha256:" + "e" * 64
 
@@ -33,7 +34,8 @@ def _lines(text: str) -> list[str]:
 def test_a_newline_in_env_python_adds_no_requirement() -> None:
     sane = make(packages=(S.Package("numpy", "1.26.4", ("sha256:" + "a" * 64,)),))
     hostile = dataclasses.replace(sane, env=env_record({"path": "/envs/tf", "backend": "venv", "python": EVIL}),
-                                  resolution={"tensorflow": "2.17.1\nevil2 @ http://x/", "python": "3.11"})
+                                  resolution=recorded_resolution({"tensorflow": "2.17.1\nevil2 @ http://x/",
+                                                                  "python": "3.11"}))
     assert _lines(requirements_txt(hostile)) == _lines(requirements_txt(sane))
     assert "evil" not in requirements_txt(hostile) and "Python unknown" in requirements_txt(hostile)
     assert "Python 3.11.7" in requirements_txt(sane)  # the control: a plain value is shown
