@@ -148,3 +148,40 @@ def test_self_uninstall_refuses_a_dir_that_holds_home(tmp_path: Path, tmp_env: d
     done = run_cli(["self", "uninstall", "-y"], env)
     assert done.returncode == 6 and "holds your home directory" in done.stderr
     assert Path(tmp_env["HOME"]).is_dir() and Path(tmp_env["TFGPU_STATE_DIR"]).is_dir()
+
+
+def test_self_uninstall_with_shared_parents_removes_only_what_the_tool_wrote(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """#39 item 8: with TFGPU_DATA_DIR=~/.local/share (and the state and cache dirs at the shared
+    parents too), `self uninstall --envs -y` deleted other applications' data. Now only the
+    entries the tool wrote there go (an env it made, its journals, snapshots, caches); the
+    parents and everything else in them stay, pixi's ~/.cache/rattler and another app's envs/
+    included. (The control, dirs of the tool's own: test_envs_list_remove_and_self_uninstall.)"""
+    home = Path(tmp_env["HOME"])
+    share, state, cache = home / ".local" / "share", home / ".local" / "state", home / ".cache"
+    theirs = {share / "otherapp" / "data.db": b"irreplaceable", share / "applications" / "x.desktop": b"[Desktop]",
+              share / "envs" / "theirs" / "bin" / "python": b"#!", state / "otherapp" / "history": b"h",
+              cache / "rattler" / "cache" / "pkg.conda": b"pixi", cache / "pip" / "http" / "x": b"pip",
+              cache / "downloads" / "holiday.jpg": b"jpg"}
+    for path, data in theirs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    env = cli_env({**tmp_env, "TFGPU_DATA_DIR": str(share), "TFGPU_STATE_DIR": str(state),
+                   "TFGPU_CACHE_DIR": str(cache)}, knowledge, index.url)
+    done = run_cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--json"], env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    made = Path(json.loads(done.stdout)["env"])
+    assert made.parent == share / "envs" and made.is_dir()
+    assert (state / "envs").is_dir() and (state / "snapshots").is_dir()
+
+    plan = json.loads(run_cli(["self", "uninstall", "--envs", "--dry-run", "--json"], env).stdout)
+    listed = {r["path"] for r in plan["remove"]}
+    assert not listed & {str(share), str(state), str(cache)}, listed
+    gone = run_cli(["self", "uninstall", "--envs", "-y", "--json"], env)
+    assert gone.returncode == 0, gone.stderr + gone.stdout
+    for path, data in theirs.items():
+        assert path.read_bytes() == data, path
+    assert not made.exists() and not (state / "envs").exists() and not (state / "snapshots").exists()
+    assert not (state / "last-env").exists() and not (cache / "knowledge").exists()
+    assert sorted(os.listdir(share / "envs")) == ["theirs"]

@@ -1,7 +1,9 @@
 """`self uninstall`: everything the tool keeps for itself (state, cache and data dirs, the venv
 scripts/install made and its ~/.local/bin link), and with --envs the envs it made (each removed
 through its journal, as `envs remove` does); the sizes are shown before anything goes. The user's
-own uv cache (shared with their other projects) goes only with --uv-cache."""
+own uv cache (shared with their other projects) goes only with --uv-cache. Only what the tool
+wrote goes (app/own_files.py): a dir the user pointed it at that holds other things
+(TFGPU_DATA_DIR=~/.local/share) keeps them, and itself."""
 
 from __future__ import annotations
 
@@ -68,25 +70,33 @@ def _launcher(home: Path, tool_venv: Path) -> Optional[Path]:
     return link if Path(target).is_relative_to(tool_venv) else None
 
 
+def _dirs(ctx: Context) -> list[tuple[str, str, Path]]:
+    return [("state", "state (journals, snapshots, verification records)", ctx.state_dir),
+            ("cache", "cache (downloads, knowledge)", ctx.cache_dir),
+            ("data", "data (the tool's venv, envs)", ctx.data_dir)]
+
+
 def _targets(ctx: Context, req: UninstallRequest, seen: set[tuple[int, int]]) -> list[Target]:
-    """What goes, each checked (never /, home or another user's) before any of it is measured."""
+    """What goes, each checked (never /, home or another user's) before any of it is measured: a
+    tool dir that is ours whole as one row, else only the entries the tool wrote in it (own_files.py)."""
+    from tfgpu_install.app.own_files import ours_whole, own_entries
     from tfgpu_install.env.disksize import disk_usage
 
     home = Path(ctx.environ.get("HOME") or str(Path.home()))
-    tool_venv = ctx.data_dir / "tool"
-    envs_dir = ctx.data_dir / "envs"
     found: list[tuple[str, Path]] = []
-    link = _launcher(home, tool_venv)
+    link = _launcher(home, ctx.data_dir / "tool")
     if link is not None:
         found.append(("the command's link", link))
-    found += [(what, path) for what, path in (("state (journals, snapshots, verification records)", ctx.state_dir),
-                                              ("cache (downloads, knowledge)", ctx.cache_dir)) if path.exists()]
-    if ctx.data_dir.exists():
-        if req.envs or not envs_dir.exists():
-            found.append(("data (the tool's venv, envs)", ctx.data_dir))
-        else:  # the envs stay: the rest of the data dir goes
-            found += [("data" + (" (the tool's own venv)" if child == tool_venv else ""), child)
-                      for child in sorted(ctx.data_dir.iterdir()) if child != envs_dir]
+    for kind, what, d in _dirs(ctx):
+        if not d.is_dir():
+            continue
+        _refuse_unsafe(d, home)  # a tool dir that is / or holds home is a mistake to name, not to sort
+        keeps_envs = kind == "data" and (d / "envs").exists() and not req.envs
+        if ours_whole(kind, d) and not keeps_envs:
+            found.append((what, d))
+        else:
+            found += [(f"{kind}: {e.name}" + (" (the tool's own venv)" if e == ctx.data_dir / "tool" else ""), e)
+                      for e in own_entries(kind, d)]
     if req.uv_cache:
         uv = uv_cache_dir(ctx.environ, home)
         if uv.exists():
@@ -94,6 +104,28 @@ def _targets(ctx: Context, req: UninstallRequest, seen: set[tuple[int, int]]) ->
     for _, path in found:
         _refuse_unsafe(path, home)
     return [Target(what, path, 0 if path == link else disk_usage(path, seen)) for what, path in found]
+
+
+def _remove_path(path: Path) -> None:
+    """One entry: a link or file itself, a directory by the fd-based walk (no link in it followed)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _remove_dir(kind: str, d: Path) -> None:
+    """A tool dir that is ours whole: entry by entry (own_files.py), the data dir's envs/ only once
+    empty, then the dir itself only once empty (what appeared in it meanwhile stays)."""
+    from tfgpu_install.app.own_files import own_entries
+
+    for entry in own_entries(kind, d):
+        _remove_path(entry)
+    for empty in ([d / "envs"] if kind == "data" else []) + [d]:
+        try:
+            empty.rmdir()
+        except OSError:
+            pass
 
 
 def _plan_blocks(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept: list[EnvRow],
@@ -122,11 +154,12 @@ def _remove(ctx: Context, req: UninstallRequest, targets: list[Target], made: li
         for r in made:
             remove_env(ctx, RemoveRequest(env=r.path, yes=True))
             removed.append(r.path)
+    whole = {d: kind for kind, _, d in _dirs(ctx)}
     for t in targets:
-        if t.path.is_symlink() or t.path.is_file():
-            t.path.unlink(missing_ok=True)
-        elif t.path.exists():
-            shutil.rmtree(t.path)
+        if t.path in whole and t.path.is_dir() and not t.path.is_symlink():
+            _remove_dir(whole[t.path], t.path)
+        else:
+            _remove_path(t.path)
         removed.append(str(t.path))
     return removed
 
