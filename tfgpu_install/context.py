@@ -1,5 +1,6 @@
 """The Context: built once in main(), passed everywhere, never changed (a frozen dataclass;
-a variant is made with dataclasses.replace, e.g. the executor's per-step view of earlier results).
+a variant is made with dataclasses.replace, e.g. the install's context with a progress bar). It
+carries no results: a step gets what it needs as arguments (steps/base.py: `needs`).
 
 It carries everything the core reads from the world: the runner, the process environment,
 the root prefix, home, the tool's own dirs, the profiles dir, stdin. Nothing else reads
@@ -13,8 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, TextIO
+from typing import Callable, Mapping, Optional, TextIO
 
 from tfgpu_install.dirs import home_of, user_dirs
 from tfgpu_install.runner import Runner, SubprocessRunner
@@ -59,9 +59,6 @@ class Context:
     debug: bool = False
     profiles_dir: Optional[Path] = None  # TFGPU_PROFILES_DIR: another knowledge dir (a site's data; tests)
     stdin: Optional[TextIO] = None  # where questions are answered; None: the process's stdin
-    facts: Any = None  # this run's probe (tfgpu_install.facts.model.Facts), for the snapshot step
-    # step id -> record of the steps this run applied before
-    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     hooks: Hooks = field(default_factory=Hooks)
 
     def input(self) -> TextIO:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -202,3 +203,43 @@ def test_rollback_removes_directories_created_on_the_way(ctx: Context, tmp_path:
     (data / "envs" / "keep.txt").write_text("a user's file\n")
     ex.rollback([WriteFile("deep.write", deep, "content\n")])
     assert (data / "envs" / "keep.txt").exists() and (data / "envs" / "x").is_dir()  # existed before: kept
+
+
+# --- results travel by value, as arguments (#36 item 3) -------------------------------------
+
+
+class _Says(Step):
+    """Returns a record saying what it was handed: `needs` names the earlier steps it reads."""
+
+    def __init__(self, step_id: str, needs: tuple[str, ...] = (), out: Path = Path("/nonexistent")) -> None:
+        self.id, self.needs, self.out = step_id, needs, out
+
+    def describe(self) -> str:
+        return self.id
+
+    def check(self, ctx: Context) -> bool:
+        return False
+
+    def apply(self, ctx: Context) -> UndoRecord:
+        return self.apply_with(ctx, {})
+
+    def apply_with(self, ctx: Context, earlier: Mapping[str, UndoRecord]) -> UndoRecord:
+        if self.out.parent.is_dir():
+            self.out.write_text(json.dumps(dict(earlier), sort_keys=True))
+        return {"made_by": self.id}
+
+    def undo(self, ctx: Context, record: UndoRecord) -> None:
+        pass
+
+
+def test_a_step_gets_the_earlier_records_it_names_and_no_others(ctx: Context, tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    steps = [_Says("a.first"), _Says("b.second"), _Says("c.third", needs=("a.first", "z.never"), out=out)]
+    Executor(ctx, tmp_path / "env").run(steps)
+    assert json.loads(out.read_text()) == {"a.first": {"made_by": "a.first"}}  # b's not named; z never ran
+
+
+def test_the_context_carries_no_results() -> None:
+    from dataclasses import fields
+
+    assert not {f.name for f in fields(Context)} & {"results", "facts"}

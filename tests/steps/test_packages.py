@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -200,8 +199,9 @@ def test_env_created_in_the_same_run_is_left_to_env_removal(tmp_env: dict[str, s
     ctx = _ctx(tmp_env)
     env = TargetEnv.at(tmp_path / "env")
     created = CreateEnv(env, PYV, Path(sys.executable)).apply(ctx)
-    ctx = replace(ctx, results={"env.create": created})  # what the executor hands the next step
-    record = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url).apply(ctx)
+    # what the executor hands the next step, which names env.create in its `needs`
+    record = InstallPackages(env, STABLE_REQUIREMENTS, index_url=package_index.url).apply_with(
+        ctx, {"env.create": created})
     assert record["env_created"] is True
     n = len(ctx.runner.calls)  # type: ignore[attr-defined]
     InstallPackages(env, STABLE_REQUIREMENTS).undo(ctx, record)

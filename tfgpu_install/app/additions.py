@@ -166,15 +166,17 @@ def add(ctx: Context, req: AddRequest) -> Result:
     check_resolves(ctx, options, [*resolution.choice.requirements(), *kept], new,
                    env_python_version(target) or resolution.choice.python,
                    installed={n: v for n, v in have.items() if n not in replaced})
-    steps = build_steps(resolution, options)
     from tfgpu_install.app.snapshot import _facts
+
+    facts = _facts(ctx)
+    steps = build_steps(resolution, options, facts)
 
     def head(preview: Any) -> list[Block]:
         return [Heading(f"add {', '.join(new)} to {env}"),
                 table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps])]
 
     done = provision(ctx, ProvisionRequest(
-        env=env, steps=steps, plan=plan_to_json(resolution, options), head=head, facts=_facts(ctx),
+        env=env, steps=steps, plan=plan_to_json(resolution, options), head=head, facts=facts,
         yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     report = done.report or done.preview

@@ -63,7 +63,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice)
     _check_shell_rc(options)
     resolution = resolved.resolution
-    steps = build_steps(resolution, options)
+    steps = build_steps(resolution, options, resolved.facts)
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=plan_to_json(resolution, options),

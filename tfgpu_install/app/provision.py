@@ -63,7 +63,6 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
 
     check_env_path(req.env)  # exit 5 before the preview: a path no loader or shell can carry
     check_tool_dirs(ctx.state_dir, ctx.cache_dir, ctx.data_dir)  # exit 5, also in a dry run
-    ctx = replace(ctx, facts=req.facts)
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)
     if req.dry_run:

@@ -172,7 +172,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
 
     try:
         done = provision(ctx, ProvisionRequest(
-            env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes), plan=plan,
+            env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes, facts), plan=plan,
             head=head, facts=facts, yes=req.yes, dry_run=req.dry_run, progress=req.progress,
             undo_on_failure=True, make_default=True,
         ))

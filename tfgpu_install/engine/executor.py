@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -272,16 +272,17 @@ class Executor:
             pass  # another run holds the env: it will say how it ended
 
     def _apply(self, step: Step, results: dict[str, Any]) -> None:
-        # The step sees what the steps before it in this run recorded (env.create's "created",
-        # verify.run's result for the snapshot), by value: the context itself never changes.
-        ctx = replace(self.ctx, results=MappingProxyType(dict(results)))
+        # A step gets what the steps before it in this run returned (env.create's "created",
+        # verify.run's result for the snapshot) as an argument, by value: only what it names.
+        ctx = self.ctx
+        earlier = MappingProxyType({k: results[k] for k in step.needs if k in results})
         checkpoint(ctx, step.id, "before")
         touches = [str(t) for t in step.touches(ctx)]
         try:
             pre = _record_pre(touches, self.backups)
             self.journal.append("begin", step=step.id, touches=touches, pre=pre)
             began = time.monotonic()
-            record = step.apply(ctx)
+            record = step.apply_with(ctx, earlier)
             took = time.monotonic() - began
             checkpoint(ctx, step.id, "after")
         except TfgpuError as err:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from tfgpu_install.facts.model import Facts
 from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.resolver.model import Resolution
 from tfgpu_install.steps.base import Step
 
 
-def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
+def build_steps(resolution: Resolution, options: InstallOptions, facts: Optional[Facts] = None) -> list[Step]:
     """The ordered steps for this resolution: env.create, packages.install, libraries.check,
     [cudnn.*], activation.write, [shell-rc.write], [ldconfig.system], verify.run, snapshot.record.
 
@@ -72,7 +73,7 @@ def build_steps(resolution: Resolution, options: InstallOptions) -> list[Step]:
 
     steps.append(RecordSnapshot(target.path, options.backend,
                                 RecordedResolution(resolution, tuple(options.with_requirements)),
-                                cpu_only=cpu_only))
+                                cpu_only=cpu_only, facts=facts))
     return steps
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from tfgpu_install.facts.model import Facts
 from tfgpu_install.plan.options import InstallOptions, options_from_json
 from tfgpu_install.resolver.model import Choice, Resolution, resolution_from_json
 from tfgpu_install.snapshot.contract import choice_of
@@ -14,7 +15,7 @@ from tfgpu_install.steps.base import Step
 
 
 def restore_steps(resolution: Resolution, options: InstallOptions, packages: Sequence[Package],
-                  require_hashes: bool) -> list[Step]:
+                  require_hashes: bool, facts: Optional[Facts] = None) -> list[Step]:
     from tfgpu_install.env.target import TargetEnv
     from tfgpu_install.snapshot.document import RecordedResolution
     from tfgpu_install.snapshot.model import SEEDED
@@ -53,7 +54,8 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         WriteActivation(target.path, options.backend, extra_lib_dirs=lib_dirs),
         VerifyEnv(target.path, CheckPlan.from_choice(choice, lib_dirs=[str(d) for d in lib_dirs], cpu_only=cpu_only)),
         RecordSnapshot(target.path, options.backend,
-                       RecordedResolution(resolution, tuple(options.with_requirements)), cpu_only=cpu_only),
+                       RecordedResolution(resolution, tuple(options.with_requirements)), cpu_only=cpu_only,
+                       facts=facts),
     ]
 
 

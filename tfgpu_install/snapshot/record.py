@@ -5,19 +5,19 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record
+from tfgpu_install.facts.model import Facts
 from tfgpu_install.files import remove_file
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot.document import RecordedResolution
-from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 
 
-def _verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
-    """What verify.run found: this run's result, else its stored record (verify skipped)."""
-    res = ctx.results.get("verify.run")
+def _verification(ctx: Context, env: Path, res: Optional[UndoRecord]) -> Optional[dict[str, Any]]:
+    """What verify.run found: this run's result (`res`), else its stored record (verify skipped)."""
     out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
     try:
         doc = read_record(ctx, env)
@@ -53,6 +53,7 @@ def _refuse_damaged(ctx: Context, env: Path) -> None:
 class RecordSnapshot(Step):
     id = "snapshot.record"
     fingerprinted = True  # re-recorded only when the env changed since the last record
+    needs = ("verify.run",)  # this run's verification, when it ran (else its stored record)
 
     def __init__(
         self,
@@ -60,11 +61,13 @@ class RecordSnapshot(Step):
         backend: str = "venv",
         resolution: Optional[RecordedResolution] = None,
         cpu_only: bool = False,
+        facts: Optional[Facts] = None,
     ) -> None:
         self.env = Path(env)
         self.backend = backend
         self.resolution = resolution or RecordedResolution()
         self.cpu_only = cpu_only
+        self.facts = facts  # this run's probe: the snapshot's host contract
         self._id: Optional[str] = None
 
     def snapshot_id(self) -> str:
@@ -98,8 +101,11 @@ class RecordSnapshot(Step):
         return bool(verification.get("ok"))
 
     def apply(self, ctx: Context) -> UndoRecord:
+        return self.apply_with(ctx, NOTHING_EARLIER)
+
+    def apply_with(self, ctx: Context, earlier: Mapping[str, UndoRecord]) -> UndoRecord:
         _refuse_damaged(ctx, self.env)
-        verification = _verification(ctx, self.env)
+        verification = _verification(ctx, self.env, earlier.get("verify.run"))
         gpu_verified = self._gpu_verified(verification)
         from dataclasses import replace
 
@@ -111,7 +117,7 @@ class RecordSnapshot(Step):
             ctx,
             self.env,
             "known-good",
-            facts=ctx.facts,
+            facts=self.facts,
             resolution=self.resolution,
             verification=dict(verification or {}, gpu_verified=gpu_verified),
             hashes=False,  # known-good records are local; `snapshot export` adds published hashes

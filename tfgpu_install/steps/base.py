@@ -5,21 +5,32 @@
   re-run after a kill at any point (write to temp + rename; create-if-missing).
 - `undo(ctx, record)` reverses apply and tolerates partial state.
 - `touches(ctx)` lists the paths apply may change (journaled before acting).
+- A step that needs what an earlier step of the same run returned names those steps in `needs`;
+  the executor hands their records to `apply_with(ctx, earlier)` as an argument (the Context
+  carries no results).
 No step has an `if dry_run:` branch: a dry run is the executor stopping before apply.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from tfgpu_install.context import Context
 
 UndoRecord = dict[str, Any]
+NOTHING_EARLIER: Mapping[str, UndoRecord] = MappingProxyType({})
 
 
 class Step(ABC):
     id: str = "step"
+    needs: tuple[str, ...] = ()  # ids of earlier steps whose records apply_with() receives
+
+    def apply_with(self, ctx: Context, earlier: Mapping[str, UndoRecord]) -> UndoRecord:
+        """apply(), given the records of the steps in `needs` that ran earlier in this run (a step
+        that was already done has none)."""
+        return self.apply(ctx)
 
     @abstractmethod
     def describe(self) -> str: ...

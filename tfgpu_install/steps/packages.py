@@ -27,7 +27,7 @@ from tfgpu_install.env.target import TargetEnv, env_python_version
 from tfgpu_install.env.tools import find_uv, last_lines, tool_env
 from tfgpu_install.errors import DownloadError, StepFailed
 from tfgpu_install.files import atomic_write
-from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
+from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 from tfgpu_install.steps.install_progress import InstallProgress
 
 _NETWORK_SIGNS = (
@@ -164,6 +164,7 @@ def index_flags(
 
 class InstallPackages(Step):
     id = "packages.install"
+    needs = ("env.create",)
 
     def __init__(
         self,
@@ -300,8 +301,12 @@ class InstallPackages(Step):
     # apply ------------------------------------------------------------------------------
 
     def apply(self, ctx: Context) -> UndoRecord:
+        return self.apply_with(ctx, NOTHING_EARLIER)
+
+    def apply_with(self, ctx: Context, earlier: Mapping[str, UndoRecord]) -> UndoRecord:
         before_file = self._before_file(ctx)
-        env_created = bool((ctx.results.get("env.create") or {}).get("created"))
+        # env.create made the env in this run: undo leaves it to env removal (nothing uninstalled one by one)
+        env_created = bool((earlier.get("env.create") or {}).get("created"))
         if before_file.exists():
             # An interrupted install of ours: its "before" is the true before.
             saved = json.loads(before_file.read_text())
