@@ -235,3 +235,36 @@ def test_rollback_removes_the_kernel(kernel_env: Provisioned, capsys: pytest.Cap
     code, doc = cli(["rollback", "-y", "--env", str(env)], kernel_env.environ, capsys)
     assert code == 0, doc
     assert not kdir.exists()
+
+
+def test_with_file_keeps_hash_pins(with_env: Provisioned, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """#39 item 9: `--hash` options of a --with-file line were dropped, so a file whose hash does
+    not match was installed anyway (pip refuses it). Now a wrong hash is refused by the install
+    (nothing of the package installed), the right one installs (the control), and the pin is kept
+    in the plan for the re-runs."""
+    import hashlib
+    import re
+    from urllib.request import urlopen
+
+    page = urlopen(f"{with_env.index_url}/myproj/").read().decode()  # the index's real wheel and its sha256
+    href = re.search(r'href="([^"#]+myproj-1\.0\.0[^"#]*\.whl)', page)
+    assert href, page
+    url = href.group(1) if href.group(1).startswith("http") else f"{with_env.index_url}/myproj/{href.group(1)}"
+    good = hashlib.sha256(urlopen(url).read()).hexdigest()
+    reqs = tmp_path / "requirements.txt"
+    wrong = "0" * 64
+    for digest, ok in ((wrong, False), (good, True)):
+        target = with_env.tmp / "data" / f"hashed-{ok}"
+        reqs.write_text(f"myproj==1.0.0 \\\n    --hash=sha256:{digest}\n")
+        code, doc = cli(["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(target),
+                         "--with-file", str(reqs)], with_env.environ, capsys)
+        installed = "myproj" in dict(line.split("==") for line in freeze(target)) if target.is_dir() else False
+        if ok:
+            assert code == 0 and installed, doc
+            assert doc["options"]["with_hashes"] == {"myproj": [f"sha256:{good}"]}
+        else:
+            assert code != 0 and not installed, doc
+    bad = tmp_path / "bad.txt"
+    bad.write_text("myproj==1.0.0 --hash=sha256:xyz\n")
+    code, doc = cli(["add", "--with-file", str(bad), "--env", str(with_env.env), "--dry-run"], with_env.environ, capsys)
+    assert code == ExitCode.BAD_INPUT and doc["error"] == "with-file-hash", doc

@@ -39,6 +39,17 @@ def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
     return additions.recorded(found[1].resolution.added) if found else ()
 
 
+def added_hashes(ctx: Context, env: Path) -> dict[str, tuple[str, ...]]:
+    """The hashes the user's additions were pinned to (--with-file lines with --hash), from the
+    newest journaled plan; {} when none."""
+    from tfgpu_install.plan.options import options_from_json
+
+    plan = journaled_plan(ctx, env)
+    if plan is None or not isinstance(plan.get("options"), dict):
+        return {}
+    return dict(options_from_json({"with_hashes": plan["options"].get("with_hashes"), "env": str(env)}).with_hashes)
+
+
 def journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
     from tfgpu_install.env.journal import Journal, last_plan
 
@@ -141,7 +152,7 @@ def add(ctx: Context, req: AddRequest) -> Result:
     from tfgpu_install.resolver.model import resolution_from_json
     from tfgpu_install.steps.packages import installed_versions
 
-    new = additions.gather(req.requirements, req.files)
+    new, pinned = additions.gather_pinned(req.requirements, req.files)
     if not new:
         raise UsageError("add needs requirements",
                          "e.g. `tfgpu-install add 'pandas>=2' --env ENV`, or --with-file FILE")
@@ -156,7 +167,9 @@ def add(ctx: Context, req: AddRequest) -> Result:
         raise BadInputError(f"the recorded plan of {env} holds no TensorFlow choice", "install the env again",
                             ref="no-plan")
     old = options_from_json(plan["options"])
-    options = replace(old, env=env, with_requirements=additions.merged(old.with_requirements, new))
+    together = additions.merged(old.with_requirements, new)
+    options = replace(old, env=env, with_requirements=together,
+                      with_hashes=additions.with_pins(ctx, together, old.with_hashes, new, pinned))
     target = TargetEnv.at(env, options.backend, options.name)
     have = installed_versions(target)
     # Everything installed stays where it is, except a requirement the user added before and

@@ -52,15 +52,15 @@ class InstallRequest:
 
 
 def install(ctx: Context, req: InstallRequest) -> Result:
-    from tfgpu_install.plan.additions import gather
+    from tfgpu_install.plan.additions import gather_pinned
     from tfgpu_install.plan.install import build_steps
     from tfgpu_install.plan.journaled import plan_to_json
 
     _check_request(req, ctx)
-    wanted = gather(req.with_requirements, req.with_files)  # bad input: refused before the probe
+    wanted, pinned = gather_pinned(req.with_requirements, req.with_files)  # bad input: refused before the probe
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
-    options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice)
+    options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice, pinned)
     _check_shell_rc(options)
     resolution = resolved.resolution
     steps = build_steps(resolution, options, resolved.facts)
@@ -166,18 +166,23 @@ def _options(req: InstallRequest, ctx: Context, resolved: Resolved) -> InstallOp
     )
 
 
-def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ...], choice: Any) -> InstallOptions:
-    """The env's earlier additions (a re-install keeps them) with --with's on top, checked
-    against the release's pins by uv before anything changes (exit 4 on a conflict)."""
+def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ...], choice: Any,
+                    pinned: Optional[dict[str, tuple[str, ...]]] = None) -> InstallOptions:
+    """The env's earlier additions (a re-install keeps them, with the hashes they were pinned to)
+    with --with's on top, checked against the release's pins by uv before anything changes (exit 4
+    on a conflict)."""
     from dataclasses import replace
 
-    from tfgpu_install.app.additions import added_requirements, check_resolves
-    from tfgpu_install.plan.additions import merged
+    from tfgpu_install.app.additions import added_hashes, added_requirements, check_resolves
+    from tfgpu_install.plan.additions import merged, with_pins
 
     earlier = added_requirements(ctx, options.env) if options.env.is_dir() else ()
     if not wanted and not earlier:
         return options
-    options = replace(options, with_requirements=merged(earlier, wanted))
+    together = merged(earlier, wanted)
+    hashes = with_pins(ctx, together, added_hashes(ctx, options.env) if options.env.is_dir() else {},
+                       wanted, pinned or {})
+    options = replace(options, with_requirements=together, with_hashes=hashes)
     # All of them against this release's pins when something is new: --with, or another release
     # than the env's plan (an upgrade carries the earlier ones: they must fit its pins too). A
     # re-run of the same plan needs no index (offline re-runs stay offline). The env may not

@@ -101,8 +101,9 @@ def _toml(text: str, where: str) -> dict[str, Any]:
         raise BadInputError(f"--with-file: {where}: not TOML ({exc})", "fix the file") from None
 
 
-def _from_pylock(doc: Mapping[str, Any], where: str) -> list[str]:
-    """PEP 751: every [[packages]] entry, pinned to its version."""
+def _from_pylock(doc: Mapping[str, Any], where: str,
+                 hashes: Optional[dict[str, tuple[str, ...]]] = None) -> list[str]:
+    """PEP 751: every [[packages]] entry, pinned to its version, with its files' sha256 hashes."""
     pkgs = doc.get("packages")
     if not isinstance(pkgs, list) or not pkgs:
         raise BadInputError(f"--with-file: {where}: no [[packages]] table", "give a pylock.toml written by a locker")
@@ -112,7 +113,13 @@ def _from_pylock(doc: Mapping[str, Any], where: str) -> list[str]:
         if not isinstance(name, str) or not isinstance(version, str) or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", version):
             raise BadInputError(f"--with-file: {where}: packages[{i}] has no name and exact version",
                                 "a pylock.toml for --with-file pins each package to a version")
-        out.append(checked(f"{name}=={version}", where, BadInputError))
+        req = checked(f"{name}=={version}", where, BadInputError)
+        out.append(req)
+        files = [f for f in [*(p.get("wheels") or []), p.get("sdist") or {}] if isinstance(f, dict)]
+        digests = [(f.get("hashes") or {}).get("sha256") if isinstance(f.get("hashes"), dict) else None for f in files]
+        found = tuple(f"sha256:{d}" for d in digests if isinstance(d, str) and _HASH.fullmatch(f"sha256:{d}"))
+        if found and hashes is not None:
+            hashes[name_of(req)] = found
     return out
 
 
@@ -124,12 +131,23 @@ def _from_pyproject(doc: Mapping[str, Any], where: str) -> list[str]:
     return [checked(d, where, BadInputError) for d in deps]
 
 
-def _from_requirements(text: str, where: str) -> list[str]:
+_HASH_OPTION = re.compile(r"\s+--hash[= ](\S+)")
+_HASH = re.compile(r"sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128}")
+
+
+def _from_requirements(text: str, where: str, hashes: Optional[dict[str, tuple[str, ...]]] = None) -> list[str]:
+    """The file's requirements; a line's `--hash=ALGO:HEX` options go into `hashes` (name -> the
+    hashes its file must have: the install checks them, as pip would)."""
     out = []
     joined = re.sub(r"\\\r?\n", " ", text)
     for n, raw in enumerate(joined.splitlines(), 1):
         line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        line = re.sub(r"\s+--hash[= ]\S+", "", line).strip()  # pins' hashes: the snapshot hashes them anew
+        pins = _HASH_OPTION.findall(" " + line)
+        line = _HASH_OPTION.sub("", " " + line).strip()
+        bad = [h for h in pins if not _HASH.fullmatch(h.lower())]
+        if bad:
+            raise BadInputError(f"--with-file: {where}:{n}: {bad[0][:80]!r} is not a hash",
+                                "write --hash=sha256:<64 hex digits> (pip's form)", ref="with-file-hash")
         if not line:
             continue
         if line.startswith("-"):
@@ -137,20 +155,23 @@ def _from_requirements(text: str, where: str) -> list[str]:
                 f"--with-file: {where}:{n}: options such as {line.split()[0]!r} are not read",
                 "list plain requirements; give indexes with --index-url / PIP_INDEX_URL and "
                 "local wheels with PIP_FIND_LINKS", ref="with-file-option")
-        out.append(checked(line, f"{where}:{n}", BadInputError))
+        req = checked(line, f"{where}:{n}", BadInputError)
+        out.append(req)
+        if pins and hashes is not None:
+            hashes[name_of(req)] = tuple(dict.fromkeys(h.lower() for h in pins))
     return out
 
 
-def read_file(path: Path) -> list[str]:
+def read_file(path: Path, hashes: Optional[dict[str, tuple[str, ...]]] = None) -> list[str]:
     """The requirements a requirements.txt, pylock.toml (PEP 751) or pyproject.toml lists."""
     text = _read(path)
     name = path.name
     if name == "pyproject.toml":
         reqs = _from_pyproject(_toml(text, name), name)
     elif re.fullmatch(r"pylock(\.[^.]+)?\.toml", name):
-        reqs = _from_pylock(_toml(text, name), name)
+        reqs = _from_pylock(_toml(text, name), name, hashes)
     else:
-        reqs = _from_requirements(text, name)
+        reqs = _from_requirements(text, name, hashes)
     if not reqs:
         raise BadInputError(f"--with-file: {path} lists no requirements", "add requirements to it, or leave it out")
     return reqs
@@ -158,10 +179,24 @@ def read_file(path: Path) -> list[str]:
 
 def gather(given: Sequence[str], files: Sequence[str]) -> tuple[str, ...]:
     """--with REQ... and --with-file FILE..., checked, merged (a later one of a name wins)."""
+    return gather_pinned(given, files)[0]
+
+
+def gather_pinned(given: Sequence[str], files: Sequence[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """gather, and the hashes the files pin (name -> hashes; a later requirement of a name without
+    hashes drops them: the hashes belong to the line that gave them)."""
     reqs = [checked(r) for r in given]
+    hashes: dict[str, tuple[str, ...]] = {}
     for f in files:
-        reqs += read_file(Path(os.path.expanduser(f)))
-    return merged((), reqs)
+        found: dict[str, tuple[str, ...]] = {}
+        got = read_file(Path(os.path.expanduser(f)), found)
+        for r in got:
+            hashes.pop(name_of(r), None)
+        hashes.update(found)
+        reqs += got
+    final = merged((), reqs)
+    names = {name_of(r) for r in final}
+    return final, {n: h for n, h in hashes.items() if n in names}
 
 
 # --- where they are recorded ------------------------------------------------------------------
@@ -189,3 +224,26 @@ def recorded(raw: Iterable[object]) -> tuple[str, ...]:
 def snapshot_block(requirements: Sequence[str]) -> dict[str, list[str]]:
     """What a snapshot's resolution carries: {"added": [...]} (nothing when there are none)."""
     return {KEY: list(requirements)} if requirements else {}
+
+
+def with_pins(ctx: Any, requirements: Sequence[str], earlier: Mapping[str, Sequence[str]], new: Sequence[str],
+              pinned: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The hashes the additions keep: the earlier ones for names not given again, then the new
+    ones, for the names still added. They are checked per requirement by uv (pip checks hashes
+    only for a complete lock): without uv, refused before anything changes."""
+    given = {name_of(r) for r in new}
+    names = {name_of(r) for r in requirements}
+    out = {n: tuple(h) for n, h in earlier.items() if n not in given}
+    out.update({n: tuple(h) for n, h in pinned.items()})
+    out = {n: h for n, h in out.items() if n in names and h}
+    if out:
+        from tfgpu_install.env.tools import find_uv
+
+        if find_uv(ctx) is None:
+            from tfgpu_install.errors import EnvironmentProblem
+
+            raise EnvironmentProblem(
+                f"{', '.join(sorted(out))}: pinned with --hash, which this tool checks through uv, "
+                "and uv was not found",
+                "reinstall tfgpu-install (it depends on the `uv` package), or unset TFGPU_NO_UV", ref="uv-missing")
+    return out

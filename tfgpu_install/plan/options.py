@@ -31,12 +31,17 @@ class InstallOptions:
     # The user's own requirements (--with, --with-file, `add`), installed with TensorFlow's
     # pins in one resolution (plan/additions.py); kept in the plan and the snapshot.
     with_requirements: tuple[str, ...] = ()
+    # The hashes a --with-file line pinned (canonical name -> "sha256:..."): the installed file must
+    # have one of them, as pip's --hash demands (the install passes them to uv per requirement).
+    with_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def options_to_json(options: InstallOptions) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(options):
         value = getattr(options, f.name)
+        if f.name == "with_hashes":
+            value = {k: list(v) for k, v in value.items()}
         out[f.name] = str(value) if isinstance(value, Path) else value
     return out
 
@@ -51,6 +56,9 @@ def options_from_json(data: dict[str, Any]) -> InstallOptions:
             value = Path(value)
         if f.name == "with_requirements":
             value = tuple(str(v) for v in value or ())
+        if f.name == "with_hashes":
+            value = {str(k): tuple(str(h) for h in v) for k, v in (value or {}).items()
+                     if isinstance(v, (list, tuple))} if isinstance(value, dict) else {}
         kwargs[f.name] = value
     return InstallOptions(**kwargs)
 

@@ -201,10 +201,12 @@ class InstallPackages(Step):
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
         added = list(getattr(options, "with_requirements", None) or ())  # the user's own (--with, add)
+        # the hashes a --with-file pinned for the user's own requirements, beside the release's
+        pinned = {**(getattr(choice, "hashes", None) or {}), **(getattr(options, "with_hashes", None) or {})}
         return cls(
             env,
             choice.requirements() + added,
-            hashes=getattr(choice, "hashes", None),
+            hashes=pinned,
             index_url=getattr(options, "index_url", None),
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
             find_links=[u for u in extra.get("find_links", "").split() if u],
