@@ -32,8 +32,14 @@ from tfgpu_install.guard import shellquote
 
 
 def gather_host(w: Walk) -> None:
-    w.wsl = identity.is_wsl(w.ctx)  # the host-identity module facts/ uses too
-    w.container = identity.container(w.ctx) is not None
+    """The probe's facts the walk starts from: the host (facts.host: WSL, container) and the probe's own
+    nvidia-smi reading (facts.gpudetect.read_smi: the query, the table, a hung driver's timeout), not a
+    second way of asking. What only the doctor reads (loaded modules, the PCI bus) is added here."""
+    from tfgpu_install.facts.gpudetect import read_smi
+    from tfgpu_install.facts.host import gather_host as probe_host
+
+    host, _ = probe_host(w.ctx, runner_glibc=False)  # glibc is not the doctor's question
+    w.wsl, w.container = host.wsl, host.container is not None
     mods = w.read("/proc/modules") or ""
     w.modules = frozenset(line.split()[0] for line in mods.splitlines() if line.strip())
     w.pci_nvidia = bool(identity.pci_gpus(w.ctx))
@@ -41,17 +47,8 @@ def gather_host(w: Walk) -> None:
     if w.smi_path is None and w.wsl and w.exists(f"{WSL_LIB}/nvidia-smi"):
         w.smi_path = f"{WSL_LIB}/nvidia-smi"
     if w.smi_path is not None:
-        res = w.ctx.runner.run([w.smi_path], desc="nvidia-smi", timeout=30)
-        w.reading = smi.parse_nvidia_smi(res.stdout + "\n" + res.stderr)
+        w.reading, _ = read_smi(w.ctx, w.smi_path)
         w.gpus = w.reading.gpus
-        if w.reading.state == smi.OK:
-            # The same query the probe sends: the table has no compute capability or UUID.
-            q = w.ctx.runner.run(
-                [w.smi_path, "--query-gpu=" + ",".join(smi.QUERY_FIELDS), "--format=csv,noheader,nounits"],
-                desc="nvidia-smi --query-gpu", timeout=30)
-            rows, _ = smi.parse_query_gpu(q.stdout) if q.ok else ((), None)
-            if rows:
-                w.gpus = rows
 
 
 def check_driver(w: Walk) -> Check:

@@ -161,6 +161,14 @@ def _run_smi(ctx: Context, exe: str, *args: str) -> str:
     return done.stdout + ("\n" + done.stderr if done.stderr else "")
 
 
+def read_smi(ctx: Context, exe: str) -> tuple[smi.SmiReading, tuple[SourceTried, ...]]:
+    """The live nvidia-smi reading the probe takes (the query first, then the table, `-q` when the table is
+    unreadable; a driver that does not answer in time is a reading of its own): what `probe` and `doctor`
+    both start from."""
+    reading, tried = _live_smi(ctx, exe)
+    return reading, tuple(tried)
+
+
 def _live_smi(ctx: Context, exe: str) -> tuple[smi.SmiReading, list[SourceTried]]:
     tried: list[SourceTried] = []
     try:
