@@ -1,9 +1,9 @@
 """YAML reading for the knowledge files: plain data that remembers its line numbers.
 
-Every mapping loads as an `LDict` (a dict with `.line` and `.key_lines`) and every
-sequence as an `LList` (a list with `.line` and `.item_lines`), so a validation error
-can name `profiles/matrix.yaml:123`.  Parsing uses libyaml (CSafeLoader) when PyYAML
-was built with it: the knowledge is read on every `probe`/`plan` start.
+The text goes through the tool's one line-tracking reader (guard/yamltree.py: libyaml's event
+stream where PyYAML has it; aliases, anchors and foreign tags refused; bounded). Every mapping
+loads as an `LDict` (a dict with `.line` and `.key_lines`) and every sequence as an `LList` (a
+list with `.line` and `.item_lines`), so a validation error can name `profiles/matrix.yaml:123`.
 
 `Checker` walks that data with a path ("releases[4].cuda") and raises BadInputError
 "<file>:<line>: <path>: <what is wrong>" with a hint.
@@ -15,9 +15,10 @@ import datetime
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NoReturn, Optional
+from typing import Any, Iterable, NoReturn, Optional
 
 from tfgpu_install.errors import BadInputError
+from tfgpu_install.guard import yamltree
 
 
 class LDict(dict):  # type: ignore[type-arg]
@@ -30,56 +31,35 @@ class LList(list):  # type: ignore[type-arg]
     item_lines: list[int]
 
 
-def _loader_class() -> type:
-    import yaml
+# A knowledge file (matrix.yaml is the largest: a few hundred KB) fits well inside these.
+LIMITS = yamltree.Limits(max_bytes=64 * 1024 * 1024, max_depth=32, max_nodes=2_000_000, max_scalar=1024 * 1024)
 
-    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
-    class LineLoader(base):  # type: ignore[misc, valid-type]
-        """A safe loader whose mappings and sequences remember where they start."""
-
-    def construct_map(loader: Any, node: Any) -> Iterator[LDict]:
+def _plain(node: yamltree.Node) -> Any:
+    """The reader's Node tree as plain data whose mappings and sequences keep their lines."""
+    value = node.value
+    if isinstance(value, yamltree.Mapping):
         data = LDict()
-        data.line = node.start_mark.line + 1
+        data.line = node.line
         data.key_lines = {}
-        yield data
-        loader.flatten_mapping(node)
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                import yaml
-
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value", key_node.start_mark
-                )
-            if key in data:
-                # PyYAML silently keeps the last duplicate; a data file must not.
-                data.dup = (key, key_node.start_mark.line + 1)  # type: ignore[attr-defined]
-            data[key] = loader.construct_object(value_node, deep=True)
-            data.key_lines[str(key)] = key_node.start_mark.line + 1
-
-    def construct_seq(loader: Any, node: Any) -> Iterator[LList]:
-        data = LList()
-        data.line = node.start_mark.line + 1
-        data.item_lines = [n.start_mark.line + 1 for n in node.value]
-        yield data
-        data.extend(loader.construct_object(n, deep=True) for n in node.value)
-
-    LineLoader.add_constructor("tag:yaml.org,2002:map", construct_map)
-    LineLoader.add_constructor("tag:yaml.org,2002:seq", construct_seq)
-    return LineLoader
-
-
-_LOADER: Optional[type] = None
+        for text, child in value.items():
+            key, line = value.keys_as_read[text]
+            data[key] = _plain(child)
+            data.key_lines[str(key)] = line
+        if value.duplicate is not None:  # PyYAML would silently keep the last one; a data file must not
+            data.dup = (value.keys_as_read[value.duplicate[0]][0], value.duplicate[1])  # type: ignore[attr-defined]
+        return data
+    if isinstance(value, list):
+        items = LList(_plain(n) for n in value)
+        items.line = node.line
+        items.item_lines = [n.line for n in value]
+        return items
+    return value
 
 
 def read_yaml(path: Path, label: str) -> Any:
-    """Parse one file; malformed YAML -> BadInputError naming file:line."""
-    import yaml
-
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = _loader_class()
+    """Parse one file through the one line-tracking reader (guard/yamltree.py); malformed or
+    hostile YAML -> BadInputError naming file:line."""
     try:
         from tfgpu_install.guard.bounded import read_text
 
@@ -93,17 +73,14 @@ def read_yaml(path: Path, label: str) -> Any:
             hint="check the path; the built-in files live in the installed profiles/ directory",
         ) from exc
     try:
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 0
-        what = exc.problem or exc.context or "malformed YAML"
+        root = yamltree.parse(text, "a knowledge file", LIMITS)
+    except yamltree.Refused as no:
         raise BadInputError(
-            f"{label}:{line}: malformed YAML: {what}",
-            hint="fix the YAML syntax at that line (indentation, quotes, a missing ':')",
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"{label}: malformed YAML: {exc}", hint="fix the YAML syntax") from exc
+            f"{label}:{no.line}: malformed YAML: {no.what}" if no.line else f"{label}: malformed YAML: {no.what}",
+            hint=no.hint or ("fix the YAML syntax at that line (indentation, quotes, a missing ':')" if no.line
+                             else "fix the YAML syntax"),
+        ) from None
+    return None if root is None else _plain(root)
 
 
 VERSION2 = re.compile(r"^\d+\.\d+$")  # "12.3", "3.10", "8.6"
