@@ -1,36 +1,85 @@
 #!/usr/bin/env bash
-# The one prepared command for a lent GPU machine (issue 25: an H200, no network, <= 64 MiB carried):
+# The one prepared command for a lent GPU machine (an H100/H200, no network, <= 64 MiB carried, at most
+# 8 files back from $OUT, a few minutes of device time):
 #
-#   here:   scripts/gpu-check.sh --pack .gpu-pack              (needs PyPI; ~30 MB, refused over 64 MiB)
-#   there:  scripts/device-check.sh .gpu-pack                  (run with the `run` tool, carry [".gpu-pack"],
-#                                                                timeout_s 540; everything lands in $OUT)
+#   here:   tfgpu-install gpu-check --pack .gpu-pack        (or scripts/gpu-check.sh --pack .gpu-pack)
+#   there:  scripts/device-check.sh .gpu-pack               (the `run` tool: carry [".gpu-pack"], timeout_s 420)
 #
-# Three parts, each under its own timeout, ~8 minutes at most together:
-#   1. ground truth from the PyTorch the machine has (GPU name, compute capability, memory, UUID, cuDNN
-#      version, FP32 and TF32 GEMM rates at n=8192): $OUT/torch-truth.json
-#   2. the offline check: DIR/gpu-check.sh --offline DIR --burn 30 (summary: $OUT/gpu-check-summary.json,
-#      stage logs and JSON copied to $OUT/stages/)
-#   3. every value the check reported compared with the ground truth: $OUT/compare.json, one line per
-#      value ("same" / "differs" / "unknown") printed last.
+# Within DEVICE_CHECK_BUDGET seconds (default 330: under 6 minutes with the pack's install), each part
+# under its own share of what is left:
+#   1. ground truth from what the machine has: PyTorch (GPU name, compute capability, memory, UUID, cuDNN,
+#      FP32 and TF32 GEMM rates at n=8192) and a CUDA program built there with nvcc (L2 size, SM count,
+#      free memory, driver and runtime versions); nvidia-smi's view
+#   2. the offline check: PACK/gpu-check.sh --offline PACK --burn 60 (every GPU under load, the health report)
+#   3. every value the check reported compared with the ground truth ("same" / "differs" / "unknown")
+# It writes exactly these files to $OUT (six; the machine returns at most eight):
+#   device-check.txt        everything printed, the comparison last
+#   truth.json              the ground truth
+#   gpu-check-summary.json  the offline check's summary (every stage's JSON inside)
+#   health.html             the burn's health report (curves per GPU)
+#   compare.json            the comparison
+#   logs.tar.gz             every stage's log and JSON, the truth's stderr, the nvcc build
 # Exit: the offline check's code (0 pass, 3 no GPU, 9 a stage failed, 130 interrupted); 2 usage.
 set -uo pipefail
 PACK="${1:-}"
-[ -n "$PACK" ] && [ -d "$PACK/wheels" ] || { echo "usage: $0 PACK_DIR (make it with scripts/gpu-check.sh --pack DIR)" >&2; exit 2; }
+[ -n "$PACK" ] && [ -d "$PACK/wheels" ] || { echo "usage: $0 PACK_DIR (make it with: tfgpu-install gpu-check --pack DIR)" >&2; exit 2; }
 PACK="$(cd "$PACK" && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BUDGET="${DEVICE_CHECK_BUDGET:-330}"
+BURN="${DEVICE_CHECK_BURN:-60}"
+START=$SECONDS
+left() { echo $(( BUDGET - (SECONDS - START) )); }
+share() { local want="$1" rest; rest=$(left); [ "$rest" -lt "$want" ] && want=$rest; [ "$want" -lt 1 ] && want=1; echo "$want"; }
 OUT="${OUT:-$PWD/device-out}"
-mkdir -p "$OUT/stages"
+mkdir -p "$OUT"
 WORK="$(mktemp -d /tmp/tfgpu-device.XXXXXX)"
+LOGS="$WORK/logs"
+mkdir -p "$LOGS"
+exec > >(tee "$OUT/device-check.txt") 2>&1
+echo "device-check: budget ${BUDGET}s, burn ${BURN}s, pack $PACK"
 
-# ---- 1. ground truth (PyTorch) ---------------------------------------------------------------------
+# ---- 1. ground truth --------------------------------------------------------------------------------
 truth_py=""
 for p in python3 /usr/bin/python3 /opt/conda/bin/python /opt/*/bin/python /opt/*/.venv/bin/python "$HOME"/.venv*/bin/python; do
   cand="$(command -v "$p" 2>/dev/null || true)"
-  [ -n "$cand" ] && [ -x "$cand" ] && timeout 60 "$cand" -c 'import torch' 2>/dev/null && { truth_py="$cand"; break; }
+  [ -n "$cand" ] && [ -x "$cand" ] && timeout 30 "$cand" -c 'import torch' 2>/dev/null && { truth_py="$cand"; break; }
 done
+cat >"$WORK/props.cu" <<'CUEOF'
+#include <cstdio>
+#include <cuda_runtime.h>
+int main() {
+  int n = 0, drv = 0, rt = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  cudaDriverGetVersion(&drv); cudaRuntimeGetVersion(&rt);
+  printf("{\"error\": %s, \"driver_cuda\": %d, \"runtime_cuda\": %d, \"gpus\": [", e ? "\"count failed\"" : "null", drv, rt);
+  for (int i = 0; i < n; i++) {
+    cudaDeviceProp p; cudaGetDeviceProperties(&p, i);
+    size_t fr = 0, tot = 0; cudaSetDevice(i); cudaMemGetInfo(&fr, &tot);
+    printf("%s{\"index\": %d, \"name\": \"%s\", \"cc\": \"%d.%d\", \"total_mib\": %zu, \"free_mib\": %zu, "
+           "\"l2_bytes\": %d, \"sms\": %d, \"pci\": \"%04x:%02x:%02x.0\", \"uuid\": \"", i ? ", " : "", i, p.name,
+           p.major, p.minor, p.totalGlobalMem >> 20, fr >> 20, p.l2CacheSize, p.multiProcessorCount,
+           p.pciDomainID, p.pciBusID, p.pciDeviceID);
+    for (int k = 0; k < 16; k++) printf("%s%02x", (k == 4 || k == 6 || k == 8 || k == 10) ? "-" : "",
+                                        (unsigned char)p.uuid.bytes[k]);
+    printf("\"}");
+  }
+  printf("]}\n");
+  return 0;
+}
+CUEOF
+nvcc_json="null"
+if command -v nvcc >/dev/null 2>&1 && timeout "$(share 60)" nvcc -O2 -o "$WORK/props" "$WORK/props.cu" >"$LOGS/nvcc.log" 2>&1; then
+  nvcc_json="$(timeout "$(share 20)" "$WORK/props" 2>>"$LOGS/nvcc.log" || echo null)"
+else
+  echo "nvcc: not found or the build failed (see logs/nvcc.log)" >>"$LOGS/nvcc.log"
+fi
+smi_csv="$(timeout "$(share 20)" nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,compute_cap,memory.total,temperature.gpu,temperature.memory,clocks.max.sm,power.limit --format=csv,noheader 2>>"$LOGS/nvidia-smi.log" || true)"
 if [ -n "$truth_py" ]; then
-  timeout 150 "$truth_py" - >"$OUT/torch-truth.json" 2>"$OUT/torch-truth.err" <<'PYEOF'
-import json, time, torch
-out = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "gpus": []}
+  NVCC_JSON="$nvcc_json" SMI_CSV="$smi_csv" timeout "$(share 90)" "$truth_py" - >"$OUT/truth.json" 2>"$LOGS/truth.err" <<'PYEOF'
+import json, os, time, torch
+out = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "gpus": [],
+       "nvcc_program": json.loads(os.environ.get("NVCC_JSON") or "null"),
+       "nvidia_smi": [line.split(", ") for line in os.environ.get("SMI_CSV", "").splitlines() if line]}
 for i in range(torch.cuda.device_count()):
     p = torch.cuda.get_device_properties(i)
     out["gpus"].append({"index": i, "name": p.name, "compute_capability": f"{p.major}.{p.minor}",
@@ -46,53 +95,28 @@ def rate(n, tf32):
     return round(20 * 2 * n ** 3 / (time.perf_counter() - t) / 1e9, 1)
 if out["gpus"]:
     out["fp32_gflops_8192"], out["tf32_gflops_8192"] = rate(8192, False), rate(8192, True)
-    out["fp32_gflops_2048"] = rate(2048, False)
 print(json.dumps(out, indent=1))
 PYEOF
 else
-  echo '{"error": "no Python with torch found"}' >"$OUT/torch-truth.json"
+  NVCC_JSON="$nvcc_json" python3 -c 'import json, os; print(json.dumps({"error": "no Python with torch found", "nvcc_program": json.loads(os.environ.get("NVCC_JSON") or "null")}))' >"$OUT/truth.json"
 fi
 
-# ---- 2. the offline check ----------------------------------------------------------------------------
-OUT="$OUT" TFGPU_CHECK_DIR="$WORK/check" timeout --kill-after=10 330 "$PACK/gpu-check.sh" --offline "$PACK" \
-  --burn 30 --stage-timeout 90 >"$OUT/gpu-check.out" 2>&1
+# ---- 2. the offline check ---------------------------------------------------------------------------
+offline=$(( $(left) - 25 ))
+[ "$offline" -lt 30 ] && offline=30
+stage=$(( (offline - BURN) / 6 ))
+[ "$stage" -lt 20 ] && stage=20
+echo "device-check: the offline check gets ${offline}s (stages ${stage}s each)"
+OUT="$WORK/check-out" TFGPU_CHECK_DIR="$WORK/check" timeout --kill-after=10 "$offline" "$PACK/gpu-check.sh" --offline \
+  "$PACK" --burn "$BURN" --stage-timeout "$stage" --out "$OUT/gpu-check-summary.json" >"$LOGS/gpu-check.out" 2>&1
 rc=$?
-cp "$WORK"/check/*.json "$WORK"/check/*.log "$WORK"/check/*.txt "$OUT/stages/" 2>/dev/null
-tail -n 3 "$OUT/gpu-check.out"
+tail -n 3 "$LOGS/gpu-check.out"
+if [ -f "$WORK/check/health.html" ]; then cp "$WORK/check/health.html" "$OUT/health.html"; fi
+cp "$WORK"/check/*.json "$WORK"/check/*.log "$WORK"/check/*.txt "$LOGS/" 2>/dev/null
 
-# ---- 3. compare ----------------------------------------------------------------------------------------
-python3 - "$OUT" <<'PYEOF'
-import json, sys
-out = sys.argv[1]
-def load(name):
-    try:
-        return json.load(open(f"{out}/{name}"))
-    except (OSError, ValueError):
-        return {}
-truth, summary = load("torch-truth.json"), load("gpu-check-summary.json")
-stages = {s["name"]: s for s in summary.get("stages", [])}
-host = (stages.get("host") or {}).get("result") or {}
-layers = {l.get("name"): l for l in host.get("layers", [])}
-devices = ((layers.get("driver") or {}).get("measured") or {}).get("devices") or []
-burn = ((((stages.get("burn") or {}).get("result") or {}).get("layers") or [{}])[-1].get("measured") or {}).get("burn") or {}
-rows = []
-def cmp(what, ours, theirs):
-    state = "unknown" if ours is None or theirs is None else ("same" if str(ours) == str(theirs) else "differs")
-    rows.append({"value": what, "check": ours, "pytorch": theirs, "state": state})
-for i, g in enumerate(truth.get("gpus", [])):
-    d = devices[i] if i < len(devices) else {}
-    for key in ("name", "compute_capability", "memory_mib"):
-        cmp(f"gpu{i}.{key}", d.get(key), g.get(key))
-    cmp(f"gpu{i}.uuid", d.get("uuid"), (g.get("uuid") or "").replace("GPU-", "") or None)
-cudnn = ((layers.get("cudnn") or {}).get("measured") or {}).get("cudnn")
-t = truth.get("cudnn")
-cmp("cudnn (major.minor)", ".".join(str(cudnn).split(".")[:2]) if cudnn else None,
-    f"{t // 10000}.{t % 10000 // 100}" if isinstance(t, int) and t >= 90000 else None)
-rows.append({"value": "burn fp32 GFLOP/s (n=2048) vs pytorch fp32 (n=2048)", "check": burn.get("gpu_gflops"),
-             "pytorch": truth.get("fp32_gflops_2048"), "state": "compare by eye", "duty_cycle": burn.get("duty_cycle")})
-json.dump({"result": summary.get("result"), "rows": rows}, open(f"{out}/compare.json", "w"), indent=1)
-for r in rows:
-    print(f"{r['state']:>14}  {r['value']}: check={r['check']} pytorch={r['pytorch']}")
-PYEOF
+# ---- 3. compare ---------------------------------------------------------------------------------------
+timeout 20 python3 "$HERE/gpu_check_summary.py" compare "$OUT" || echo "device-check: the comparison failed"
+tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs 2>/dev/null
 rm -rf "$WORK"
+echo "device-check: done in $((SECONDS - START))s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 exit $rc

@@ -16,7 +16,9 @@
 #     host        verify --host-only: layers 0-4 (hardware, driver, CUDA runtime, cuDNN handle, cuBLAS
 #                 SGEMM checked numerically) against the CUDA libraries the machine has: the system's, or
 #                 nvidia-* wheels (cu11/cu12 nvidia/<pkg>/lib, cu13 nvidia/cu13/lib) in any Python env found
-#     burn        a short cuBLAS SGEMM burn with NVML temperature, clocks, power of the GPU under load
+#     burn        the cuBLAS SGEMM burn on every GPU at once (default 60 s: near a steady temperature), every
+#                 product checked, NVML heat/clocks/power/throttling judged against 80 C and the GPU's
+#                 slowdown threshold, health counters before and after; curves in <work dir>/health.html
 #     visible-*   CUDA_VISIBLE_DEVICES="" (must give CUDA_ERROR_NO_DEVICE), =<CUDA device 0's UUID from the
 #                 host stage: GPU-..., or MIG-... on a MIG instance>, and CUDA_DEVICE_ORDER=PCI_BUS_ID
 #     tensorflow  layers 0-5 in the first Python env where TensorFlow is importable (TF imported once);
@@ -69,7 +71,7 @@ pack() {
   for ver in 3.9 3.10 3.11 3.12 3.13 3.14; do
     "$PY" -m pip download -q --only-binary=:all: --dest "$dir/wheels" --python-version "$ver" \
       --implementation cp --platform "manylinux2014_$arch" --platform "manylinux_2_17_$arch" \
-      --platform "manylinux_2_28_$arch" --platform "linux_$arch" "$dir"/wheels/tfgpu_install-*.whl \
+      --platform "manylinux_2_28_$arch" --platform "linux_$arch" "$(ls "$dir"/wheels/tfgpu_install-*.whl)[report]" \
       || die "downloading the dependencies for Python $ver failed"
   done
   # pip evaluates a dependency's markers for the running interpreter, not --python-version: add
@@ -214,7 +216,7 @@ PYEOF
 tool_venv() {  # tool_venv PACK: the tool's venv from the pack alone
   local dir="$1"
   if "$PY" -m venv "$WORK/tool" 2>"$WORK/venv.err"; then
-    "$WORK/tool/bin/python" -m pip install -q --isolated --no-index --find-links "$dir/wheels" tfgpu-install
+    "$WORK/tool/bin/python" -m pip install -q --isolated --no-index --find-links "$dir/wheels" 'tfgpu-install[report]'
     return
   fi
   # No ensurepip (Debian/Ubuntu without python3-venv): the pack carries uv.
@@ -232,7 +234,8 @@ with zipfile.ZipFile(sys.argv[1]) as zf:
 os.chmod(sys.argv[2], 0o755)
 PYEOF
   "$WORK/uv" venv -q --python "$PY" "$WORK/tool" &&
-    "$WORK/uv" pip install -q --offline --no-index --find-links "$dir/wheels" -p "$WORK/tool/bin/python" tfgpu-install
+    "$WORK/uv" pip install -q --offline --no-index --find-links "$dir/wheels" -p "$WORK/tool/bin/python" \
+      'tfgpu-install[report]'
 }
 
 offline() {
@@ -282,8 +285,9 @@ compute_cap,temperature.gpu,clocks.sm,power.draw,mig.mode.current --format=csv"
     for s in burn visible-none visible-uuid visible-pci-order tensorflow; do skip_stage "$s" "no NVIDIA GPU"; done
     return 3
   fi
-  stage burn $((limit + ${burn%.*})) "$WORK/burn.json" "$tool" verify --host-only --json --burn "$burn" \
-    --timeout $((inner + ${burn%.*})) "${searches[@]}"
+  # every GPU under load at once, every product checked, NVML through the run; the curves in health.html
+  stage burn $((limit + ${burn%.*} * 2)) "$WORK/burn.json" "$tool" verify --host-only --json --burn "$burn" \
+    --report "$WORK/health.html" --timeout $((inner + ${burn%.*} * 2)) "${searches[@]}"
   stage visible-none "$limit" "$WORK/visible-none.json" env CUDA_VISIBLE_DEVICES= "$tool" verify --host-only --json \
     --timeout "$inner" "${searches[@]}"
   local uuid
@@ -332,7 +336,7 @@ case "${1:-}" in
     [ $# -ge 2 ] || die "usage: $0 --offline DIR [--out FILE] [--burn SECONDS] [--stage-timeout SECONDS]"
     DIR="$(cd "$2" 2>/dev/null && pwd)" || die "$2: no such directory"
     shift 2
-    OUTFILE="" BURN=10 LIMIT=300
+    OUTFILE="" BURN=60 LIMIT=300
     while [ $# -gt 0 ]; do
       case "$1" in
         --out) OUTFILE="${2:?--out FILE}"; shift 2 ;;

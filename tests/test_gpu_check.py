@@ -211,3 +211,63 @@ def test_visible_uuid_is_taken_from_the_host_stage(tmp_path: Path, uuid: str) ->
     host.write_text(json.dumps({"extras": {"visible_devices": {"mapping": [{"cuda": 0, "uuid": uuid}]}}}))
     done = subprocess.run([sys.executable, str(SUMMARY), "uuid", str(host)], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == uuid
+
+
+# ---- issue 41 defect 8: scripts/device-check.sh returns everything in <= 6 files ---------------------------
+DEVICE_CHECK = Path(__file__).resolve().parents[1] / "scripts" / "device-check.sh"
+SIX = {"device-check.txt", "truth.json", "gpu-check-summary.json", "health.html", "compare.json", "logs.tar.gz"}
+
+
+def test_device_check_writes_at_most_six_files_with_the_logs_in_one_archive(tmp_path: Path) -> None:
+    """Before: ~21 files (stage logs and JSON copied one by one); the lent machine returns 8 at most.
+    Here: a pack without the tool's wheel, so the install stage fails fast; no torch, no nvcc."""
+    import tarfile
+
+    pack = tmp_path / "pack"
+    (pack / "wheels").mkdir(parents=True)
+    shutil.copy(SCRIPT, pack / "gpu-check.sh")
+    shutil.copy(SUMMARY, pack / "gpu_check_summary.py")
+    out = tmp_path / "out"
+    done = subprocess.run([str(DEVICE_CHECK), str(pack)], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(out),
+                               "DEVICE_CHECK_BUDGET": "60", "DEVICE_CHECK_BURN": "5"})
+    assert done.returncode == 9, done.stdout + done.stderr
+    files = {p.name for p in out.iterdir()}
+    assert files <= SIX and len(files) >= 5 and all(p.is_file() for p in out.iterdir()), files
+    assert json.loads((out / "gpu-check-summary.json").read_text())["failed_stages"] == ["install"]
+    assert json.loads((out / "truth.json").read_text())["error"] == "no Python with torch found"
+    assert json.loads((out / "compare.json").read_text())["result"] == "FAIL"
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        names = tar.getnames()
+    assert "logs/gpu-check.out" in names and "logs/install.log" in names and "logs/nvcc.log" in names
+    assert "device-check: done in" in (out / "device-check.txt").read_text()
+
+
+def test_the_comparison_reads_every_value_against_the_ground_truth(tmp_path: Path) -> None:
+    sys.path.insert(0, str(SUMMARY.parent))
+    import gpu_check_summary as summary_mod
+
+    truth = {"cudnn": 92400, "fp32_gflops_8192": 51000.0,
+             "gpus": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "memory_mib": 143771,
+                       "uuid": "GPU-8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11"}],
+             "nvcc_program": {"driver_cuda": 13000, "gpus": [{"pci": "0000:19:00.0", "l2_bytes": 62914560,
+                                                               "total_mib": 143771, "free_mib": 142000}]}}
+    host = {"layers": [
+        {"name": "driver", "measured": {"driver_cuda": "13.0", "devices": [
+            {"name": "NVIDIA H200", "compute_capability": "9.0", "memory_mib": 143771, "pci": "0000:19:00.0",
+             "uuid": "8c5e1f7a-0d1e-4a43-9e58-2b9d4e1f0c11"}]}},
+        {"name": "cuda-runtime", "measured": {"devices": [{"index": 0, "total_mib": 143771, "free_mib": 141000}]}},
+        {"name": "cudnn", "measured": {"cudnn": "9.24.0"}}]}
+    burn = {"layers": [{"name": "benchmark", "measured": {"burns": [
+        {"n": 8192, "l2_bytes": 62914560, "gpu_gflops": 49800.0, "duty_cycle": 0.99, "heat": {"text": "71 C"}}]}}]}
+    rows = summary_mod.compare_rows(truth, {"stages": [{"name": "host", "result": host},
+                                                       {"name": "burn", "result": burn}]})
+    states = {r["value"]: r["state"] for r in rows}
+    assert states["gpu0.uuid (PyTorch)"] == "same" and states["gpu0.l2_bytes (nvcc program)"] == "same"
+    assert states["driver CUDA version (nvcc program)"] == "same" and states["cudnn major.minor (PyTorch)"] == "same"
+    assert states["gpu0.free_mib (nvcc program, +-5%)"] == "same"
+    ratio = next(r for r in rows if r["state"] == "ratio")
+    assert ratio["ratio"] == round(49800 / 51000, 3)
+    truth["gpus"][0]["memory_mib"] = 81559  # an H100's: the check must say it differs
+    rows = summary_mod.compare_rows(truth, {"stages": [{"name": "host", "result": host}]})
+    assert {r["value"]: r["state"] for r in rows}["gpu0.memory_mib (PyTorch)"] == "differs"

@@ -56,6 +56,9 @@ def test_tensorflow_cpu_path_passes(tf_env: Path, tmp_path: Path) -> None:
     assert m["conv2d_device"].endswith("device:CPU:0")
     assert m["tf32_restored_to"] is True  # TF's default (TF32 on) is put back after the exactness checks
     assert doc["extras"]["mirrored_strategy"]["replicas"] == 1
+    # issue 41: the strategy is run, not only made: one step's all-reduce, its sum checked on every replica
+    assert m["all_reduce"]["ok"] is True and m["all_reduce"]["replicas"] == 1 and m["all_reduce"]["max_error"] == 0
+    assert "all-reduce over 1 replica(s) is exact" in lay5["summary"]
     assert doc["tf_log"]["tail"], "TF's own log lines are captured"
 
 
@@ -74,6 +77,10 @@ def test_tensorflow_gpu_machinery_through_the_test_device(tf_env: Path, tmp_path
     assert all(r["cpu_gflops"] > 0 and r["gpu_gflops"] > 0 and r["speedup"] > 0 for r in bench["sizes"])
     burn = lay6["measured"]["burn"]
     assert burn["iterations"] >= 1 and burn["mismatches"] == 0 and burn["throttled"] == []
+    # issue 41: graph-loop batches (one sync each), every product compared exactly, the host's share measured
+    assert burn["kind"] == "tensorflow-matmul" and "every product, exactly" in burn["compared"]
+    assert burn["series"]["gflops"] and 0.0 <= burn["host_share"] < 1.0
+    assert bench["headline"]["math"] == "fp32" and bench["mixed_precision"]["measured"] is False
     # No NVML here: the burn says so instead of inventing samples.
     assert burn["telemetry"]["samples"] == 0 and "NVML not available" in burn["telemetry"]["error"]
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import ExitCode, UsageError
-from tfgpu_install.report import Result, Text
+from tfgpu_install.report import Block, Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.verify.host import VerifyReport
 
 
 def default_env(ctx: Context) -> Path:
@@ -35,6 +38,7 @@ class VerifyRequest:
     timeout: Optional[float] = None
     host_only: bool = False
     search: tuple[str, ...] = ()  # host-only: more Python envs / site dirs to find CUDA wheels in
+    report: Optional[str] = None  # with burn: the health report's HTML file
 
 
 def verify(ctx: Context, req: VerifyRequest) -> Result:
@@ -49,6 +53,11 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")
+    report_to = user_path(req.report) if req.report else None
+    if report_to is not None:  # refused before minutes of burn, not after
+        from tfgpu_install.verify.healthreport import check_report_target
+
+        check_report_target(report_to, req.burn)
     if req.host_only:
         return host_result(req, ctx, no_env=False)
     if req.env:
@@ -67,8 +76,20 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
     report = run_verification(ctx, env, plan, benchmark=req.benchmark, burn=req.burn, timeout=req.timeout)
     path = write_record(ctx, env, report, verify_fingerprint(ctx, env, plan), plan)
     data = dict(report.to_json(), plan=plan.to_json(), record=str(path))
+    blocks = report_blocks(report)
+    _health_report(report_to, report, data, blocks)
     code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
-    return Result(data=data, blocks=report_blocks(report), exit_code=int(code))
+    return Result(data=data, blocks=blocks, exit_code=int(code))
+
+
+def _health_report(path: Optional[Path], report: VerifyReport, data: dict[str, Any], blocks: list[Block]) -> None:
+    """The burn's curves into `path` (whatever the check found: a failed check still gets its page)."""
+    if path is None:
+        return
+    from tfgpu_install.verify.healthreport import write_report
+
+    data["report"] = str(write_report(path, report))
+    blocks.append(Text(f"Health report: {path}", "ok"))
 
 
 def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
@@ -78,6 +99,7 @@ def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
     report = run_host_check(ctx, [Path(s).expanduser() for s in req.search], burn=req.burn, timeout=req.timeout)
     data = dict(report.to_json(), env=None)
     blocks = report_blocks(report)
+    _health_report(user_path(req.report) if req.report else None, report, data, blocks)
     code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
     if found_no_gpu(report):
         lay0 = report.layer("hardware")

@@ -252,8 +252,8 @@ def check_argv(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = Fa
         argv.append("--cpu-ok")
     if benchmark:
         argv.append("--benchmark")
-    if burn:
-        argv += ["--burn", f"{burn:g}"]
+    if burn:  # every GPU under the SGEMM burn (the health report's), then TensorFlow's own burn, shorter
+        argv += ["--sgemm-burn", f"{burn:g}", "--burn", f"{tf_burn_seconds(burn):g}"]
     argv += list(extra)
     launcher = Path(env) / "bin" / "tfgpu-run"
     if launcher.is_file() and os.access(launcher, os.X_OK):
@@ -261,11 +261,18 @@ def check_argv(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = Fa
     return argv
 
 
+def tf_burn_seconds(burn: float) -> float:
+    """TensorFlow's burn after the SGEMM burn: a quarter of it, 10 to 30 s (the health verdict is the
+    SGEMM burn's; this one shows TensorFlow itself stays right under sustained load)."""
+    return min(max(burn / 4, 10.0), 30.0, burn)
+
+
 def run_verification(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = False, burn: float = 0,
                      timeout: Optional[float] = None, extra: Sequence[str] = ()) -> VerifyReport:
     env = Path(env)
     if timeout is None:
-        timeout = BASE_TIMEOUT + (180 if benchmark else 0) + burn * 1.5
+        timeout = BASE_TIMEOUT + (180 if benchmark else 0) + (burn + tf_burn_seconds(burn)) * 1.5 if burn else \
+            BASE_TIMEOUT + (180 if benchmark else 0)
     with tempfile.TemporaryDirectory(prefix="tfgpu-verify-") as tmp:
         log, prog = Path(tmp) / "tf.log", Path(tmp) / "progress"
         argv = check_argv(ctx, env, plan, benchmark=benchmark, burn=burn,
@@ -324,14 +331,29 @@ def _benchmark_blocks(six: Optional[LayerResult]) -> list[Block]:
     bench = (six.measured.get("benchmark") if six else None) or {}
     if bench:
         blocks.append(table(f"Matmul benchmark ({bench.get('device')})",
-                            ("n", "CPU GFLOP/s", "GPU FP32", "GPU TF32", "GPU bf16", "speed-up (FP32)"),
-                            [(r["n"], r["cpu_gflops"], r["gpu_gflops"], r.get("tf32_gflops"), r.get("bf16_gflops"),
-                              f"{r['speedup']}x") for r in bench["sizes"]]))
-    burn = (six.measured.get("burn") if six else None) or {}
+                            ("n", "CPU GFLOP/s", "GPU FP32", "GPU TF32", "GPU bf16", "speed-up (TF default math)"),
+                            [(r["n"], r["cpu_gflops"], r.get("fp32_gflops", r["gpu_gflops"]), r.get("tf32_gflops"),
+                              r.get("bf16_gflops"), f"{r['speedup']}x" + (f" ({r['gpu_math']})" if r.get("gpu_math")
+                                                                           else ""))
+                             for r in bench["sizes"]]))
+        top = bench.get("headline") or {}
+        if top:
+            blocks.append(Text(f"Headline: {top['gflops']} GFLOP/s at n={top.get('n')} with TensorFlow's default "
+                               f"math, {top['math']} ({top['why']})"))
+    burns = (six.measured.get("burns") if six else None) or []
+    if burns:  # the SGEMM burn: one line per GPU, in the words of the health report
+        bad = any(b.get("mismatches") or (b.get("health") or {}).get("state") in ("needs_reset", "failing")
+                  or (b.get("host_reference") or {}).get("mismatches") for b in burns)
+        hot = any((b.get("heat") or {}).get("verdict") in ("hot", "slowing") for b in burns)
+        head = (f"Burn: {len(burns)} GPUs under load at once" if len(burns) > 1 else "Burn") + \
+            f", {burns[0].get('seconds')} s, every product checked"
+        style = "error" if bad else "warn" if hot else ""
+        blocks.append(Bullets(head, tuple(str(b.get("line")) for b in burns), style))
+    burn = (six.measured.get("tf_burn") or ({} if burns else six.measured.get("burn")) if six else None) or {}
     if burn:
         tele = burn.get("telemetry", {})
-        items = [f"{burn['iterations']} matmuls of {burn['n']} in {burn['seconds']}s, {burn['gflops']} GFLOP/s, "
-                 f"{burn['mismatches']} wrong results"]
+        items = [f"TensorFlow: {burn['iterations']} matmuls of {burn['n']} in {burn['seconds']}s, {burn['gflops']} "
+                 f"GFLOP/s, {burn['mismatches']} wrong results"]
         if burn.get("duty_cycle") is not None:
             items.append(f"GPU busy {burn['duty_cycle']:.0%} of the burn ({burn.get('gpu_gflops')} GFLOP/s while busy)")
         for key, unit in (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%")):

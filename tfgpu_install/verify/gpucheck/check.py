@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tfgpu_install.verify.gpucheck import tfgpucheck_cuda as cuda
     from tfgpu_install.verify.gpucheck import tfgpucheck_cudnn as cudnn
     from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
+    from tfgpu_install.verify.gpucheck import tfgpucheck_known as known
     from tfgpu_install.verify.gpucheck import tfgpucheck_layers as layers
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
     from tfgpu_install.verify.gpucheck import tfgpucheck_sgemm as sgemm
@@ -40,6 +41,7 @@ else:
     import tfgpucheck_cuda as cuda
     import tfgpucheck_cudnn as cudnn
     import tfgpucheck_health as judge
+    import tfgpucheck_known as known
     import tfgpucheck_layers as layers
     import tfgpucheck_nvml as nvml
     import tfgpucheck_sgemm as sgemm
@@ -142,6 +144,10 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     ccs = [c for c in ccs if c]
     if ccs:
         out["mixed_precision"] = _mixed_precision(ccs)
+        advice = ((state.get("bench_measured") or {}).get("benchmark") or {}).get("mixed_precision") or {}
+        if advice.get("measured"):
+            out["mixed_precision"].update(measured=advice, policy=advice["policy"] if advice["worth_it"] else None,
+                                          why=advice["advice"])
     out["visible_devices"] = _visible_devices(state, hw, environ)
     tf_layer = state.get("tf_measured", {})
     archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
@@ -152,6 +158,24 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
         out["mirrored_strategy"] = {"replicas": tf_layer["mirrored_replicas"], "gpus": gpus,
                                     "sees_all": tf_layer["mirrored_replicas"] == max(gpus, 1)}
     return out
+
+
+def known_tf_failure(text: str, state: dict[str, Any], plan: dict[str, Any]) -> Optional[str]:
+    """The architecture ceiling (TensorFlow <= 2.21 on Blackwell, cc >= 10.0) when its failure shows:
+    CUDA_ERROR_INVALID_PTX or "PTX version ... does not support target" (tfgpucheck_known)."""
+    if not known.ptx_failure_seen(text):
+        return None
+    ccs = [d["compute_capability"] for d in state.get("devices") or state.get("tf_gpus") or []
+           if d.get("compute_capability")]
+    version = (state.get("tf_measured") or {}).get("tensorflow") or plan.get("tensorflow")
+    tf_module = state.get("tf")
+    version = getattr(tf_module, "__version__", None) or version
+    hits = known.ceiling_hits("tensorflow", version, ccs)
+    if not hits:
+        return None
+    row = hits[0]
+    return (f"{row['what']}; this GPU is compute capability {', '.join(row['gpus'])} and TensorFlow is {version}: "
+            f"{row['fix']} (sources: {row['source']})")
 
 
 class Seam(NamedTuple):
@@ -193,39 +217,65 @@ def driver_layer(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, gpu_mode: bool) -> dict[str, Any]:
-    target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
-    if args.sgemm_burn:  # cuBLAS only: runs where TensorFlow is not installed
-        targets = list(state.get("devices") or []) or None
-        return sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size,
-                                nvml.Telemetry(targets, interval=args.sample_interval), share=args.sgemm_burn_share)
-    tf = state.get("tf")
-    if tf is None:
-        return cuda.outcome("skip", "needs TensorFlow (the tensorflow layer)")
-    if not gpu_mode:
-        return cuda.outcome("skip", "CPU-only env: no GPU to benchmark or burn")
-    measured: dict[str, Any] = {}
+def _tf_bench(args: argparse.Namespace, tf: Any, device: str, target: Any,
+              measured: dict[str, Any], key: str) -> tuple[list[str], Optional[dict[str, Any]]]:
+    """The TensorFlow benchmark and burn into `measured` (the TF burn under `key`): (summary parts,
+    failure)."""
     parts = []
     if args.benchmark:
         sizes = [int(s) for s in args.bench_sizes.split(",")]
-        measured["benchmark"] = tfl.benchmark(tf, device, sizes)
-        top = measured["benchmark"]["sizes"][-1]
-        parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device}, {top['speedup']}x the CPU")
+        measured["benchmark"] = bench = tfl.benchmark(tf, device, sizes)
+        top, advice = bench["sizes"][-1], bench.get("mixed_precision") or {}
+        parts.append(f"matmul {top['n']}: {top['gpu_gflops']} GFLOP/s on {device} with TensorFlow's default math "
+                     f"({top['gpu_math']}), {top['speedup']}x the CPU"
+                     + (f"; {advice['advice']}" if advice.get("advice") else ""))
     if args.burn:
-        b = tfl.burn(tf, device, float(args.burn), n=args.burn_size, telemetry=nvml.Telemetry(target))
-        measured["burn"] = b
-        parts.append(f"burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
+        b = tfl.burn(tf, device, float(args.burn), n=args.burn_size,
+                     telemetry=nvml.Telemetry(target, interval=args.sample_interval))
+        measured[key] = b
+        parts.append(f"TensorFlow burn {b['seconds']}s: {b['iterations']} matmuls, {b['mismatches']} wrong results"
                      + (f", throttled ({', '.join(b['throttled'])})" if b["throttled"] else ""))
         if b["mismatches"]:
-            return cuda.outcome("fail", "; ".join(parts), measured,
-                                hint="the GPU computed wrong results under load: check `nvidia-smi -q` for "
-                                "ECC/Xid errors, cooling and power; do not trust this card for training")
-        if b["throttled"]:
-            # Still a working GPU (laptops throttle by design): flagged, not failed.
-            return cuda.outcome("pass", "; ".join(parts), measured,
-                                hint="the GPU slowed itself down under load: check cooling and power "
-                                "(`nvidia-smi -q -d PERFORMANCE`)")
-    return cuda.outcome("pass", "; ".join(parts), measured)
+            return parts, cuda.outcome("fail", "; ".join(parts), measured,
+                                       hint="the GPU computed wrong results under load: check `nvidia-smi -q` for "
+                                       "ECC/Xid errors, cooling and power; do not trust this card for training")
+    return parts, None
+
+
+def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, gpu_mode: bool) -> dict[str, Any]:
+    """The SGEMM burn on every GPU (--sgemm-burn: cuBLAS only, runs without TensorFlow), then
+    TensorFlow's benchmark and burn (--benchmark, --burn) on `device`."""
+    target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
+    measured: dict[str, Any] = {}
+    parts: list[str] = []
+    hint = None
+    if args.sgemm_burn:
+        targets = list(state.get("devices") or []) or None
+        res = sgemm.sgemm_burn(state, float(args.sgemm_burn), args.sgemm_burn_size,
+                               nvml.Telemetry(targets, interval=args.sample_interval), share=args.sgemm_burn_share)
+        if res["status"] != "pass" or not (args.benchmark or args.burn):
+            return res
+        measured.update(res["measured"])
+        parts.append(res["summary"])
+        hint = res["hint"]
+    if args.benchmark or args.burn:
+        tf = state.get("tf")
+        if tf is None or not gpu_mode:
+            why = ("needs TensorFlow (the tensorflow layer)" if tf is None else
+                   "CPU-only env: no GPU to benchmark or burn")
+            if not parts:
+                return cuda.outcome("skip", why)
+            parts.append(f"TensorFlow's benchmark and burn not run: {why}")
+        else:
+            more, failure = _tf_bench(args, tf, device, target, measured, "tf_burn" if args.sgemm_burn else "burn")
+            if failure is not None:
+                return failure
+            parts += more
+            tf_burn = measured.get("tf_burn") or (measured.get("burn") if not args.sgemm_burn else None) or {}
+            if tf_burn.get("throttled") and hint is None:  # a working GPU (laptops throttle by design): flagged
+                hint = ("the GPU slowed itself down under load: check cooling and power "
+                        "(`nvidia-smi -q -d PERFORMANCE,TEMPERATURE`)")
+    return cuda.outcome("pass", "; ".join(parts), measured, hint=hint)
 
 
 def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[str, Any], device: str,
@@ -234,9 +284,17 @@ def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[
     """Each layer of the table (tfgpucheck_layers.LAYERS), by name."""
 
     def tf_layer() -> dict[str, Any]:
-        res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
-                                   require_gpu_list=seam.require_gpu_list)
+        try:
+            res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
+                                       require_gpu_list=seam.require_gpu_list)
+        except Exception as exc:  # noqa: BLE001  (recorded: named below when it is a known failure)
+            res = cuda.outcome("fail", f"TensorFlow raised {type(exc).__name__}: {str(exc)[:300]}",
+                               hint="read TensorFlow's captured log in this report, or run `tfgpu-install doctor`")
         state["tf_measured"] = res["measured"]
+        if res["status"] == "fail":
+            named = known_tf_failure(res["summary"] + "\n" + capture.read(), state, plan)
+            if named:
+                res["hint"] = named
         return res
 
     return {
@@ -246,8 +304,13 @@ def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[
         "cudnn": lambda: cudnn.layer_cudnn(plan, state),
         "cublas": lambda: sgemm.layer_cublas(plan, state, args.sgemm_size),
         "tensorflow": tf_layer,
-        "benchmark": lambda: _bench_layer(args, state, device, gpu_mode),
+        "benchmark": lambda: _kept(state, "bench_measured", _bench_layer(args, state, device, gpu_mode)),
     }
+
+
+def _kept(state: dict[str, Any], key: str, res: dict[str, Any]) -> dict[str, Any]:
+    state[key] = res.get("measured") or {}
+    return res
 
 
 def _wanted(args: argparse.Namespace) -> set[str]:

@@ -128,10 +128,12 @@ def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[A
     return lib, path, None
 
 
-def _sgemm_on(cudart: Any, lib: Any, dev: int, size: int) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
-    """One SGEMM on CUDA device `dev`, compared with the host: (measured, failure)."""
+def _sgemm_on(cudart: Any, lib: Any, dev: int, size: int,
+              select: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    """One SGEMM on CUDA device `dev` (made current when `select`: with one GPU it already is, and
+    cublasCreate names a missing driver in its own words), compared with the host: (measured, failure)."""
     measured: dict[str, Any] = {"device": dev}
-    rc = cudart.cudaSetDevice(dev)
+    rc = cudart.cudaSetDevice(dev) if select else 0
     if rc != 0:
         name = code_name(CUDA_ERROR, rc, cudart, "cudaGetErrorName")
         return measured, outcome("fail", f"cudaSetDevice({dev}) failed: {name} ({rc})", error=err(rc, name))
@@ -162,7 +164,7 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
     measured: dict[str, Any] = {"libcublas": path, "m": size, "n": size, "k": size, "devices": []}
     indices = [d["index"] for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [0]
     for dev in indices:
-        one, failure = _sgemm_on(cudart, lib, dev, size)
+        one, failure = _sgemm_on(cudart, lib, dev, size, select=len(indices) > 1)
         measured["devices"].append(dict(one, status="fail" if failure else "pass"))
         if failure is not None:
             if "max_abs_error" in one:
@@ -171,7 +173,8 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
             if len(indices) > 1 and not failure["summary"].startswith(f"SGEMM {size}"):
                 failure["summary"] = f"GPU {dev}: {failure['summary']}"
             return failure
-    cudart.cudaSetDevice(indices[0])
+    if len(indices) > 1:
+        cudart.cudaSetDevice(indices[0])
     measured["max_abs_error"] = max(d["max_abs_error"] for d in measured["devices"])
     state["cublas"] = lib
     where = f" on {len(indices)} GPUs" if len(indices) > 1 else ""
@@ -487,7 +490,7 @@ def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[s
 
 def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event) -> Optional[dict[str, Any]]:
     """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. Chunks
-    double until one holds the GPU ~0.25 s, so the host's share (one call, one sum per product, one
+    double until one holds the GPU ~0.5 s, so the host's share (one call, one sum per product, one
     event wait) stays a sliver of the burn."""
     clock = GpuClock(run.rt)
     chunk = 1
@@ -503,7 +506,7 @@ def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threadin
                 if failure is not None:
                     return failure
                 b += m
-                if spent < 0.25 and chunk < 4096:
+                if spent < 0.5 and chunk < 4096:
                     chunk *= 2
                 over = time.monotonic() - tally.start >= seconds or stop.is_set()
                 if over and not check:
@@ -596,7 +599,7 @@ def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any,
     if cudart is None or cublas is None:
         return outcome("skip", "needs the cuda-runtime and cublas layers")
     devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [{"index": 0}]
-    pass_seconds = pass_seconds or min(3.0, max(seconds / 8, 0.05))  # the burn overshoots by <= one pass
+    pass_seconds = pass_seconds or min(3.0, max(seconds / 4, 0.05))  # the burn overshoots by <= one pass
     plans = [_sized(cudart, d["index"], size, share) for d in devices]
     n = min(p["n"] for p in plans)
     plans = [burn_plan(p["free_bytes"], p["l2_bytes"], n, share) for p in plans]

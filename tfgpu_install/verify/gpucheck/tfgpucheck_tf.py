@@ -186,13 +186,53 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
     want_kind = _device_kind(device)
     if gpus:
         measured["created_devices"] = parse_tf_log(tf_log())["created_devices"]
+    failure = _mirrored(tf, measured)
+    if failure is not None:
+        return failure
+    reduced = measured.get("all_reduce") or {}
+    step = (f"; a MirroredStrategy step's all-reduce over {reduced['replicas']} replica(s) is exact"
+            if reduced.get("ok") else "")
+    return outcome("pass", f"TensorFlow {tf.__version__}: matmul and conv2d on {want_kind} match numpy "
+                   f"(max errors {err:.1e}, {cerr:.1e}); {len(gpus)} GPU(s) listed{step}", measured)
+
+
+def _mirrored(tf: Any, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """MirroredStrategy over every GPU TF lists, and one step of it (`all_reduce_step`)."""
     try:
         strategy = tf.distribute.MirroredStrategy()
         measured["mirrored_replicas"] = int(strategy.num_replicas_in_sync)
     except Exception as exc:  # noqa: BLE001  (recorded in the report)
         measured["mirrored_error"] = f"{type(exc).__name__}: {exc}"
-    return outcome("pass", f"TensorFlow {tf.__version__}: matmul and conv2d on {want_kind} match numpy "
-                   f"(max errors {err:.1e}, {cerr:.1e}); {len(gpus)} GPU(s) listed", measured)
+        return None
+    measured["all_reduce"] = reduced = all_reduce_step(tf, strategy)
+    if measured["mirrored_replicas"] > 1 and not reduced.get("ok"):
+        return outcome("fail", f"MirroredStrategy's all-reduce across {measured['mirrored_replicas']} GPUs "
+                       f"failed: {reduced.get('error') or reduced}", measured,
+                       hint="the GPUs cannot exchange data (NCCL, peer-to-peer): run with NCCL_DEBUG=INFO; try "
+                       "NCCL_P2P_DISABLE=1, and check `nvidia-smi topo -m` and the IOMMU / ACS settings")
+    return None
+
+
+def all_reduce_step(tf: Any, strategy: Any) -> dict[str, Any]:
+    """One MirroredStrategy step: every replica contributes (its id + 1) x 1024 and all-reduces (SUM, the
+    gradient path: NCCL between GPUs); every replica must get n(n+1)/2 in every element. Before, the
+    strategy was made and never run, so NCCL and peer-to-peer failures passed."""
+    try:
+        n = int(strategy.num_replicas_in_sync)
+
+        def step() -> Any:
+            ctx = tf.distribute.get_replica_context()
+            mine = tf.fill([1024], tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32))
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, mine)
+
+        results = strategy.experimental_local_results(strategy.run(tf.function(step)))
+        want = n * (n + 1) / 2.0
+        got = [float(tf.reduce_max(tf.abs(r - want)).numpy()) for r in results]
+        return {"replicas": n, "expected": want, "max_error": max(got) if got else None,
+                "ok": bool(got) and len(got) == n and max(got) == 0.0,
+                "devices": [str(getattr(r, "device", "")) for r in results]}
+    except Exception as exc:  # noqa: BLE001  (recorded; it fails the layer only with several replicas)
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 # ---- layer 6 -------------------------------------------------------------------------------------
@@ -215,25 +255,68 @@ def _time_matmul(tf: Any, device: str, n: int, reps: int, dtype: Any = None, per
     return best
 
 
-def _precisions(tf: Any, device: str) -> list[tuple[str, Any, Optional[bool]]]:
-    """(name, dtype, TF32 switch) to time: FP32 exact, TF32, and bf16 where the GPU has it (cc >= 8.0)."""
-    out: list[tuple[str, Any, Optional[bool]]] = [("fp32", tf.float32, False), ("tf32", tf.float32, True)]
+def _gpu_cc(tf: Any, device: str) -> Optional[tuple[int, ...]]:
+    """The compute capability of the device benchmarked (None on the CPU or when TF does not say)."""
     try:
         gpus = tf.config.list_physical_devices("GPU")
         cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") if gpus else None
-        if cc and tuple(cc) >= (8, 0) and "GPU" in device.upper():
-            out.append(("bf16", tf.bfloat16, None))
-    except (AttributeError, IndexError, RuntimeError, TypeError, ValueError):  # bf16 not timed, never guessed
-        pass
+        return tuple(cc) if cc and "GPU" in device.upper() else None
+    except (AttributeError, IndexError, RuntimeError, TypeError, ValueError):  # not timed, never guessed
+        return None
+
+
+def _precisions(tf: Any, device: str) -> list[tuple[str, Any, Optional[bool]]]:
+    """(name, dtype, TF32 switch) to time: FP32 exact, TF32, fp16 where the GPU has Tensor Cores for it
+    (cc >= 7.0), bf16 where it has them for that (cc >= 8.0)."""
+    out: list[tuple[str, Any, Optional[bool]]] = [("fp32", tf.float32, False), ("tf32", tf.float32, True)]
+    cc = _gpu_cc(tf, device)
+    if cc and cc >= (7, 0):
+        out.append(("fp16", tf.float16, None))
+    if cc and cc >= (8, 0):
+        out.append(("bf16", tf.bfloat16, None))
     return out
 
 
+def headline(row: dict[str, Any], tf32_default: Optional[bool], cc: Optional[tuple[int, ...]]) -> dict[str, Any]:
+    """The rate a model gets with TensorFlow's default math: TF32 on Ampere and later (TF's default
+    since 2.4, unless the user turned it off), FP32 elsewhere; said which."""
+    tf32 = bool(tf32_default) and bool(cc) and cc is not None and cc >= (8, 0)
+    if tf32:
+        return {"gflops": row["tf32_gflops"], "math": "tf32",
+                "why": "TensorFlow's default float32 math on compute capability >= 8.0 is TF32"}
+    why = ("TF32 is off in this TensorFlow (tf.config.experimental.enable_tensor_float_32_execution(False))"
+           if tf32_default is False else "no TF32 on this device: float32 math is FP32")
+    return {"gflops": row["fp32_gflops"], "math": "fp32", "why": why}
+
+
+def mixed_precision_advice(row: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
+    """Measured, not guessed: the 16-bit rate over the default math's at the largest size, and the
+    Keras policy that gets it (bf16 needs no loss scaling, so it is preferred where the GPU has it)."""
+    best = max((k for k in ("bf16", "fp16") if row.get(f"{k}_gflops")), key=lambda k: row[f"{k}_gflops"],
+               default=None)
+    if best is None:
+        return {"measured": False, "why": "no 16-bit Tensor Core math on this device: not measured"}
+    if row.get("bf16_gflops") and row["bf16_gflops"] >= 0.9 * row[f"{best}_gflops"]:
+        best = "bf16"
+    speedup = round(row[f"{best}_gflops"] / max(head["gflops"], 1e-9), 2)
+    policy = "mixed_bfloat16" if best == "bf16" else "mixed_float16"
+    worth = speedup >= 1.3
+    return {"measured": True, "n": row["n"], "dtype": best, "speedup_over_default": speedup,
+            "default_math": head["math"], "policy": policy, "worth_it": worth,
+            "advice": (f"{best} matmuls ran {speedup}x TensorFlow's default math ({head['math']}) at n={row['n']}: "
+                       f"tf.keras.mixed_precision.set_global_policy('{policy}')" if worth else
+                       f"{best} matmuls ran only {speedup}x the default math ({head['math']}) at n={row['n']}: "
+                       "mixed precision would gain little here")}
+
+
 def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str, Any]:
-    """GFLOP/s per size for FP32 (TF32 off), TF32 and bf16 (where the GPU has it), the CPU's FP32
-    beside them; the user's TF32 setting is put back afterwards."""
+    """GFLOP/s per size for FP32 (TF32 off), TF32, fp16 and bf16 (where the GPU has them), the CPU's
+    FP32 beside them; the headline is TensorFlow's default math (`headline`), and the mixed-precision
+    advice is measured. The user's TF32 setting is put back afterwards."""
     rows = []
     with Tf32Off(tf) as saved:
         kinds = _precisions(tf, device)
+        cc = _gpu_cc(tf, device)
         for n in sizes:
             flop = 2.0 * n ** 3
             cpu = _time_matmul(tf, "/CPU:0", n, reps, per_sync=1)
@@ -242,40 +325,74 @@ def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str
                 if tf32 is not None:
                     tf.config.experimental.enable_tensor_float_32_execution(tf32)
                 row[f"{name}_gflops"] = round(flop / _time_matmul(tf, device, n, reps, dtype) / 1e9, 1)
-            row["gpu_gflops"] = row["fp32_gflops"]
-            row["speedup"] = round(row["fp32_gflops"] / max(row["cpu_gflops"], 1e-9), 2)
+            head = headline(row, saved.before, cc)
+            row["gpu_gflops"] = head["gflops"]  # the headline: TF's default math (was FP32 with TF32 off)
+            row["gpu_math"] = head["math"]
+            row["speedup"] = round(row["gpu_gflops"] / max(row["cpu_gflops"], 1e-9), 2)
             rows.append(row)
-    return {"device": device, "precision": "fp32 (TF32 off), tf32" + (", bf16" if len(kinds) > 2 else ""),
+    top = headline(rows[-1], saved.before, cc) if rows else {}
+    return {"device": device, "precision": ", ".join(k for k, _, _ in kinds),
+            "headline": dict(top, n=rows[-1]["n"]) if rows else None,
+            "mixed_precision": mixed_precision_advice(rows[-1], top) if rows else None,
             "tf32_setting_kept": saved.before, "sizes": rows}
 
 
 def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Any = None) -> dict[str, Any]:
-    """Sustained matmuls for `seconds`, every result compared element by element with the first
-    (gpu-burn's idea: a card that overheats or has bad memory starts computing wrong numbers).
-    max|C - C0| is order-independent, so a reduction's float rounding cannot fake an error."""
+    """Sustained matmuls in TensorFlow for `seconds` with TF's default math, every product compared with
+    the first, exactly: the operands are multiples of 1/8 below 4, so every sum is exact in float32 and
+    TF32 and any difference is a wrong element. The matmuls run inside one tf.function per batch (a
+    graph loop, one host sync per batch, batches grown to ~0.25 s), so the GPU is not waiting on Python;
+    each product is scaled by 2^(i mod 2) so no optimiser can hoist it out of the loop. The duty cycle
+    is NVML's utilisation while it ran, and the host's share is the time outside the batches."""
     import numpy as np
 
     with tf.device(device):
-        a = tf.random.stateless_uniform((n, n), seed=(1, 2))
-        b = tf.random.stateless_uniform((n, n), seed=(3, 4))
+        a = tf.cast(tf.random.stateless_uniform((n, n), seed=(1, 2), minval=-30, maxval=31, dtype=tf.int32),
+                    tf.float32) / 8.0
+        b = tf.cast(tf.random.stateless_uniform((n, n), seed=(3, 4), minval=-30, maxval=31, dtype=tf.int32),
+                    tf.float32) / 8.0
         ref = tf.matmul(a, b)
-        tol = 1e-5 * float(tf.reduce_max(tf.abs(ref)).numpy())
+
+    def batch(count: Any) -> Any:
+        def body(i: Any, errs: Any) -> Any:
+            scale = tf.pow(2.0, tf.cast(i % 2, tf.float32))
+            c = tf.matmul(a * scale, b)
+            return i + 1, errs.write(i, tf.reduce_max(tf.abs(c - ref * scale)))
+        _, errs = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), tf.TensorArray(tf.float32, count)))
+        return errs.stack()
+
+    batch_of = tf.function(batch)
+
     iters = mismatches = 0
     worst = 0.0
-    batch = 16  # matmuls queued per sync: the device stays busy instead of waiting on the host
+    count, inside = 2, 0.0
+    series: list[list[float]] = []
     if telemetry is None:
         telemetry = nvml.Telemetry()
     with telemetry as tel:
         start = time.monotonic()
         while time.monotonic() - start < seconds:
+            t0 = time.monotonic()
             with tf.device(device):
-                errs = tf.stack([tf.reduce_max(tf.abs(tf.matmul(a, b) - ref)) for _ in range(batch)]).numpy()
-            iters += batch
-            mismatches += int(np.sum(errs > tol))
+                errs = batch_of(tf.constant(count)).numpy()  # .numpy() waits for the batch
+            took = time.monotonic() - t0
+            inside += took
+            iters += count
+            mismatches += int(np.sum(errs != 0.0))
             worst = max(worst, float(np.max(errs)))
+            rate = round(count * 2.0 * n ** 3 / max(took, 1e-9) / 1e9, 1)
+            series.append([round(time.monotonic() - start, 3), rate])
+            if took < 0.25 and count < 4096:
+                count *= 2
         elapsed = time.monotonic() - start
+        tel.load(start, start + elapsed)
     tele = tel.summary()
-    bad = [r for r in tele.get("throttle_reasons", []) if r != "sw_power_cap"]
-    return {"seconds": round(elapsed, 1), "n": n, "iterations": iters, "mismatches": mismatches,
-            "max_abs_error": worst, "gflops": round(iters * 2.0 * n ** 3 / max(elapsed, 1e-9) / 1e9, 1),
-            "telemetry": tele, "throttled": bad}
+    util = (tele.get("stats") or {}).get("util_pct")
+    return {"kind": "tensorflow-matmul", "seconds": round(elapsed, 1), "n": n, "iterations": iters,
+            "products": iters, "mismatches": mismatches, "max_abs_error": worst,
+            "compared": "every product, exactly (operands in 1/8ths: exact in float32 and TF32)",
+            "gflops": round(iters * 2.0 * n ** 3 / max(elapsed, 1e-9) / 1e9, 1),
+            "host_share": round(1.0 - inside / max(elapsed, 1e-9), 4),
+            "duty_cycle": round(util["mean"] / 100.0, 3) if util else None,
+            "duty_source": "nvml utilisation" if util else None, "series": {"gflops": series},
+            "telemetry": tele, "throttled": sorted(r for r in tele.get("throttle_shares") or {} if r != "gpu_idle")}
