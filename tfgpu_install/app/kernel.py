@@ -57,11 +57,11 @@ def default_name(env: Path) -> str:
 
 
 def _env(ctx: Context, given: Optional[str]) -> Path:
-    from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.envs import no_env_error, target_env
 
     env = target_env(ctx, given)
     if not env.is_dir():
-        raise UsageError(f"no environment at {env}", "pass --env PATH of an env made by tfgpu-install")
+        raise no_env_error(env)  # the one "no such env" answer (exit 6), as every command gives it
     return env
 
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 
 from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.guard import argtypes
 
 
 def non_empty(value: str) -> str:
-    """A path argument: an empty one ("") is a usage error, never "the default"."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("an empty path was given")
-    return value
+    """A path argument: an empty one ("") is a usage error, never "the default"; so is one that
+    cannot be a path here (a NUL, not UTF-8, too long: guard/argtypes.py)."""
+    return argtypes.path(value)
 
 
 def add_profile_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
-        default="stable",
+        default="stable", type=argtypes.path,
         help="stable (default), latest, legacy, or a path to a profile YAML file",
     )
 

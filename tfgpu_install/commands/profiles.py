@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.report import Result, Text, table
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="*", metavar="FILE.yaml", help="also validate and show these policy files")
+    p.add_argument("files", nargs="*", metavar="FILE.yaml", type=non_empty,
+                   help="also validate and show these policy files")
 
 
 def rules(policy: "Policy") -> str:

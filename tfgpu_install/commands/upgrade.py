@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", metavar="PATH", type=non_empty, help="the env to upgrade (default: the default env)")
     p.add_argument("--to", metavar="PATH", type=non_empty,
                    help="where the new env goes (default: under the data dir, named after the new combination)")
-    p.add_argument("--profile", default=None,
+    p.add_argument("--profile", default=None, type=non_empty,
                    help="the profile to upgrade to (default: the one the env was installed with)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="show the plan; change nothing")

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-only", action="store_true",
                    help="layers 0-4 (hardware, driver, CUDA runtime, cuDNN, cuBLAS) with this machine's own CUDA "
                    "libraries: no env needed")
-    p.add_argument("--search", action="append", default=[], metavar="DIR",
+    p.add_argument("--search", action="append", default=[], metavar="DIR", type=non_empty,
                    help="with --host-only: also look for nvidia-* wheels' libraries in this Python env or "
                    "site-packages dir (repeatable)")
 

@@ -51,6 +51,41 @@ def env_name(text: str) -> str:
     return text
 
 
+MAX_PATH = 4095  # PATH_MAX less its NUL
+MAX_NAME = 255  # NAME_MAX
+
+
+def path_problem(text: str) -> Optional[str]:
+    """None when `text` can name a file here; else why not: empty, a NUL, not UTF-8 (the tool
+    writes paths into JSON and shell files), longer than the kernel takes (ENAMETOOLONG, which
+    Path.exists() raises instead of answering)."""
+    if not text.strip():
+        return "an empty path was given"
+    if "\x00" in text:
+        return "the path contains a NUL byte"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{printable(text[:60].encode('utf-8', 'backslashreplace').decode())!r} is not valid UTF-8 text"
+    full = os.fsencode(os.path.abspath(os.path.expanduser(text)))
+    if len(full) > MAX_PATH:
+        return f"the path is {len(full)} bytes long ({MAX_PATH} at most)"
+    longest = max((len(part) for part in full.split(b"/")), default=0)
+    if longest > MAX_NAME:
+        return f"a name in the path is {longest} bytes long ({MAX_NAME} at most)"
+    return None
+
+
+def path(text: str) -> str:
+    """argparse type for a path the command reads (or an id that may be a file): a usage error
+    (exit 2) naming the problem when it cannot be a path, never an internal error later."""
+    problem = path_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{printable(text[:60])!r}{'...' if len(text) > 60 else ''}: {problem}"
+                                         if text.strip() else problem)
+    return text
+
+
 def output(text: str) -> str:
     """A path the command will write (a file, or a dir it creates): the nearest existing dir
     above it must be a directory this user can create files in, tried with an unnamed temp file

@@ -78,6 +78,9 @@ def _read(path: Path) -> str:
             raise BadInputError(f"--with-file: {path} belongs to another user (uid {st.st_uid})",
                                 "copy it to a file you own after reading it")
         data = os.read(fd, MAX_FILE + 1)
+    except OSError as exc:  # /proc/self/mem: a "regular file" that cannot be read
+        raise BadInputError(f"--with-file: cannot read {path}: {exc.strerror or exc}",
+                            "give a requirements file") from None
     finally:
         os.close(fd)
     if len(data) > MAX_FILE:
