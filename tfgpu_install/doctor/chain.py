@@ -1,6 +1,7 @@
 """The machine walk, bottom-up: driver -> toolkit -> libraries/cuDNN -> env -> import -> devices ->
-compute capability. It stops at the first broken layer (everything above it would fail for that
-reason) and collects the warnings met on the way.
+compute capability. It runs the machine checks registered in doctor/checks/ (one file each) in their
+order, stops at the first broken layer (everything above it would fail for that reason) and collects the
+warnings met on the way.
 
 Files are read through ctx.sys_path (the root prefix: tests plant broken layouts in a temp root);
 commands go through ctx.runner (tests replay recorded nvidia-smi outputs).
@@ -8,31 +9,15 @@ commands go through ctx.runner (tests replay recorded nvidia-smi outputs).
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.doctor.cpu_check import check_cpu_features
-from tfgpu_install.doctor.env_layers import (
-    check_compute_capability,
-    check_env,
-    check_env_packages,
-    check_import,
-    check_ptxas,
-)
-from tfgpu_install.doctor.envcheck import probe_import, read_env
-from tfgpu_install.doctor.envpackages import read_packages
+from tfgpu_install.doctor.checks import registered
+from tfgpu_install.doctor.checks.env_read import load_env
+from tfgpu_install.doctor.env_layers import check_env, check_env_packages, check_import
 from tfgpu_install.doctor.gpuknowledge import KernelRows
-from tfgpu_install.doctor.kernel_check import check_gpu_kernels
 from tfgpu_install.doctor.rules import RuleSet
-from tfgpu_install.doctor.system_layers import (
-    check_driver,
-    check_gpu_memory,
-    check_libraries,
-    check_toolkits,
-    check_visible_devices,
-    check_wsl_linux_driver,
-    gather_host,
-)
+from tfgpu_install.doctor.system_layers import gather_host
 from tfgpu_install.doctor.verify_layers import LayerVerdict, first_failed, verify_layers
 from tfgpu_install.doctor.walkstate import ABSENT, BROKEN, OK, SKIP, WARN, ChainReport, Check, Walk
 
@@ -45,22 +30,15 @@ def walk(ctx: Context, rules: RuleSet, env: Optional[str] = None,
          kernels: Optional[KernelRows] = None) -> ChainReport:
     w = Walk(ctx=ctx, rules=rules, env=env, kernels=kernels)
     gather_host(w)
-    steps: list[Callable[[Walk], Sequence[Optional[Check]]]] = [
-        lambda w: [check_driver(w)], lambda w: [check_wsl_linux_driver(w)], lambda w: [check_gpu_memory(w)],
-        check_toolkits, lambda w: [check_cpu_features(w)], lambda w: _load_env(w), check_libraries,
-        lambda w: [check_visible_devices(w)], check_env, check_env_packages, check_import, check_gpu_kernels,
-        check_compute_capability,
-        check_ptxas,
-    ]
     broken = None
     host_broken = False  # the walk broke below the env's own checks (driver, toolkit, CPU, libraries)
-    for i, step in enumerate(steps):
-        for c in step(w):
+    for check in registered():
+        for c in check.run(w):
             if c is None:
                 continue
             w.checks.append(c)
             if c.status in (BROKEN, ABSENT):
-                broken, host_broken = c, c.status == BROKEN and i < steps.index(check_env)
+                broken, host_broken = c, c.status == BROKEN and check.host
                 break
         if broken is not None:
             break
@@ -80,7 +58,7 @@ def _follow_verify(w: Walk, broken: Optional[Check],
     examined, as `verify --env` does on the CPU (a missing numpy is a cause with or without a GPU)."""
     before_env = host is None and w.env_files is None  # no GPU: the walk stopped before the env
     if before_env:
-        _load_env(w)
+        load_env(w)
 
     def import_checks() -> list[Check]:
         if before_env:  # the env and `import tensorflow`; the device list needs a GPU
@@ -96,14 +74,3 @@ def _follow_verify(w: Walk, broken: Optional[Check],
     if cause not in w.checks:
         w.checks.append(cause)
     return cause, layers
-
-
-def _load_env(w: Walk) -> list[Check]:
-    """Read the env once the driver layer is fine (the import is the slow part: run it once)."""
-    if w.env is not None:
-        w.env_files = read_env(w.ctx, w.env)
-        if w.env_files.exists and w.env_files.python:
-            w.probe = probe_import(w.ctx, w.env_files.python, launcher=w.env_files.launcher)
-        if w.env_files.exists:  # `check`'s drift and pip check: what changed, what no longer fits
-            w.packages = read_packages(w.ctx, w.env, w.env_files.python)
-    return []
