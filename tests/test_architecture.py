@@ -239,6 +239,16 @@ def test_no_import_runs_against_the_layer_order() -> None:
     assert arrows_against_layers() == []
 
 
+def test_the_command_line_knows_no_command_by_name() -> None:
+    """cli.py dispatches through the command table (commands/__init__.py): no command's own logic,
+    no `if command == "install"` (the no-op fast path is the table's `early` hook)."""
+    from tfgpu_install.commands import COMMANDS
+
+    tree = ast.parse((ROOT / NAME / "cli.py").read_text())
+    named = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in COMMANDS})
+    assert named == []
+
+
 def test_the_checker_sees_what_it_looks_for(tmp_path: Path) -> None:
     """A seeded package with one of each fault: the walk finds each, so a silent pass means
     none, not a blind checker."""

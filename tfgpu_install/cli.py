@@ -8,7 +8,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from tfgpu_install import __version__
-from tfgpu_install.commands import COMMANDS
+from tfgpu_install.commands import COMMANDS, DEFAULT
 from tfgpu_install.errors import ExitCode, TfgpuError, UsageError
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def _with_default_command(argv: list[str]) -> list[str]:
         if not arg.startswith("-"):
             raise _unknown_command(arg)
         break
-    return ["install"] + argv
+    return [DEFAULT] + argv
 
 
 def _keep_global_flags(args: argparse.Namespace, full: list[str]) -> None:
@@ -154,15 +154,17 @@ def main(
         full = _with_default_command(args_list)
         lead = [a for a in full if a not in ("--json", "--debug")][:1]
         chosen = lead[0] if lead and lead[0] in COMMANDS else None  # None: --help/--version/nothing
-        if chosen == "install" and runner is None and not {"-h", "--help"} & set(full):
-            fast = _noop_fast_path(full, environ, as_json, debug)
+        early = COMMANDS[chosen].early if chosen else ""
+        if early and runner is None and not {"-h", "--help"} & set(full):
+            fast = importlib.import_module(f"tfgpu_install.commands.{early}").answer(full, environ, as_json, debug)
             if fast is not None:
-                return fast
+                return int(fast)
         if not [a for a in args_list if a not in ("--json", "--debug")]:
             build_parser().print_help()  # every command, not just install's
             return int(ExitCode.USAGE)
         parser = build_parser(only=chosen)
         args = parser.parse_args(full)
+        args.argv = tuple(full)
         _keep_global_flags(args, full)
         from tfgpu_install.console import render
         from tfgpu_install.context import build_context
@@ -170,11 +172,6 @@ def main(
         ctx = build_context(environ, runner=runner, debug=args.debug)
         result = _module(args.command).run(args, ctx)
         render(result, as_json=args.json)
-        if args.command == "install" and runner is None and result.exit_code == 0 and not result.data.get("dry_run"):
-            from tfgpu_install.app.install import noop_message
-            from tfgpu_install.app.noop import remember
-
-            remember(full, ctx, result.data, noop_message(result.data["env"]))
         return int(result.exit_code)
     except TfgpuError as err:
         if debug:
@@ -205,22 +202,6 @@ def main(
         return int(stop.code)
     except Exception as exc:  # noqa: BLE001 (the last resort: a bug is one readable line, its traceback under --debug)
         return _internal_error(exc, as_json, debug)
-
-
-def _noop_fast_path(full: list[str], environ: Optional[Mapping[str, str]], as_json: bool, debug: bool) -> Optional[int]:
-    """`install` again on a complete env, nothing it depends on changed: the last run's answer,
-    without the parser, the probe or the steps (tfgpu_install/app/noop.py says what is checked)."""
-    from tfgpu_install.app.noop import answer
-    from tfgpu_install.context import build_context
-
-    found = answer(full, build_context(environ, debug=debug))
-    if found is None:
-        return None
-    from tfgpu_install.console import render
-    from tfgpu_install.report import Result, Text
-
-    render(Result(data=found["data"], blocks=[Text(found["message"], "ok")]), as_json=as_json)
-    return int(ExitCode.OK)
 
 
 def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:

@@ -1,4 +1,7 @@
-"""One module per command: `add_arguments(parser)` and `run(args, ctx) -> Result`.
+"""One module per command: `add_arguments(parser)` and `run(args, ctx) -> Result` (`args.argv`:
+the command line as run, the default command named). A row's `early` module may answer before
+any parser is built (`answer(argv, environ, as_json, debug) -> exit code or None`): install's
+no-op fast path. cli.py dispatches through this table and knows no command by name.
 
 Modules import their heavy dependencies inside `run`, so `probe`/`plan` start fast.
 """
@@ -14,12 +17,15 @@ class Command(NamedTuple):
     help: str  # the one line `tfgpu-install --help` lists and `COMMAND --help` starts with
     example: str  # one real command line, shown in `COMMAND --help`'s epilog
     actions: tuple[tuple[str, str], ...] = ()  # (ACTION, its example) for a command with actions of its own
+    early: str = ""  # tfgpu_install.commands.<early>.answer() may answer before parsing (see above)
 
+
+DEFAULT = "install"  # what `tfgpu-install --profile stable` (a flag first) runs
 
 # Order is the order of `--help`.
 COMMANDS: dict[str, Command] = {
     "install": Command("install", "probe, resolve, provision, verify and snapshot a TensorFlow GPU env (default)",
-                       "tfgpu-install install --profile stable --allow-cpu -y"),
+                       "tfgpu-install install --profile stable --allow-cpu -y", early="noop"),
     "probe": Command("probe", "what this machine has, each value with its source",
                      "tfgpu-install probe --json"),
     "plan": Command("plan", "the TensorFlow/CUDA/cuDNN/Python combination this machine can run, and why",

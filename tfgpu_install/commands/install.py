@@ -100,6 +100,12 @@ def request_from_args(args: argparse.Namespace) -> "InstallRequest":
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.app.install import install
+    from tfgpu_install.app.install import install, noop_message
+    from tfgpu_install.app.noop import remember
+    from tfgpu_install.runner import SubprocessRunner
 
-    return install(ctx, request_from_args(args))
+    result = install(ctx, request_from_args(args))
+    # A real, changed-or-checked env: the stamp the next identical run answers from (commands/noop.py).
+    if result.exit_code == 0 and not result.data.get("dry_run") and isinstance(ctx.runner, SubprocessRunner):
+        remember(args.argv, ctx, result.data, noop_message(result.data["env"]))
+    return result
