@@ -260,11 +260,11 @@ class Fleet:
         slow: node1's Python is this wrapper (it sleeps first): a host that never finishes."""
         common_ssh = (f"-o UserKnownHostsFile={self.ssh_dir / 'known_hosts'} -o StrictHostKeyChecking=yes "
                       f"-o ConnectTimeout={SSH_TIMEOUT_S} -o BatchMode=yes -o ServerAliveInterval=5")
-        lines = ["[gpu]"]
+        lines, old_group = ["[gpu]"], []
         for i in range(1, self.n + 1):
+            # No index URL here: the fleet's own index (--serve-index) gives the nodes a URL with this run's token.
             env: dict[str, str] = {
-                "TFGPU_PROFILES_DIR": str(knowledge), "UV_INDEX_URL": index_url, "PIP_INDEX_URL": index_url,
-                "PIP_CONFIG_FILE": "/dev/null", "UV_NO_CONFIG": "1",
+                "TFGPU_PROFILES_DIR": str(knowledge), "PIP_CONFIG_FILE": "/dev/null", "UV_NO_CONFIG": "1",
                 "TFGPU_OVERRIDE_DRIVER": "550.54.14",
             }
             if mixed and self.name(i) == OLD_HOST:
@@ -284,10 +284,12 @@ class Fleet:
             line = f"{self.name(i)} ansible_host={self.ip(i)} tfgpu_env_vars='{json.dumps(env)}'"
             if slow is not None and i == 1:
                 line += f" ansible_python_interpreter={slow}"
-            lines.append(line)
+            (old_group if mixed and self.name(i) == OLD_HOST else lines).append(line)
         if ghost:
             lines.append(f"ghost ansible_host={GHOST_IP}")
-        lines += ["", "[gpu:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
+        # The old host in its own group (fleet install --same-by group plans one release per group).
+        lines += ["", "[old]", *old_group, "", "[fleet:children]", "gpu", "old", "", "[fleet:vars]",
+                  "ansible_user=root", f"ansible_ssh_private_key_file={self.ssh_dir / 'id_ed25519'}",
                   f"ansible_ssh_common_args='{common_ssh}'",
                   *([] if slow is not None else ["ansible_python_interpreter=/usr/bin/python3"]),
                   "tfgpu_python=" + ("/usr/bin/python3"
@@ -579,6 +581,8 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
                 sys.stderr.write(f"$ tfgpu-install fleet {action} -i hosts.ini\n{done.stderr}{done.stdout}\n")
         log("fleet install --same --check (one release every host can run)")
         _, same = fleet(["install", "-i", str(inv), "--same", "--check", *common], env)
+        log("fleet install --same --same-by group --check (one release per inventory group)")
+        _, same_group = fleet(["install", "-i", str(inv), "--same", "--same-by", "group", "--check", *common], env)
         log("fleet snapshot, then restore node1's snapshot on every host")
         _, snaps = fleet(["snapshot", "-i", str(inv), "--limit", "node1", *common[:6], "-o", str(work / "snapshots")],
                          env)
@@ -631,6 +635,9 @@ def scenario(work: Path, n: int, show: bool, bench: bool = False, rootfs: Option
             "same": {"tensorflow": (same.get("same") or {}).get("tensorflow"),
                      "explain": (same.get("same") or {}).get("explain"),
                      "planned": {h["name"]: h.get("tensorflow") for h in same["hosts"] if h.get("ok")}},
+            "same_by_group": {g: (r or {}).get("tensorflow")
+                              for g, r in ((same_group.get("same") or {}).get("groups") or {}).items()},
+            "same_by_group_planned": {h["name"]: h.get("tensorflow") for h in same_group["hosts"] if h.get("ok")},
         }
     finally:
         if server is not None:

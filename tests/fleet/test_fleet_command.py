@@ -16,14 +16,50 @@ def run_json(args: list[str], environ: dict[str, str], capsys: pytest.CaptureFix
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_without_ansible_it_says_how_to_get_it(tmp_env: dict[str, str], tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def python_without_ansible(tmp_path: Path) -> str:
+    """This Python, run from a bin/ that holds no ansible-playbook (the tool looks beside its Python first),
+    with the test venv's packages on its path."""
+    import site
+    import sysconfig
+
+    bin_dir = tmp_path / "bare" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    (tmp_path / "bare" / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).resolve().parent}\n")
+    paths = [sysconfig.get_paths()["purelib"], *site.getsitepackages(), str(Path(__file__).resolve().parents[2])]
+    (tmp_path / "bare" / "paths").write_text(":".join(paths))
+    return str(bin_dir / "python3")
+
+
+def run_cli_json(python: str, args: list[str], environ: dict[str, str], tmp_path: Path) -> tuple[int, dict]:
+    import subprocess
+
+    env = {**environ, "PYTHONPATH": (tmp_path / "bare" / "paths").read_text()}
+    done = subprocess.run([python, "-m", "tfgpu_install", *args, "--json"], capture_output=True, text=True,
+                          env=env, timeout=120, stdin=subprocess.DEVNULL)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_without_ansible_it_says_how_to_get_it(tmp_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "hosts").write_text("node1\n")
     env = {**tmp_env, "PATH": str(tmp_path / "empty-bin")}
-    code, doc = run_json(["fleet", "install", "-i", str(tmp_path / "hosts")], env, capsys)
+    python = python_without_ansible(tmp_path)
+    code, doc = run_cli_json(python, ["fleet", "install", "-i", str(tmp_path / "hosts")], env, tmp_path)
     assert code == 6
     assert doc["message"].startswith("ansible-playbook is not installed")
     assert "[fleet]" in doc["hint"]
+    # #43: an honest fix (no PyPI project that does not exist): ansible-core into this tool's own Python.
+    assert f"{python} -m pip install 'ansible-core" in doc["hint"] and "pip install 'tfgpu-install[" not in doc["hint"]
+
+
+def test_ansible_beside_the_running_python_is_found_without_path(tmp_env: dict[str, str], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """#43: the [fleet] extra inside a pipx / uv tool venv is never on PATH; it is beside the tool's Python."""
+    pytest.importorskip("ansible")
+    assert (Path(sys.executable).parent / "ansible-playbook").is_file()
+    env = {**tmp_env, "PATH": str(tmp_path / "empty-bin"), "ANSIBLE_HOME": str(tmp_path / "ansible-home")}
+    code, doc = run_json(["fleet", "status", "-i", str(tmp_path / "nope.ini")], env, capsys)
+    assert (code, doc["error"]) == (5, "bad-input")  # got as far as reading the inventory
 
 
 def test_a_missing_inventory_is_bad_input(tmp_env: dict[str, str], tmp_path: Path,
@@ -71,3 +107,38 @@ def test_bad_numbers_are_usage_errors_before_anything_runs(tmp_env: dict[str, st
     code, doc = run_json(["fleet", "install", "-i", "hosts", *args], tmp_env, capsys)
     assert (code, doc["error"]) == (2, "usage") and words in doc["message"]
     assert not (Path(tmp_env["TFGPU_STATE_DIR"]) / "fleet").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--serve-index", "0.0.0.0"], "would listen on every interface"),
+    (["--serve-index", ":0"], "would listen on every interface"),
+    (["--serve-index", "[::]:8080"], "would listen on every interface"),
+    (["--serve-index", "10.0.0.1:99999"], "not a number from 0 to 65535"),
+    (["--serve-index", "pypi.org"], "is not an IP address"),
+    (["--serve-index", "10.0.0.1:-1"], "not a number from 0 to 65535"),
+])
+def test_the_index_address_is_checked_before_anything_runs(tmp_env: dict[str, str], args: list[str], words: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """#39: 0.0.0.0 and :0 were accepted (every interface, nodes told http://0.0.0.0:P/); port 99999 exited 1."""
+    code, doc = run_json(["fleet", "install", "-i", "hosts", *args], tmp_env, capsys)
+    assert code == 2 and doc["error"] in ("usage", "serve-index") and words in doc["message"], doc
+    assert not (Path(tmp_env["TFGPU_STATE_DIR"]) / "fleet").exists()
+
+
+def test_a_wildcard_is_taken_when_asked(tmp_env: dict[str, str], tmp_path: Path) -> None:
+    """The control: with --serve-index-any the address passes (the run then stops at the missing ansible)."""
+    (tmp_path / "hosts").write_text("node1\n")
+    env = {**tmp_env, "PATH": str(tmp_path / "empty-bin")}
+    code, doc = run_cli_json(python_without_ansible(tmp_path), ["fleet", "status", "-i", str(tmp_path / "hosts"),
+                             "--serve-index", "0.0.0.0:0", "--serve-index-any"], env, tmp_path)
+    assert (code, doc["error"]) == (6, "environment")
+
+
+@pytest.mark.parametrize("args", [["restore", "-i", "hosts", ""], ["status", "-i", ""],
+                                  ["install", "-i", "hosts", "--wheel", ""], ["install", "-i", "hosts",
+                                                                             "--snapshot", " "]])
+def test_an_empty_file_argument_is_a_usage_error(tmp_env: dict[str, str], args: list[str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """#39: `fleet restore -i INV ''` exited 1 (internal error)."""
+    code, doc = run_json(["fleet", *args], tmp_env, capsys)
+    assert (code, doc["error"]) == (2, "usage") and "empty file name" in doc["message"]

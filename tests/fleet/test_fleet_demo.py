@@ -116,6 +116,12 @@ def test_same_plans_the_release_every_host_can_run(demo: dict) -> None:
     assert any(line.startswith("held back by node2") for line in same["explain"])
 
 
+def test_same_per_group_plans_one_release_per_inventory_group(demo: dict) -> None:
+    """#42: one outlier no longer pulls everyone down: the old host's group gets its own release."""
+    assert demo["same_by_group"] == {"gpu": "2.99.0", "old": "2.98.0"}
+    assert demo["same_by_group_planned"] == {"node1": "2.99.0", "node2": "2.98.0", "node3": "2.99.0"}
+
+
 def test_the_benchmark_keys_and_one_download_for_the_fleet(demo: dict) -> None:
     """The nodes reach only the controller's index (the upstream listens on its loopback)."""
     assert demo["root_filesystems"].startswith(("shared", "debootstrap"))  # says which ran

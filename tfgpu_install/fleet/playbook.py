@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import tfgpu_install
 from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.files import atomic_write
 from tfgpu_install.fleet.results import HostResult, read_result, safe_result
 from tfgpu_install.runner import Completed, Runner
 
@@ -62,14 +63,22 @@ def site_playbook(root: Path) -> Path:
     return root / "ansible_collections" / "tfgpu" / "install" / "playbooks" / "site.yml"
 
 
-def playbook_argv(tool: str, playbook: Path, run: PlaybookRun) -> list[str]:
+def extra_vars(run: PlaybookRun) -> dict[str, Any]:
     extra = dict(run.extra_vars)
     extra.update(tfgpu_mode=run.mode, tfgpu_results_dir=str(run.results_dir))
     if run.serial:
         extra["tfgpu_serial"] = run.serial
     if run.max_fail_percentage is not None:
         extra["tfgpu_max_fail_percentage"] = run.max_fail_percentage
-    argv = [tool, "-i", str(run.inventory), str(playbook), "-e", json.dumps(extra, sort_keys=True)]
+    return extra
+
+
+def playbook_argv(tool: str, playbook: Path, run: PlaybookRun, vars_file: Optional[Path] = None) -> list[str]:
+    """The command line; with vars_file, the extra vars go as `-e @FILE` (written by the caller): inline,
+    the reported-runs map of ~1,900 hosts already hit "Argument list too long"."""
+    extra = extra_vars(run)
+    given = "@" + str(vars_file) if vars_file is not None else json.dumps(extra, sort_keys=True)
+    argv = [tool, "-i", str(run.inventory), str(playbook), "-e", given]
     if run.limit:
         argv += ["--limit", run.limit]
     if run.forks:
@@ -136,6 +145,13 @@ def stop_playbook(pidfile: Path, worker: threading.Thread, grace_s: float = STOP
             return
 
 
+def write_vars(run: PlaybookRun) -> Path:
+    """The run's extra vars as a JSON file only this user can read (it may carry the index's token)."""
+    path = run.results_dir.with_suffix(".vars.json")
+    atomic_write(path, json.dumps(extra_vars(run), sort_keys=True), mode=0o600)
+    return path
+
+
 def run_playbook(
     runner: Runner, tool: str, playbook: Path, run: PlaybookRun, env: Mapping[str, str],
     hosts: Sequence[str], on_result: Callable[[HostResult], None],
@@ -147,7 +163,8 @@ def run_playbook(
     # The runner starts programs in their own session (a terminal's Ctrl-C does not reach them):
     # the shell records ansible-playbook's pid, so an interrupt here can stop it and its ssh workers.
     pidfile = run.results_dir.with_suffix(".pid")
-    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), *playbook_argv(tool, playbook, run)]
+    vars_file = write_vars(run)
+    argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), *playbook_argv(tool, playbook, run, vars_file)]
     box: dict[str, Any] = {}
 
     def work() -> None:

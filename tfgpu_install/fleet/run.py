@@ -3,18 +3,17 @@ one row per host. Typed requests in, a FleetReport out; printing is the caller's
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import EnvironmentProblem, UnsatisfiableError
+from tfgpu_install.errors import UnsatisfiableError
 from tfgpu_install.files import atomic_write
-from tfgpu_install.fleet import reported
-from tfgpu_install.fleet.inventory import list_hosts
-from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror
+from tfgpu_install.fleet import options, reported
+from tfgpu_install.fleet.inventory import read_inventory
+from tfgpu_install.fleet.mirror import DEFAULT_UPSTREAM, FleetMirror, redact
+from tfgpu_install.fleet.ownwheel import find_tool, own_wheel
 from tfgpu_install.fleet.playbook import (
     INTERRUPTED,
     PlaybookRun,
@@ -28,6 +27,7 @@ from tfgpu_install.fleet.playbook import (
 )
 from tfgpu_install.fleet.results import HostResult, collect, parse_recap
 from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
+from tfgpu_install.fleet.serveaddr import ServeAt, bind_address
 from tfgpu_install.runner import TIMED_OUT
 
 OnResult = Callable[[HostResult], None]
@@ -53,7 +53,9 @@ class FleetRequest:
     timeout_s: Optional[float] = None  # the whole run (default: from the per-host bound, hosts and forks)
     host_timeout_s: float = 3600.0  # one tfgpu-install run on one host
     max_fail_percentage: Optional[int] = None
-    serve_index: Optional[str] = None  # ADDR[:PORT]: serve a pull-through index to the nodes from here
+    serve_index: Optional[ServeAt] = None  # serve a pull-through index to the nodes from here
+    serve_index_any: bool = False  # a wildcard --serve-index is what the user asked for
+    same_by: str = "fleet"  # --same: one combination for the fleet, or one per inventory group
 
 
 class FleetInterrupted(Exception):
@@ -75,42 +77,13 @@ class FleetReport:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tool(ctx: Context, name: str) -> str:
-    found = ctx.runner.which(name)
-    if not found:
-        raise EnvironmentProblem(f"{name} is not installed here (the controller)",
-                                 hint="install the fleet extra: `pip install 'tfgpu-install[fleet]'` "
-                                 "(or `pip install .[fleet]` in a checkout), or put ansible-core on PATH")
-    return found
-
-
-def _tool_wheel(ctx: Context, root: Path) -> Path:
-    """This checkout's tfgpu-install wheel, built once per source state (cached by a hash of the sources)."""
-    h = hashlib.sha256()
-    for path in sorted([root / "pyproject.toml", *root.joinpath("tfgpu_install").rglob("*.py"),
-                        *root.joinpath("profiles").glob("*.yaml")]):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    out = ctx.cache_dir / "fleet-wheel" / h.hexdigest()[:16]
-    found = sorted(out.glob("tfgpu_install-*.whl"))
-    if found:
-        return found[0]
-    done = ctx.runner.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                           str(root), "-w", str(out)], desc="build the tfgpu-install wheel", timeout=600,
-                          mutating=True)
-    found = sorted(out.glob("tfgpu_install-*.whl"))
-    if not done.ok or not found:
-        raise EnvironmentProblem(f"could not build the tfgpu-install wheel: {done.stderr.strip()[-600:]}",
-                                 hint="build it yourself (`pip wheel --no-deps . -w dist`) and pass --wheel")
-    return found[0]
-
-
 def _common_vars(req: FleetRequest, wheel: Path, index_url: Optional[str] = None) -> dict[str, Any]:
-    extra: dict[str, Any] = {"tfgpu_wheel": str(wheel), "tfgpu_profile": req.profile,
-                             "tfgpu_allow_cpu": req.allow_cpu, "tfgpu_timeout": int(req.host_timeout_s)}
+    """The extra vars of the request's options (fleet/options.py), with what the controller resolved: the
+    wheel it ships and the index the nodes use (the fleet's own, when it serves one)."""
+    extra = options.extra_vars(req, req.mode)
+    extra["tfgpu_wheel"] = str(wheel)
     if index_url or req.index_url:
         extra["tfgpu_index_url"] = index_url or req.index_url
-    if req.env:
-        extra["tfgpu_env"] = req.env
     return extra
 
 
@@ -120,22 +93,23 @@ class _Fleet:
     def __init__(self, ctx: Context, req: FleetRequest) -> None:
         self.ctx, self.req = ctx, req
         self.root = collections_root(ctx.environ)
-        self.playbook_tool = _tool(ctx, "ansible-playbook")
+        self.playbook_tool = find_tool(ctx, "ansible-playbook")
         self.env = playbook_env(self.root, ctx.environ)
-        self.hosts = list_hosts(ctx.runner, _tool(ctx, "ansible-inventory"), req.inventory, req.limit, self.env)
+        self.inventory = read_inventory(ctx.runner, find_tool(ctx, "ansible-inventory"), req.inventory, req.limit,
+                                        self.env)
+        self.hosts = self.inventory.hosts
         self.engine = engine_version(ctx.runner, self.playbook_tool)
-        self.wheel = req.wheel or _tool_wheel(ctx, self.root)
+        self.wheel = req.wheel or own_wheel(ctx)
         self.work = ctx.state_dir / "fleet"
         self.rc = 0
         self.forks = req.forks or default_forks(len(self.hosts))
         self.timeout_s = req.timeout_s or run_timeout(req.host_timeout_s, len(self.hosts), self.forks, req.serial)
         self.mirror: Optional[FleetMirror] = None
         self.index_url = req.index_url
-        if req.serve_index:
-            bind, _, port = req.serve_index.partition(":") if req.serve_index.count(":") == 1 else (
-                req.serve_index, "", "")
+        if req.serve_index is not None:
+            bind = bind_address(req.serve_index, req.serve_index_any, self.inventory.addresses)
             self.mirror = FleetMirror(req.index_url or DEFAULT_UPSTREAM, ctx.cache_dir / "fleet-mirror", bind,
-                                      int(port) if port.isdigit() else 0, environ=ctx.environ)
+                                      req.serve_index.port, forks=self.forks, environ=ctx.environ)
             self.index_url = self.mirror.start()
 
     def __enter__(self) -> "_Fleet":
@@ -178,7 +152,8 @@ class _Fleet:
     def report(self, mode: str, hosts: list[HostResult], tag: str, **kw: Any) -> FleetReport:
         extra = dict(kw.pop("extra", {}))
         if self.mirror is not None:
-            extra["mirror"] = {"url": self.index_url, "upstream": self.mirror.upstream, **self.mirror.stats.to_json()}
+            extra["mirror"] = {"url": redact(self.index_url or ""), "upstream": self.mirror.shown_upstream,
+                              **self.mirror.stats.to_json()}
         return FleetReport(self.engine, mode, hosts, self.rc, str(self.log(tag)), extra=extra, **kw)
 
 
@@ -189,52 +164,98 @@ def fleet_install(ctx: Context, req: FleetRequest, on_result: OnResult) -> Fleet
         extra = f.common_vars()
         same: Optional[dict[str, Any]] = None
         if req.same:
-            extra["tfgpu_profile"], same = _same_profile(f, req, extra)
+            profiles, same = _same_profiles(f, req, extra)
+            if req.same_by == "fleet":
+                extra["tfgpu_profile"] = next(iter(profiles.values()))
+            else:
+                extra["tfgpu_profiles"] = profiles  # host -> its group's profile (the role reads it per host)
         hosts = f.play("install", extra, on_result, req.check, "install")
         return f.report("install", hosts, "install", same=same)
 
 
-def _same_profile(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Plan (check mode) on every host under a falling ceiling until all pick one release."""
+@dataclass
+class _Group:
+    """One --same unit's planning state: the hosts, the profile of the next round, what was learned."""
+
+    name: str
+    hosts: list[str]
+    profile: str
+    first: Optional[dict[str, Optional[str]]] = None
+    limited_by: tuple[str, ...] = ()
+    unanswered: dict[str, str] = field(default_factory=dict)
+    result: Optional[dict[str, Any]] = None
+
+
+def _units(f: _Fleet, req: FleetRequest) -> list[_Group]:
+    if req.same_by == "fleet":
+        return [_Group("fleet", list(f.hosts), req.profile)]
+    by: dict[str, list[str]] = {}
+    for h in f.hosts:
+        by.setdefault(f.inventory.groups.get(h, "ungrouped"), []).append(h)
+    return [_Group(g, hosts, req.profile) for g, hosts in by.items()]
+
+
+def _same_profiles(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Plan (check mode) on every host under a falling ceiling per unit (the fleet, or each inventory group)
+    until every host of a unit picks one release. -> host -> profile, and what --same reports."""
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge, load_policy
 
     knowledge = load_knowledge(knowledge_dir(f.ctx), cache_dir=f.ctx.cache_dir)
     policy = load_policy(req.profile, knowledge)
-    profile = req.profile
-    first: Optional[dict[str, Optional[str]]] = None
-    limited_by: tuple[str, ...] = ()
-    unanswered: dict[str, str] = {}
+    units = _units(f, req)
     for round_no in range(len(f.hosts) + 1):
+        open_units = [u for u in units if u.result is None]
+        if not open_units:
+            break
         # A real run bootstraps the tool and plans (install --dry-run, the env untouched); --check plans
-        # with the tools already there and writes nothing.
-        planned = f.play("install", {**extra, "tfgpu_profile": profile, "tfgpu_install_mode": "plan"},
-                         lambda r: None, req.check, f"same-{round_no}")
-        # The common release is computed over the hosts that answered; the rest are listed with their errors
-        # (and get their own row in the install that follows).
-        for r in planned:
-            if not r.ok:
-                unanswered.setdefault(r.name, f"[{r.error}] {r.message}")
-        answered = {r.name: r.tensorflow for r in planned if r.ok and r.name not in unanswered}
-        if not answered:
-            raise UnsatisfiableError("no host answered the --same planning round: " + "; ".join(
-                f"{h}: {e}" for h, e in unanswered.items()), hint="fix the hosts' errors, or drop --same")
-        first = first or answered
-        step = next_round(answered)
-        if step.common is not None:
-            limited_by = limited_by or step.limited_by
-            lines = explain(step.common, first, limited_by)
-            lines += [f"{h} did not answer (not counted): {e}" for h, e in unanswered.items()]
-            return profile, {"tensorflow": step.common, "profile": profile, "explain": lines,
-                             "rounds": round_no + 1, "answered": sorted(answered), "unanswered": unanswered}
-        if step.ceiling is None:
-            raise UnsatisfiableError(
-                "no TensorFlow release fits every host: " + ", ".join(step.missing) + " can run none under the "
-                "common ceiling", hint="drop --same (each host gets its own best), or --limit the fleet")
-        limited_by = step.limited_by
-        path = f.work / "same-profile.yaml"
-        atomic_write(path, ceiling_policy_yaml(policy, step.ceiling))
-        profile = str(path)
-    raise UnsatisfiableError("the hosts did not settle on one release", hint="drop --same, or --limit the fleet")
+        # with the tools already there and writes nothing. Settled units are planned again (cheap) as well.
+        profiles = {h: u.profile for u in units for h in u.hosts}
+        planned = f.play("install", {**extra, "tfgpu_profile": req.profile, "tfgpu_profiles": profiles,
+                                     "tfgpu_install_mode": "plan"}, lambda r: None, req.check, f"same-{round_no}")
+        by_name = {r.name: r for r in planned}
+        for i, unit in enumerate(open_units):
+            ceiling = _settle(unit, [by_name[h] for h in unit.hosts if h in by_name], round_no)
+            if ceiling is not None:
+                path = f.work / ("same-profile.yaml" if req.same_by == "fleet" else f"same-profile-{i}.yaml")
+                atomic_write(path, ceiling_policy_yaml(policy, ceiling))
+                unit.profile = str(path)
+    if any(u.result is None for u in units):
+        raise UnsatisfiableError("the hosts did not settle on one release", hint="drop --same, or --limit the fleet")
+    profiles = {h: u.profile for u in units for h in u.hosts}
+    if req.same_by == "fleet":
+        return profiles, dict(units[0].result or {})
+    lines = [f"{u.name}: {line}" for u in units for line in (u.result or {}).get("explain", [])]
+    return profiles, {"by": "group", "groups": {u.name: u.result for u in units}, "explain": lines,
+                      "rounds": max((u.result or {}).get("rounds", 0) for u in units)}
+
+
+def _settle(unit: _Group, planned: list[HostResult], round_no: int) -> Optional[str]:
+    """One round's answers for one unit: settles it (unit.result), or -> the next round's ceiling."""
+    what = "every host" if unit.name == "fleet" else f"every host of group {unit.name}"
+    # The common release is computed over the hosts that answered; the rest are listed with their errors
+    # (and get their own row in the install that follows).
+    for r in planned:
+        if not r.ok:
+            unit.unanswered.setdefault(r.name, f"[{r.error}] {r.message}")
+    answered = {r.name: r.tensorflow for r in planned if r.ok and r.name not in unit.unanswered}
+    if not answered:
+        raise UnsatisfiableError(f"no host of {unit.name} answered the --same planning round: " + "; ".join(
+            f"{h}: {e}" for h, e in unit.unanswered.items()), hint="fix the hosts' errors, or drop --same")
+    unit.first = unit.first or answered
+    step = next_round(answered)
+    if step.common is not None:
+        unit.limited_by = unit.limited_by or step.limited_by
+        lines = explain(step.common, unit.first, unit.limited_by)
+        lines += [f"{h} did not answer (not counted): {e}" for h, e in unit.unanswered.items()]
+        unit.result = {"tensorflow": step.common, "profile": unit.profile, "explain": lines, "rounds": round_no + 1,
+                       "answered": sorted(answered), "unanswered": unit.unanswered}
+        return None
+    if step.ceiling is None:
+        raise UnsatisfiableError(
+            f"no TensorFlow release fits {what}: " + ", ".join(step.missing) + " can run none under the "
+            "common ceiling", hint="drop --same (each host gets its own best), --same-by group, or --limit the fleet")
+    unit.limited_by = step.limited_by
+    return step.ceiling
 
 
 def fleet_status(ctx: Context, req: FleetRequest, on_result: OnResult) -> FleetReport:

@@ -134,12 +134,17 @@ def _id(text, fallback):
     return fallback
 
 
+# Generated from tfgpu_install/snapshot/exports.FORMATS by scripts/collection_choices.py (as is the
+# `choices:` of DOCUMENTATION); a test compares them.
+FORMATS = ["tfgpu", "requirements", "conda", "pylock"]
+
+
 def main():
     spec = dict(COMMON_ARGS)
     spec.update(
         dest=dict(type="path", required=True),
         env=dict(type="path", required=False),
-        format=dict(type="str", default="tfgpu", choices=["tfgpu", "requirements", "conda", "pylock"]),
+        format=dict(type="str", default="tfgpu", choices=FORMATS),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
