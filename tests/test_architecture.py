@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("commands",),
     ("completion", "app"),
+    ("cluster",),  # Slurm / Kubernetes by node type: uses fleet's wheel and --same decisions
     ("fleet", "doctor"),
     ("plan",),  # resolution or snapshot -> steps
     ("snapshot",),  # the document, its store, and the step that records it
