@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import sys
+import sysconfig
 import threading
 import zipfile
 from importlib import metadata
@@ -91,20 +92,31 @@ def _b64(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def _members(record_text: str) -> list[tuple[str, Optional[str]]]:
-    """(path, recorded sha256) of each RECORD row a wheel carries: inside site-packages, no bytecode, none
-    of the installer's own files (scripts made from entry points live outside and are made again)."""
+def _members(record_text: str, base: Path, prefix: Path) -> list[tuple[str, str, Optional[str]]]:
+    """(path in the wheel, path as installed relative to `base`, recorded sha256) of each RECORD row a wheel
+    carries: site-packages files (no bytecode, none of the installer's own files) and the data files installed
+    under the prefix (back to <name>.data/data/...); scripts in bin/ are made again from the entry points."""
+    rows = [row for row in csv.reader(io.StringIO(record_text)) if row and row[0]]
+    info = next((r[0].split("/", 1)[0] for r in rows if r[0].split("/", 1)[0].endswith(".dist-info")), "")
     out = []
-    for row in csv.reader(io.StringIO(record_text)):
-        if not row or not row[0]:
-            continue
+    for row in rows:
         name, parts = row[0], row[0].split("/")
-        if name.startswith("/") or ".." in parts or parts[0].endswith(".data") or "__pycache__" in parts:
+        digest = row[1][7:] if len(row) > 1 and row[1].startswith("sha256=") else None
+        if name.startswith("/") or "__pycache__" in parts or parts[0].endswith(".data"):
+            continue
+        if ".." in parts:
+            installed = Path(os.path.normpath(base / name))
+            try:
+                rel = installed.relative_to(prefix)
+            except ValueError:
+                continue  # outside this install's prefix: not ours to carry
+            if not info or rel.parts[:1] == ("bin",) or ".." in rel.parts:
+                continue
+            out.append((f"{info[:-len('.dist-info')]}.data/data/{rel.as_posix()}", name, digest))
             continue
         if parts[0].endswith(".dist-info") and parts[-1] in _DROP:
             continue
-        digest = row[1][7:] if len(row) > 1 and row[1].startswith("sha256=") else None
-        out.append((name, digest))
+        out.append((name, name, digest))
     return out
 
 
@@ -121,14 +133,14 @@ def installed_wheel(ctx: Context) -> Path:
                                  hint=_WHEEL_FIX)
     version = dist.version
     base = Path(str(dist.locate_file("")))
-    members = _members(record_text)
-    dist_infos = {name.split("/", 1)[0] for name, _ in members if name.split("/", 1)[0].endswith(".dist-info")}
+    members = _members(record_text, base, Path(sysconfig.get_paths()["data"]))
+    dist_infos = {name.split("/", 1)[0] for name, _, _ in members if name.split("/", 1)[0].endswith(".dist-info")}
     if len(dist_infos) != 1:
         raise EnvironmentProblem("the installed tfgpu-install's RECORD names no single .dist-info", hint=_WHEEL_FIX)
     files: dict[str, bytes] = {}
-    for name, recorded in members:
+    for name, installed, recorded in members:
         try:
-            data = (base / name).read_bytes()
+            data = (base / installed).read_bytes()
         except OSError as exc:
             raise EnvironmentProblem(f"the installed file {name} cannot be read ({exc.strerror or exc})",
                                      hint="reinstall tfgpu-install, or " + _WHEEL_FIX) from exc
