@@ -156,6 +156,10 @@ def main():
     args = ["snapshot", "export", "-o", fresh, "--format", p["format"]]
     if p.get("env"):
         args += ["--env", p["env"]]
+    if p.get("index_url"):
+        # The pins' hashes are looked up on the index the play names (the fleet's own), not wherever the
+        # node's environment points (PyPI by default).
+        args += ["--index-url", p["index_url"]]
     rc, doc, out, err = run_tool(module, tool, args)
     if rc != 0:
         fail(module, rc, doc, out, err, host=host)
