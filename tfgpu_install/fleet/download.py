@@ -163,6 +163,11 @@ class Download:
 
     # --- followers ------------------------------------------------------------------------------
 
+    def failed(self) -> bool:
+        """The fetch failed (it may still be finishing: its .part is already gone or released to a later run)."""
+        with self.cond:
+            return self.error is not None
+
     def wait_started(self, timeout: float = STALL_S) -> None:
         with self.cond:
             self.cond.wait_for(lambda: self.started, timeout)

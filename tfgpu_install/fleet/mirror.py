@@ -218,7 +218,9 @@ class FleetMirror:
             if link is None:
                 return None
             got = self._downloads.get(token)
-            if got is None or (got.done and not got.ok):  # a failed fetch is tried again by the next asker
+            # A failed fetch is tried again by the next asker, as soon as it failed (not once it has finished:
+            # an asker handed a failing fetch got nothing at all).
+            if got is None or got.failed():
                 got = Download(Target(link.url, link.sha256, self.cache_dir / token), self._get,
                                self._count_upstream)
                 self._downloads[token] = got.start()
