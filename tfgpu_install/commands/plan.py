@@ -10,10 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tfgpu_install.app.envs import default_env_path
 from tfgpu_install.commands.common import add_assume_flags, add_profile_flag, assume_flags
 from tfgpu_install.context import Context
-from tfgpu_install.errors import ExitCode
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
 if TYPE_CHECKING:
@@ -68,43 +66,23 @@ def add_resolve_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.app.resolution import ResolveRequest, resolve_machine
-    from tfgpu_install.resolver.resolve import has_usable_gpu
+    from tfgpu_install.app.plan import plan
+    from tfgpu_install.app.resolution import ResolveRequest
 
-    resolved = resolve_machine(ctx, ResolveRequest(
+    found = plan(ctx, ResolveRequest(
         profile=args.profile, assume=assume_flags(args), allow_cpu=args.allow_cpu,
         allow_minor_compat=args.allow_minor_compat, restrict_gpus=args.restrict_gpus,
         strict_driver=args.strict_driver, tensorflow=args.tensorflow,
     ))
-    facts, resolution = resolved.facts, resolved.resolution
-    steps = _steps(ctx, resolution, args.allow_cpu)
+    resolution = found.resolution
     data: dict[str, Any] = resolution.to_json()
-    data["steps"] = steps
-    data["machine"] = _machine_summary(facts)
-    if resolution.choice is not None:
-        data["env"] = str(default_env_path(ctx, resolution.choice))
-        code = ExitCode.OK
-    elif not has_usable_gpu(facts) and not args.allow_cpu:
-        code = ExitCode.NO_GPU
+    data["steps"] = [step.to_json() for step in found.steps]
+    data["machine"] = _machine_summary(found.facts)
+    if found.env is not None:
+        data["env"] = str(found.env)
+    elif found.no_gpu:
         data["no_gpu"] = True
-    else:
-        code = ExitCode.UNSATISFIABLE
-    return Result(data=data, blocks=_blocks(resolution, data), exit_code=int(code))
-
-
-def _steps(ctx: Context, resolution: "Resolution", allow_cpu: bool) -> list[dict[str, str]]:
-    if resolution.choice is None:
-        return []
-    from tfgpu_install.plan.install import build_steps
-    from tfgpu_install.plan.options import InstallOptions
-
-    options = InstallOptions(
-        env=default_env_path(ctx, resolution.choice),
-        python=resolution.choice.python_path,
-        backend="venv" if resolution.choice.python_path else "conda",
-        allow_cpu=allow_cpu,
-    )
-    return [step.to_json() for step in build_steps(resolution, options)]
+    return Result(data=data, blocks=_blocks(resolution, data), exit_code=found.exit_code)
 
 
 def _machine_summary(facts: "Facts") -> dict[str, Any]:

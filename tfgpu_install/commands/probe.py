@@ -77,8 +77,8 @@ def blocks_for(facts: Facts) -> list[Block]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.facts.probe import assumptions, gather
+    from tfgpu_install.app.probe import probe
 
-    facts = gather(ctx, assumptions(assume_flags(args), ctx))
+    facts = probe(ctx, assume_flags(args))
     code = ExitCode.OK if facts.gpus else ExitCode.NO_GPU
     return Result(data=facts.to_json(), blocks=blocks_for(facts), exit_code=int(code))

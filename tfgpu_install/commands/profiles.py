@@ -71,23 +71,21 @@ def _summary(kn: "Knowledge") -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.knowledge.load import load_knowledge, load_policy, policy_example
+    from tfgpu_install.app.profiles import profiles
 
-    kn = load_knowledge(ctx.profiles_dir, cache_dir=ctx.cache_dir)  # TFGPU_PROFILES_DIR, as for install
-    shown = [(p, True) for p in kn.policies.values()]
-    shown += [(load_policy(f, kn), False) for f in getattr(args, "files", None) or []]
+    found = profiles(ctx, getattr(args, "files", None) or ())
     # One line per profile; the full rules are in --json (and `rules` here when wide enough).
-    rows = [(p.name if builtin else str(p.path), p.description) for p, builtin in shown]
-    s = _summary(kn)
+    rows = [(p.name if builtin else str(p.path), p.description) for p, builtin in found.shown]
+    s = _summary(found.knowledge)
     return Result(
-        data={"profiles": [_policy_json(p, b) for p, b in shown], "knowledge": s},
+        data={"profiles": [_policy_json(p, b) for p, b in found.shown], "knowledge": s},
         blocks=[
             table("Profiles", ("profile", "what it picks"), rows),
             Text(
                 f"knowledge: {s['releases']} TensorFlow releases ({s['oldest']} .. {s['newest']}), "
                 f"{s['driver_rows']} CUDA driver rows, {s['gpu_models']} GPU models; "
                 "use one with `tfgpu-install plan --profile NAME` or a FILE.yaml of your own "
-                f"(format: {policy_example(kn)})",
+                f"(format: {found.example})",
                 style="dim",
             ),
         ],
