@@ -243,10 +243,33 @@ def activation_env(ctx: Context, env: Path, plan: CheckPlan) -> dict[str, str]:
     return out
 
 
+def kernel_rows(ctx: Context) -> Optional[dict[str, Any]]:
+    """profiles/kernels.yaml's rows as plain data for the check (it runs without the tool's package and
+    names a known failure in the knowledge's own words); None when they cannot be read (the check then
+    uses its own copy, tfgpucheck_known)."""
+    from dataclasses import asdict
+
+    from tfgpu_install.errors import TfgpuError
+    from tfgpu_install.knowledge.load import load_kernels
+
+    try:
+        floors, failures = load_kernels(ctx.profiles_dir)
+    except (TfgpuError, OSError):
+        return None
+    keep = ("library", "since", "min_cc", "last", "source", "id", "tensorflow", "cc_min", "cc_max", "text",
+            "sources", "runs_instead", "unless_sass", "inferred")
+    return {"floors": [{k: v for k, v in asdict(r).items() if k in keep} for r in floors],
+            "known_failures": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(r).items() if k in keep}
+                               for r in failures]}
+
+
 def check_argv(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = False, burn: float = 0,
                extra: Sequence[str] = ()) -> list[str]:
     payload = plan.to_json()
     payload["lib_dirs"] = list(plan.lib_dirs) + placed_lib_dirs(env)
+    rows = kernel_rows(ctx)
+    if rows is not None:
+        payload["kernels"] = rows
     argv = [str(env_python(env)), str(CHECK_SCRIPT), "--plan-json", json.dumps(payload), "--root", str(ctx.root)]
     if plan.cpu_only:
         argv.append("--cpu-ok")

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
@@ -22,6 +22,7 @@ from tfgpu_install.verify.host import (
     BASE_TIMEOUT,
     CHECK_SCRIPT,
     VerifyReport,
+    kernel_rows,
     parse_check_output,
     sigterm_as_interrupt,
 )
@@ -52,7 +53,11 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
         timeout = BASE_TIMEOUT + burn * 1.5
     with tempfile.TemporaryDirectory(prefix="tfgpu-hostcheck-") as tmp:
         progress = Path(tmp) / "progress"
-        argv = [sys.executable, str(CHECK_SCRIPT), "--plan-json", json.dumps({"site_dirs": sites}),
+        plan: dict[str, Any] = {"site_dirs": sites}
+        rows = kernel_rows(ctx)
+        if rows is not None:
+            plan["kernels"] = rows
+        argv = [sys.executable, str(CHECK_SCRIPT), "--plan-json", json.dumps(plan),
                 "--root", str(ctx.root), "--layers", HOST_LAYERS, "--progress-file", str(progress)]
         if burn:
             argv += ["--sgemm-burn", f"{burn:g}"]

@@ -167,15 +167,10 @@ def known_tf_failure(text: str, state: dict[str, Any], plan: dict[str, Any]) -> 
         return None
     ccs = [d["compute_capability"] for d in state.get("devices") or state.get("tf_gpus") or []
            if d.get("compute_capability")]
-    version = (state.get("tf_measured") or {}).get("tensorflow") or plan.get("tensorflow")
-    tf_module = state.get("tf")
-    version = getattr(tf_module, "__version__", None) or version
-    hits = known.ceiling_hits("tensorflow", version, ccs)
-    if not hits:
-        return None
-    row = hits[0]
-    return (f"{row['what']}; this GPU is compute capability {', '.join(row['gpus'])} and TensorFlow is {version}: "
-            f"{row['fix']} (sources: {row['source']})")
+    version = getattr(state.get("tf"), "__version__", None) or (state.get("tf_measured") or {}).get("tensorflow") \
+        or plan.get("tensorflow")
+    hits = known.ceiling_hits(str(version) if version else None, ccs, plan)
+    return known.failure_words(hits[0], str(version)) if hits else None
 
 
 class Seam(NamedTuple):
@@ -370,7 +365,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO
     plan: dict[str, Any] = json.loads(args.plan_json or "{}")
     gpu_mode = not args.cpu_ok
     device = seam.device or ("/GPU:0" if gpu_mode else "/CPU:0")
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"plan": plan}
     own_dir = "" if args.tf_log else tempfile.mkdtemp(prefix="tfgpu-check-")
     tf_log_path = args.tf_log or os.path.join(own_dir, "tf.log")
     capture = Fd2Capture(tf_log_path)
@@ -399,7 +394,7 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO
         "device": device,
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "plan": plan,
+        "plan": {k: v for k, v in plan.items() if k != "kernels"},  # the rows are the knowledge's, not news
         "layers": results,
         "first_failure": ({k: failed[0].get(k) for k in ("layer", "name", "summary", "hint", "error")}
                           if failed else None),

@@ -378,12 +378,8 @@ def nvrtc_path(plan: dict[str, Any], state: dict[str, Any]) -> Optional[str]:
 def _known_cause(version: str, state: dict[str, Any]) -> Optional[str]:
     """The architecture floor (cuDNN >= 9.11 on cc < 7.5), when this GPU and this cuDNN hit it."""
     ccs = [d["compute_capability"] for d in state.get("devices", []) if d.get("compute_capability")]
-    hits = known.floor_hits("cudnn", version, ccs)
-    if not hits:
-        return None
-    row = hits[0]
-    return (f"{row['what']}; this GPU is compute capability {', '.join(row['gpus'])} and cuDNN is {version}: "
-            f"{row['fix']} (source: {row['source']})")
+    hits = known.floor_hits("cudnn", version, ccs, state.get("plan"))
+    return known.floor_words(hits[0], version) if hits else None
 
 
 def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

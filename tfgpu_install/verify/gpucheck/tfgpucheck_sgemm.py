@@ -320,6 +320,7 @@ class DeviceBurn:
         self.ptrs: dict[str, ctypes.c_void_p] = {}
         self.buffers = 0
         self.created = False
+        self.ranges: list[tuple[int, int]] = []  # the buffer ranges summed since the last check
 
     def _rt(self, rc: int, what: str) -> dict[str, Any]:
         name = code_name(CUDA_ERROR, rc, self.rt, "cudaGetErrorName")
@@ -372,7 +373,9 @@ class DeviceBurn:
 
     def products(self, first: int, count: int, check: bool) -> Optional[dict[str, Any]]:
         """C_b = A.B - C_b for b in [first, first+count) in one strided-batched call (A and B with stride
-        0), then, on a checking pass, each product's sum of |elements| into sums[b] on the GPU."""
+        0), then, on a checking pass, the sum of |elements| of those products into sums[first] on the GPU:
+        one cublasSasum over the contiguous buffers (in pieces of < 2^31 elements); a non-zero sum is
+        looked into buffer by buffer (`check_ranges`)."""
         n, per = self.n, 4 * self.n * self.n
         one, minus = self._at("scalars", 0), self._at("scalars", 4)
         rc = self.blas.cublasSgemmStridedBatched(
@@ -381,11 +384,41 @@ class DeviceBurn:
         if rc != 0:
             return self._blas(rc, "cublasSgemmStridedBatched")
         if check:
-            for b in range(first, first + count):
-                rc = self.blas.cublasSasum_v2(self.handle, n * n, self._at("c", per * b), 1, self._at("sums", 4 * b))
-                if rc != 0:
-                    return self._blas(rc, "cublasSasum")
+            step = max(1, (2**31 - 1) // (n * n))
+            for s in range(first, first + count, step):
+                e = min(s + step, first + count)
+                failure = self._sasum(s, e)
+                if failure is not None:
+                    return failure
+                self.ranges.append((s, e))
         return None
+
+    def _sasum(self, s: int, e: int) -> Optional[dict[str, Any]]:
+        """sums[s] = sum |C_b| over buffers s..e-1 (contiguous), on the GPU."""
+        per = 4 * self.n * self.n
+        rc = self.blas.cublasSasum_v2(self.handle, self.n * self.n * (e - s), self._at("c", per * s), 1,
+                                      self._at("sums", 4 * s))
+        return self._blas(rc, "cublasSasum") if rc != 0 else None
+
+    def check_ranges(self, upto: int) -> tuple[list[tuple[int, float]], Optional[dict[str, Any]]]:
+        """[(buffer, sum |C_b|)] for every wrong product of the ranges summed since the last check."""
+        sums, failure = self.sums(upto)
+        ranges, self.ranges = self.ranges, []
+        if failure is not None or sums is None:
+            return [], failure
+        wrong: list[tuple[int, float]] = []
+        for s, e in ranges:
+            if sums[s] == 0.0:  # NaN != 0 too
+                continue
+            for b in range(s, e):  # rare: which of them
+                failure = self._sasum(b, b + 1)
+                if failure is not None:
+                    return wrong, failure
+            again, failure = self.sums(upto)
+            if failure is not None or again is None:
+                return wrong, failure
+            wrong += [(b, again[b]) for b in range(s, e) if again[b] != 0.0]
+        return wrong, None
 
     def sums(self, count: int) -> tuple[Optional[list[float]], Optional[dict[str, Any]]]:
         out = (ctypes.c_float * count)()
@@ -472,28 +505,28 @@ def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool
 
 def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[str, Any]]:
     """After a 0-pass: every buffer's sum must be exactly 0."""
-    sums, failure = run.sums(upto)
-    if failure is not None or sums is None:
+    wrong, failure = run.check_ranges(upto)
+    if failure is not None:
         return failure
     tally.checks += upto
-    for b, total in enumerate(sums):
-        if total != 0.0:  # NaN != 0 too
-            tally.mismatches += 1
-            if len(tally.wrong) < 10:
-                tally.wrong.append(dict(run.worst(b), buffer=b, sum_abs=total, pass_no=tally.passes,
-                                        t=round(time.monotonic(), 3)))
-            failure = run.reset(b)
-            if failure is not None:
-                return failure
+    for b, total in wrong:
+        tally.mismatches += 1
+        if len(tally.wrong) < 10:
+            tally.wrong.append(dict(run.worst(b), buffer=b, sum_abs=total, pass_no=tally.passes,
+                                    t=round(time.monotonic(), 3)))
+        failure = run.reset(b)
+        if failure is not None:
+            return failure
     return None
 
 
-def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event) -> Optional[dict[str, Any]]:
+def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event,
+               per_product: float = 0.0) -> Optional[dict[str, Any]]:
     """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. Chunks
     double until one holds the GPU ~0.5 s, so the host's share (one call, one sum per product, one
     event wait) stays a sliver of the burn."""
     clock = GpuClock(run.rt)
-    chunk = 1
+    chunk = max(1, min(4096, int(0.5 / per_product))) if per_product > 0 else 1  # from the probe: no ramp
     tally.start = time.monotonic()
     upto = run.buffers
     try:
@@ -580,7 +613,8 @@ class GpuBurn(threading.Thread):
                 self.buffers = passes_within(plan, per_product, pass_seconds)
                 run = DeviceBurn(cudart, cublas, device["index"], a, b)
                 try:
-                    failure = run.setup(self.buffers) or _burn_loop(run, seconds, self.tally, self.stop_all)
+                    failure = run.setup(self.buffers) or _burn_loop(run, seconds, self.tally, self.stop_all,
+                                                                    per_product)
                 finally:
                     run.close()
             self.failure = failure
