@@ -216,3 +216,17 @@ def test_restore_dry_run_refuses_a_hash_of_the_wrong_type(
     doc = json.loads(capsys.readouterr().out)
     assert code == ExitCode.BAD_INPUT and "resolution.choice.hashes: expected a mapping" in doc["message"], doc
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("  ok: true", "  ok: 'yes'", "verification.ok"),
+    ("  gpu_verified: false", "  gpu_verified: 0", "verification.gpu_verified"),
+    ("  ok: true", "  ok: true\n  report: 5", "verification.report"),
+    ("  ok: true", "  ok: true\n  verified_at: [1]", "verification.verified_at"),
+])
+def test_every_field_of_the_verification_is_typed(old: str, new: str, where: str) -> None:
+    """The verification block was any plain data: `ok: 'yes'` loaded, and the list called it verified."""
+    assert old in RECORDED, old
+    with pytest.raises(BadInputError) as info:
+        S.loads(RECORDED.replace(old, new, 1), "f.yaml")
+    assert f"{where}:" in info.value.message, info.value.message

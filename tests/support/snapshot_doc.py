@@ -6,7 +6,7 @@ from typing import Any
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.snapshot import model as S
-from tfgpu_install.snapshot.schema import recorded_resolution
+from tfgpu_install.snapshot.schema import recorded_resolution, verification_of
 
 
 def env_record(data: dict[str, Any]) -> S.EnvRecord:
@@ -41,4 +41,6 @@ def make(**kw: object) -> S.Snapshot:
         base["env"] = env_record(base["env"])
     if isinstance(base["resolution"], dict):  # typed as the reader types it (not checked: tests build hostile ones)
         base["resolution"] = recorded_resolution(base["resolution"])
+    if isinstance(base["verification"], dict):
+        base["verification"] = verification_of(base["verification"])
     return S.Snapshot(**base)  # type: ignore[arg-type]

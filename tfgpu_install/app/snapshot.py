@@ -11,6 +11,7 @@ from tfgpu_install.errors import BadInputError, ExitCode, TfgpuError, UsageError
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.report import Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
+from tfgpu_install.snapshot.document import Verification
 
 
 def _facts(ctx: Context) -> Any:
@@ -27,7 +28,7 @@ def _env_path(ctx: Context, given: Optional[str]) -> Path:
     return existing_env(ctx, given)
 
 
-def _last_verification(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+def _last_verification(ctx: Context, env: Path) -> Optional[Verification]:
     found = snap_mod.latest_for_env(ctx.state_dir, env)
     return found[1].verification if found else None
 
@@ -86,7 +87,7 @@ def list_(ctx: Context) -> Result:
     stored = store.snapshots
     rows = [
         (s.id, s.kind, s.created, s.env.path, choice_of(s).tensorflow or None,
-         "yes" if (s.verification or {}).get("ok") else "-")
+         "yes" if s.verification is not None and s.verification.ok else "-")
         for _, s in stored
     ]
     data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.path,

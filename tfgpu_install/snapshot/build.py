@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install import __version__
 from tfgpu_install.conda.prefix import CondaRecord, installed
 from tfgpu_install.context import Context
 from tfgpu_install.facts.model import Facts
+from tfgpu_install.snapshot.document import Verification
 from tfgpu_install.snapshot.envstate import EnvState, capture
 from tfgpu_install.snapshot.model import EnvRecord, HostContract, RecordedResolution, Snapshot, new_id, now_iso
 
@@ -35,7 +36,7 @@ def build(
     *,
     facts: Optional[Facts] = None,
     resolution: Optional[RecordedResolution] = None,
-    verification: Optional[dict[str, Any]] = None,
+    verification: Optional[Verification] = None,
     hashes: bool = True,
     index_url: Optional[str] = None,
     find_links: Optional[str] = None,

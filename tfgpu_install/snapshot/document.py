@@ -94,6 +94,26 @@ class RecordedResolution:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """What the env's last verification found when the snapshot was taken; the check's own report
+    is kept as the check wrote it (VerifyReport.to_json(), verify/host.py)."""
+
+    ok: Optional[bool] = None
+    gpu_verified: Optional[bool] = None
+    verified_at: Optional[str] = None
+    mode: Optional[str] = None  # "gpu" | "cpu" (this run's verify.run said)
+    record: Optional[str] = None  # the verify.json it came from (this run's verify.run said)
+    report: Optional[dict[str, object]] = None
+    other: tuple[tuple[str, object], ...] = ()  # any other field, as read (used by nothing)
+    keys: tuple[str, ...] = ()  # the block's keys in order, as read or built
+
+    def to_json(self) -> dict[str, object]:
+        known: dict[str, object] = {"ok": self.ok, "gpu_verified": self.gpu_verified, "verified_at": self.verified_at,
+                                    "mode": self.mode, "record": self.record, "report": self.report, **dict(self.other)}
+        return {k: known[k] for k in self.keys if k in known}
+
+
+@dataclass(frozen=True)
 class Snapshot:
     id: str
     kind: str
@@ -104,7 +124,7 @@ class Snapshot:
     packages: tuple[Package, ...]
     files: tuple[FileRecord, ...] = ()
     activation: dict[str, str] = field(default_factory=dict)  # relative file -> our marked block text
-    verification: Optional[dict[str, Any]] = None
+    verification: Optional[Verification] = None
     tool: str = ""
     format: int = FORMAT
     notes: tuple[str, ...] = ()
@@ -116,6 +136,7 @@ class Snapshot:
         d = asdict(self)
         d["env"] = self.env.to_json()
         d["resolution"] = self.resolution.to_json()
+        d["verification"] = self.verification.to_json() if self.verification is not None else None
         d["host"]["gpus"] = [dict(g) for g in self.host.gpus]
         d["packages"] = [
             {"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages

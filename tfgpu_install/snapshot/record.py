@@ -13,6 +13,7 @@ from tfgpu_install.facts.model import Facts
 from tfgpu_install.files import remove_file
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot.document import RecordedResolution
+from tfgpu_install.snapshot.schema import verification_of
 from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 
 
@@ -93,7 +94,7 @@ class RecordSnapshot(Step):
     def check(self, ctx: Context) -> bool:
         return False  # the executor's fingerprint check makes a re-run skip this
 
-    def _gpu_verified(self, verification: Optional[dict[str, Any]]) -> bool:
+    def _gpu_verified(self, verification: Optional[Mapping[str, Any]]) -> bool:
         if self.cpu_only or not verification:
             return False
         if "gpu_verified" in verification:
@@ -119,7 +120,7 @@ class RecordSnapshot(Step):
             "known-good",
             facts=self.facts,
             resolution=self.resolution,
-            verification=dict(verification or {}, gpu_verified=gpu_verified),
+            verification=verification_of(dict(verification or {}, gpu_verified=gpu_verified)),
             hashes=False,  # known-good records are local; `snapshot export` adds published hashes
         )
         snap = replace(snap, id=self.snapshot_id())

@@ -22,6 +22,7 @@ from tfgpu_install.snapshot.document import (
     Package,
     RecordedResolution,
     Snapshot,
+    Verification,
 )
 from tfgpu_install.snapshot.reader import HINT, MAX_SCALAR, Node, bad, node_of
 
@@ -416,13 +417,45 @@ def _check_v2(c: Check, root: Node, top: dict[str, Node]) -> Snapshot:
         files=tuple(_file(c, f, f"files[{i}]") for i, f in enumerate(c.seq(top["files"], "files")))
         if _present(top, "files") else (),
         activation=activation,
-        verification=c.plain(_mapping_node(c, top, "verification"), "verification")
-        if _present(top, "verification") else None,
+        verification=_verification(c, top["verification"]) if _present(top, "verification") else None,
         notes=tuple(c.strings(top["notes"], "notes", MAX_SCALAR)) if _present(top, "notes") else (),
     )
     for key in activation:
         _relative(c, Node(top["activation"].line, key), f"activation.{key}")
     return snap
+
+
+_VERIFICATION_FLAGS = ("ok", "gpu_verified")
+_VERIFICATION_TEXT = ("verified_at", "mode", "record")
+
+
+def _verification(c: Check, node: Node) -> Verification:
+    """The verification block: its flags and texts typed, the check's report a mapping (kept as written)."""
+    m = c.mapping(node, "verification")
+    for key in _VERIFICATION_FLAGS:
+        if key in m and m[key].value is not None:
+            c.boolean(m[key], f"verification.{key}")
+    for key in _VERIFICATION_TEXT:
+        if key in m:
+            c.text(m[key], f"verification.{key}", null=True)
+    if "report" in m and m["report"].value is not None:
+        c.mapping(m["report"], "verification.report")
+    return verification_of(c.plain(node, "verification"))
+
+
+def verification_of(block: Mapping[str, Any]) -> Verification:
+    """A verification block (checked by this module, or the tool's own) as its type."""
+    def flag(key: str) -> Optional[bool]:
+        return None if block.get(key) is None else bool(block.get(key))
+
+    report = block.get("report")
+    known = set(_VERIFICATION_FLAGS + _VERIFICATION_TEXT) | {"report"}
+    return Verification(
+        ok=flag("ok"), gpu_verified=flag("gpu_verified"),
+        **{k: _opt(block.get(k)) for k in _VERIFICATION_TEXT},
+        report=dict(report) if isinstance(report, Mapping) else None,
+        other=tuple((k, v) for k, v in block.items() if k not in known), keys=tuple(block),
+    )
 
 
 def _mapping_node(c: Check, m: dict[str, Node], key: str) -> Node:
@@ -463,7 +496,6 @@ def _check_v1(c: Check, top: dict[str, Node]) -> Snapshot:
         host=HostContract(),
         resolution=_resolution(c, top["resolution"]) if "resolution" in top else RecordedResolution(),
         packages=tuple(packages),
-        verification=c.plain(_mapping_node(c, top, "verification"), "verification")
-        if _present(top, "verification") else None,
+        verification=_verification(c, top["verification"]) if _present(top, "verification") else None,
         notes=("loaded from format 1: no host contract and no hashes",),
     )
