@@ -154,3 +154,28 @@ def test_an_rc_in_a_read_only_directory_fails_before_the_env_is_made(
             assert ok.returncode == 0, ok.stderr
     finally:
         subprocess.run(["umount", "-l", str(ro)], capture_output=True)
+
+
+def test_a_cudnn_prefix_on_a_read_only_mount_fails_before_the_env_is_made(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """The other late check found while looking for them (#38 item 4): --cudnn-prefix where no file
+    can be made failed at cudnn.place, after env.create and packages.install; now exit 6 first."""
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(ro)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs (needs root)")
+    try:
+        env_dir = tmp_path / "data" / "tf-env"
+        archive = tmp_path / "cudnn.tar.xz"
+        subprocess.run(["tar", "-cJf", str(archive), "-C", str(tmp_path), "data"], check=True, capture_output=True)
+        args = ["--profile", "stable", "--allow-cpu", "-y", "--python", sys.executable, "--env", str(env_dir),
+                "--cudnn-source", "archive", "--cudnn-archive", str(archive), "--cudnn-prefix", str(ro / "cudnn"),
+                "--dry-run", "--json"]
+        out = run_cli(args, cli_env(tmp_env, knowledge, index.url))
+        assert out.returncode == 6 and "--cudnn-prefix" in json.loads(out.stdout)["message"], out.stdout
+        assert not env_dir.exists()
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], capture_output=True)

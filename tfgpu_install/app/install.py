@@ -113,6 +113,16 @@ def _check_request(req: InstallRequest, ctx: Context) -> None:
     check_cudnn_inputs(req.cudnn_source, archive)
     if req.cuda_mirror and req.cuda_source != "redist":
         raise UsageError("--cuda-mirror is only used with --cuda-source redist", "add --cuda-source redist")
+    if req.cudnn_prefix and req.cudnn_source != "wheel":
+        # cuDNN is unpacked beside --cudnn-prefix and renamed into it: a place that takes no new files
+        # failed only after the env and its packages were installed.
+        from tfgpu_install.guard.argtypes import creatable
+
+        prefix = Path(os.path.abspath(os.path.expanduser(req.cudnn_prefix)))
+        why = creatable(prefix.parent)
+        if why is not None:
+            raise EnvironmentProblem(f"--cudnn-prefix {prefix} cannot be made: {why}",
+                                     "give --cudnn-prefix a directory you can write", ref="no-permission")
 
 
 def _check_shell_rc(options: InstallOptions) -> None:
