@@ -179,3 +179,28 @@ def test_upgrade_never_takes_a_package_from_the_index_that_came_from_a_file(
                             "try:\n import mycorp_private\nexcept ImportError: print('absent')"],
                            capture_output=True, text=True)
     assert probe.stdout.split() == ["31", "absent"], probe.stderr
+
+
+def test_upgrade_carries_the_hash_pins_of_what_it_carries(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """A --with-file line's --hash (#39 item 9) goes with the requirement to the new release's env."""
+    import hashlib
+    import re
+    from urllib.request import urlopen
+
+    env = cli_env(tmp_env, knowledge, index.url)
+    page = urlopen(f"{index.url}/user-lib/").read().decode()
+    href = re.search(r'href="([^"#]+user_lib-3\.1[^"#]*\.whl)', page)
+    assert href, page
+    url = href.group(1) if href.group(1).startswith("http") else f"{index.url}/user-lib/{href.group(1)}"
+    pin = f"sha256:{hashlib.sha256(urlopen(url).read()).hexdigest()}"
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(f"user-lib==3.1 --hash={pin}\n")
+    old = tmp_path / "data" / "pinned"
+    common = ["--allow-cpu", "--python", sys.executable]
+    first = _json(run_cli(["install", "--tensorflow", "2.97", "-y", "--env", str(old), "--with-file", str(reqs),
+                           "--json", *common], env))
+    assert first["options"]["with_hashes"] == {"user-lib": [pin]}
+    dry = _json(run_cli(["upgrade", "--env", str(old), "--dry-run", "--json", *common], env))
+    assert dry["upgrade"]["carried"] == ["user-lib==3.1"] and dry["options"]["with_hashes"] == {"user-lib": [pin]}

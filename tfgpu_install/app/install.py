@@ -49,6 +49,7 @@ class InstallRequest:
     progress: bool = False  # live progress on the terminal
     with_requirements: tuple[str, ...] = ()  # --with REQ...: the user's own, resolved with TF's pins
     with_files: tuple[str, ...] = ()  # --with-file requirements.txt | pylock.toml | pyproject.toml
+    with_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> hashes (upgrade's carry)
 
 
 def install(ctx: Context, req: InstallRequest) -> Result:
@@ -58,6 +59,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
 
     _check_request(req, ctx)
     wanted, pinned = gather_pinned(req.with_requirements, req.with_files)  # bad input: refused before the probe
+    pinned = {**req.with_hashes, **pinned}
     resolved = resolve_machine(ctx, req.resolve)
     require_choice(resolved, req.resolve.allow_cpu)
     options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice, pinned)

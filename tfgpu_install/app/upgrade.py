@@ -77,8 +77,11 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
         return Result(data={"upgrade": {**base, "to": None}, "changed": False},
                       blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
                                    "nothing to upgrade", "ok")])
+    from tfgpu_install.app.additions import added_hashes
+
     result = install(ctx, replace(template, resolve=resolve, env=req.to,
-                                 with_requirements=template.with_requirements + carry))
+                                 with_requirements=template.with_requirements + carry,
+                                 with_hashes={**added_hashes(ctx, old), **template.with_hashes}))
     new = Path(str(result.data.get("env")))
     dry_run = bool(result.data.get("dry_run"))
     # install made the new env the default once it was verified; a re-run that found it complete
