@@ -215,6 +215,7 @@ int cuGetErrorString(int code, const char **out) { return cu_lookup(code, out, 1
 
 LIBCUDART = COMMON + r"""
 #include <pthread.h>
+#include <time.h>
 #ifndef CUDART_DEFAULT
 #define CUDART_DEFAULT 12030
 #endif
@@ -240,7 +241,30 @@ int cudaSetDevice(int dev) {
     return 0;
 }
 int cudaGetDevice(int *dev) { if (!dev) return 1; *dev = cur_dev; return 0; }
-int cudaDeviceSynchronize(void) { return 0; }
+/* The device runs what is queued on it after what was queued before, while the host goes on, as a real
+   GPU does: busy_until is when its queue drains (ms, CLOCK_MONOTONIC). Kernels queue their known time
+   (stub_enqueue, from the stub cuBLAS); events record when the queue reaches them; a synchronous copy,
+   an event wait or cudaDeviceSynchronize sleep until then. So a host that is late to queue the next
+   piece of work leaves the device idle, and one that queued ahead does not. */
+static double busy_until[MAXDEV];
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static void sleep_until(double ms) {
+    if (ms <= now_ms()) return;
+    struct timespec ts = {(time_t)(ms / 1e3), (long)((ms - (double)(long long)(ms / 1e3) * 1e3) * 1e6)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {}
+}
+void stub_enqueue(int dev, long us) {
+    pthread_mutex_lock(&lock);
+    double start = now_ms() > busy_until[dev] ? now_ms() : busy_until[dev];
+    busy_until[dev] = start + us / 1e3;
+    pthread_mutex_unlock(&lock);
+}
+void stub_wait_device(int dev) { sleep_until(busy_until[dev]); }
+int cudaDeviceSynchronize(void) { stub_wait_device(cur_dev); return 0; }
 /* STUB_CUDART_CTX_ERROR=D:RC: making a context on device D fails with RC (804 a compat libcuda on an
    unsupported GPU, 999 a GPU that fell off the bus); every other device works. */
 static int ctx_error(int dev) {
@@ -263,8 +287,7 @@ int cudaDeviceGetAttribute(int *value, int attr, int dev) {
     default: return 1;
     }
 }
-/* Events: this "device" runs every call synchronously, so an event records the time it is reached. */
-#include <time.h>
+/* Events record when the device's queue reaches them (now, when it is idle). */
 static double events[1024];
 static int nevents = 0;
 int cudaEventCreate(void **e) {
@@ -278,12 +301,15 @@ static int is_event(void *e) { return e >= (void *)events && e < (void *)(events
 int cudaEventDestroy(void *e) { return is_event(e) ? 0 : 400; }
 int cudaEventRecord(void *e, void *stream) {
     if (!is_event(e)) return 400; /* cudaErrorInvalidResourceHandle */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    *(double *)e = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    double now = now_ms();
+    *(double *)e = busy_until[cur_dev] > now ? busy_until[cur_dev] : now;
     return 0;
 }
-int cudaEventSynchronize(void *e) { return is_event(e) ? 0 : 400; }
+int cudaEventSynchronize(void *e) {
+    if (!is_event(e)) return 400;
+    sleep_until(*(double *)e);
+    return 0;
+}
 int cudaEventElapsedTime(float *ms, void *a, void *b) {
     if (!ms || !is_event(a) || !is_event(b)) return 1;
     *ms = (float)(*(double *)b - *(double *)a);
@@ -387,6 +413,7 @@ int cudaMemset(void *p, int value, size_t count) {
     return 0;
 }
 int cudaMemcpy(void *dst, const void *src, size_t count, int kind) {
+    stub_wait_device(cur_dev); /* synchronous: after everything queued before it */
     int dd = stub_is_device(dst, count) != 0, sd = stub_is_device(src, count) != 0;
     if (kind == 4) kind = sd ? (dd ? 3 : 2) : (dd ? 1 : 0); /* cudaMemcpyDefault */
     int ok = (kind == 0 && !dd && !sd) || (kind == 1 && dd && !sd)
@@ -826,12 +853,23 @@ static int wrong_now(int dev) {
     return (at > 0 && nth == at) || (from > 0 && nth >= from);
 }
 /* Column-major C = alpha*A*B + beta*C, no transposes (all the check asks for). */
-static void gpu_time(long products) {  /* the known kernel time of `products` products, in one sleep */
+/* The known kernel time of `products` products, queued on the handle's device (the call returns at
+   once, as a real launch does; a synchronous copy or an event wait waits for it). */
+static void gpu_time(void *h, long products) {
     long us = (long)env_int("STUB_CUBLAS_SGEMM_US", 0) * products;
-    if (us > 0) {
+    void (*enqueue)(int, long) = (void (*)(int, long))dlsym(RTLD_DEFAULT, "stub_enqueue");
+    if (us <= 0) return;
+    if (enqueue) {
+        enqueue(hdev(h), us);
+    } else {
         struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
+}
+/* A result returned to the host (pointer mode host) waits for the device, as a real one does. */
+static void host_result(void *h) {
+    void (*wait)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "stub_wait_device");
+    if (wait && hmode(h) == 0) wait(hdev(h));
 }
 static int gemm_one(void *h, int m, int n, int k, float alpha, const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc) {
@@ -873,7 +911,7 @@ int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *al
     if (!mine(h, A, sizeof(float) * (size_t)lda * k) || !mine(h, B, sizeof(float) * (size_t)ldb * n) ||
         !mine(h, C, sizeof(float) * (size_t)ldc * n))
         return 13; /* CUBLAS_STATUS_EXECUTION_FAILED: the kernel faulted on a host pointer or another GPU's memory */
-    gpu_time(1);
+    gpu_time(h, 1);
     return gemm_one(h, m, n, k, al, A, lda, B, ldb, be, C, ldc);
 }
 int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A,
@@ -884,7 +922,7 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
     if (rc) return rc;
     if (count < 0 || sa < 0 || sb < 0 || sc < 0) return 7;
     if ((rc = scalar_in(h, alpha, &al)) || (rc = scalar_in(h, beta, &be))) return rc;
-    gpu_time(count);  /* one batched launch: the kernels run back to back */
+    gpu_time(h, count);  /* one batched launch: the kernels run back to back */
     for (int i = 0; i < count; i++) {
         const float *a = A + sa * i, *b = B + sb * i;
         float *c = C + sc * i;
@@ -915,6 +953,7 @@ int cublasSasum_v2(void *h, int n, const float *x, int incx, float *result) {
     if (!mine(h, x, sizeof(float) * (size_t)n)) return 13;
     double s = 0.0;
     for (int i = 0; i < n; i++) s += fabsf(x[i]);
+    host_result(h);
     *result = (float)s;
     if (hmode(h) == 1) touch(result);
     return 0;
@@ -927,6 +966,7 @@ int cublasIsamax_v2(void *h, int n, const float *x, int incx, int *result) {
     if (!mine(h, x, sizeof(float) * (size_t)n)) return 13;
     int best = 0;
     for (int i = 1; i < n; i++) if (fabsf(x[i]) > fabsf(x[best])) best = i;
+    host_result(h);
     *result = n > 0 ? best + 1 : 0;
     if (hmode(h) == 1) touch(result);
     return 0;

@@ -33,9 +33,10 @@ Behaviour is chosen per run through environment variables (one build serves ever
   STUB_CUDNN_VERSION=N        cudnnGetVersion (default 8907)
   STUB_CUBLAS_CREATE_ERROR=N  cublasCreate_v2 returns N (e.g. 1 CUBLAS_STATUS_NOT_INITIALIZED)
   STUB_CUBLAS_WRONG=1         cublasSgemm_v2 returns a wrong result (a faulty GPU)
-  STUB_CUBLAS_SGEMM_US=N      every product takes N microseconds more (a known kernel time; a strided batch
-                              sleeps once for all of its products); a product whose inputs were not written since
-                              is copied, not recomputed
+  STUB_CUBLAS_SGEMM_US=N      every product takes N microseconds of device time (a known kernel time), queued
+                              on the device as a real launch is: the call returns at once, events record when the
+                              queue reaches them, a synchronous copy or event wait waits; a product whose inputs
+                              were not written since is copied, not recomputed
   STUB_CUBLAS_WRONG_AT=N / STUB_CUBLAS_WRONG_FROM=N / STUB_CUBLAS_WRONG_DEVICE=D   the Nth product (or every one
                               from the Nth on) is wrong, on device D only when set
   STUB_CU_FREE_MIB=N / STUB_CU_L2_MIB=N   cudaMemGetInfo's free memory (default 64) / the L2 size (default 6)

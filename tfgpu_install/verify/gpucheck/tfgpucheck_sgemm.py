@@ -484,23 +484,35 @@ class BurnTally:
         self.end = 0.0
 
 
-def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool,
-           tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
-    """One strided-batched call of `count` products (and their sums), timed by events: (seconds, failure)."""
-    t0 = time.monotonic()
+def _launch(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool) -> Optional[dict[str, Any]]:
+    """Queue one strided-batched call of `count` products (and their sums) between two events."""
     clock.mark("start")
     failure = run.products(first, count, check)
-    if failure is not None:
-        return 0.0, failure
-    clock.mark("stop")
+    if failure is None:
+        clock.mark("stop")
+    return failure
+
+
+def _finish(run: DeviceBurn, clock: GpuClock, count: int, launched: float, tally: BurnTally) -> float:
+    """Wait for a queued chunk and count it: its GPU seconds (events; wall time without them)."""
     spent = clock.seconds()  # waits for the chunk
     if spent is None:
         tally.timed = False
-        spent = time.monotonic() - t0
+        spent = time.monotonic() - launched
     tally.gpu_seconds += spent
     tally.products += count
     tally.series.append([round(time.monotonic(), 3), round(count * 2.0 * run.n ** 3 / max(spent, 1e-9) / 1e9, 1)])
-    return spent, None
+    return spent
+
+
+def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool,
+           tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
+    """One chunk, queued and waited for: (seconds, failure)."""
+    t0 = time.monotonic()
+    failure = _launch(run, clock, first, count, check)
+    if failure is not None:
+        return 0.0, failure
+    return _finish(run, clock, count, t0, tally), None
 
 
 def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[str, Any]]:
@@ -522,29 +534,39 @@ def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[s
 
 def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event,
                per_product: float = 0.0) -> Optional[dict[str, Any]]:
-    """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. Chunks
-    double until one holds the GPU ~0.5 s, so the host's share (one call, one sum per product, one
-    event wait) stays a sliver of the burn."""
-    clock = GpuClock(run.rt)
-    chunk = max(1, min(4096, int(0.5 / per_product))) if per_product > 0 else 1  # from the probe: no ramp
+    """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. The next chunk
+    is queued before the host waits for the one before it, so the GPU has work while the host is late
+    (a loaded host, a descheduled thread); chunks are sized from the probe (~0.5 s of GPU work each), so
+    the host's share (one call, one sum per chunk, one event wait) stays a sliver of the burn."""
+    clocks = (GpuClock(run.rt), GpuClock(run.rt))
+    chunk = max(1, min(4096, int(0.5 / per_product))) if per_product > 0 else 1
     tally.start = time.monotonic()
     upto = run.buffers
+    k = 0
     try:
         while True:
             check = tally.passes % 2 == 1  # even passes write R from zeros, odd ones must give 0
             b = 0
+            pending: Optional[tuple[GpuClock, int, float]] = None
             while b < upto:
                 m = min(chunk, upto - b)
-                spent, failure = _chunk(run, clock, b, m, check, tally)
+                clock = clocks[k % 2]
+                k += 1
+                launched = time.monotonic()
+                failure = _launch(run, clock, b, m, check)
                 if failure is not None:
                     return failure
                 b += m
-                if spent < 0.5 and chunk < 4096:
-                    chunk *= 2
+                if pending is not None:  # the one before: waited for while this one is queued
+                    if _finish(run, *pending, tally) < 0.5 and chunk < 4096:
+                        chunk *= 2
+                pending = (clock, m, launched)
                 over = time.monotonic() - tally.start >= seconds or stop.is_set()
                 if over and not check:
                     upto = b  # stop writing: check what was written
                     break
+            if pending is not None:
+                _finish(run, *pending, tally)
             if check:
                 failure = _check_pass(run, upto, tally)
                 if failure is not None:
@@ -556,7 +578,8 @@ def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threadin
                 return None
     finally:
         tally.end = time.monotonic()
-        clock.close()
+        for c in clocks:
+            c.close()
 
 
 def _sized(cudart: Any, dev: int, size: int, share: float) -> dict[str, Any]:
