@@ -36,7 +36,8 @@ def _source_files() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel and what the build printed."""
     src = tmp_path_factory.mktemp("src")
     for rel in _source_files():
         if rel.startswith("tests/"):
@@ -44,11 +45,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, src / rel)
     dest = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "-w", str(dest), str(src)],
-                   check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "--disable-pip-version-check", "-w", str(dest), str(src)],
+                          check=True, capture_output=True, text=True)
     (found,) = dest.glob("tfgpu_install-*.whl")
-    return found
+    return found, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, str]) -> Path:
+    return built[0]
+
+
+def test_the_build_says_nothing_about_our_packages(built: tuple[Path, str]) -> None:
+    """#43: setuptools warned 16 times that the collection's directories (tfgpu_install.share.
+    ansible_collections.tfgpu.install.*) were importable packages missing from `packages`: data
+    picked up through include-package-data. The data is named in package-data only."""
+    log = built[1]
+    assert "absent from the `packages` configuration" not in log, log[:2000]
+    assert "tfgpu_install.share.ansible_collections" not in log, log[:2000]
 
 
 def _metadata(whl: Path) -> email.message.Message:

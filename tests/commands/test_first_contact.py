@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ def _externally_managed(py: Path) -> bool:
     return (Path(out) / "EXTERNALLY-MANAGED").is_file()
 
 
+def _checkout_copy(dest: Path) -> Path:
+    """The checkout's tracked files, without .git (scripts/install's own walk, not git's list)."""
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for rel in (p for p in out.decode().split("\0") if p and not p.startswith("tests/")):
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
 def test_install_script_on_a_stock_debian_python_then_the_main_job(
     tmp_path: Path, index: Any, knowledge: Path
 ) -> None:
@@ -42,12 +53,13 @@ def test_install_script_on_a_stock_debian_python_then_the_main_job(
     home.mkdir()
     env_dir = tmp_path / "envs" / "tf"
     env = _clean_env(home, PYTHON=str(SYSTEM_PY), TFGPU_PROFILES_DIR=str(knowledge))
+    script = _checkout_copy(tmp_path / "checkout") / "scripts" / "install"
     if _externally_managed(SYSTEM_PY):  # the case this script exists for: plain pip is refused
         refused = subprocess.run([str(SYSTEM_PY), "-m", "pip", "install", "--dry-run", "rich"],
                                  env=env, capture_output=True, text=True)
         assert refused.returncode != 0 and "externally-managed-environment" in refused.stderr
     done = subprocess.run(
-        ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", str(SCRIPT), "--",
+        ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", str(script), "--",
          "--profile", "stable", "--allow-cpu", "-y", "--index-url", index.url,
          "--python", str(SYSTEM_PY), "--env", str(env_dir), "--json"],
         capture_output=True, text=True, timeout=900, cwd=tmp_path,
@@ -59,13 +71,32 @@ def test_install_script_on_a_stock_debian_python_then_the_main_job(
     tool = home / ".local" / "share" / "tfgpu-install" / "tool"
     assert link.is_symlink() and Path(os.readlink(link)) == tool / "bin" / "tfgpu-install"
     assert "is not on your PATH" in done.stderr  # ~/.local/bin is not in the clean PATH: the user is told
-    # Run again (an upgrade in place): same venv, the command still works, the env is a no-op.
-    again = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", str(SCRIPT), "--",
+    # #44 item 4: the build ran in a copy: nothing written into the checkout
+    assert not [p for p in script.parents[1].rglob("*") if p.name == "build" or p.name.endswith(".egg-info")]
+    installed = _installed_module(tool)
+    before = installed.stat().st_mtime_ns
+    # Run again with nothing changed: pip is not run (the installed files are untouched), the command still
+    # works, the env is a no-op.
+    again = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", str(script), "--",
                             "--profile", "stable", "--allow-cpu", "-y", "--index-url", index.url,
                             "--python", str(SYSTEM_PY), "--env", str(env_dir), "--json"],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["changed"] is False
+    assert "no file changed): nothing to do" in again.stderr and "installing" not in again.stderr
+    assert installed.stat().st_mtime_ns == before
+    # A changed file in the checkout: installed again (an upgrade in place), the change is what runs.
+    (script.parents[1] / "tfgpu_install" / "report.py").write_text(
+        (script.parents[1] / "tfgpu_install" / "report.py").read_text() + "# changed in the checkout\n")
+    upgraded = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), "sh", str(script)],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert upgraded.returncode == 0 and "installing tfgpu-install" in upgraded.stderr, upgraded.stderr[-2000:]
+    assert _installed_module(tool).read_text().endswith("# changed in the checkout\n")
+
+
+def _installed_module(tool: Path) -> Path:
+    (found,) = tool.glob("lib/python3*/site-packages/tfgpu_install/report.py")
+    return found
 
 
 def test_install_script_explains_a_missing_venv_module(tmp_path: Path) -> None:
