@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.promised import require_tool
 from tfgpu_install.console import Progress
 
 pytestmark = pytest.mark.e2e  # a real pty and a child that feeds progress with real pauses (seconds each)
@@ -50,8 +50,7 @@ def _run(argv: list[str], **extra: str) -> str:
 
 
 def test_rich_rows_in_a_real_pty_show_bytes_rate_and_time_left(tmp_path: Path) -> None:
-    if shutil.which("script") is None:
-        pytest.skip("util-linux `script` is not installed")
+    require_tool("script", "util-linux's script gives the tool a terminal")
     feed = tmp_path / "feed.py"
     feed.write_text(FEED)
     command = f"stty cols 100 rows 30; {shlex.quote(sys.executable)} {shlex.quote(str(feed))}"

@@ -4,13 +4,11 @@ a path breaks only after a `/`, the path column gets the room; off a terminal on
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from tests.support.promised import require_tool
 from tfgpu_install.report import fit_widths, wrap_cell
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,8 +23,7 @@ render(Result(data={{}}, blocks=[table("steps", ("step", "state", "what"), rows)
 
 
 def _pty(code: str, columns: int) -> str:
-    if shutil.which("script") is None:
-        pytest.skip("util-linux `script` is not installed")
+    require_tool("script", "util-linux's script gives the tool a terminal")
     cmd = f"stty cols {columns}; {sys.executable} -c '{code}'"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "dumb"}
     done = subprocess.run(["script", "-qfec", cmd, "/dev/null"], capture_output=True, text=True, env=env, timeout=120)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.promised import require_tool
 from tests.support.restore_kit import (  # noqa: F401 (fixtures)
     Provisioned,
     cli,
@@ -76,9 +77,8 @@ def test_oci_needs_a_base_layout_and_checks_it_first(
 
 
 def _need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} (Debian packages; .ci/run installs them)")
+    for tool in tools:
+        require_tool(tool, "the OCI image test builds its Debian base with it (.ci/run installs it)")
     if os.geteuid() != 0:
         pytest.skip("debootstrap, umoci unpack and chroot need root")
     if sys.version_info[:2] != (3, 11):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import require_tool
 from tfgpu_install.cli import main
 from tfgpu_install.completion import Node, bash
 
@@ -21,7 +22,7 @@ def _script(shell: str, capsys: pytest.CaptureFixture[str]) -> str:
 def _shell(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed (apt-get install {name}; .ci/run installs it)")
+        require_tool(name, f"the completion script is loaded in {name} (apt-get install {name}; .ci/run installs it)")
     return found
 
 

@@ -4,22 +4,19 @@ the free space where the env goes, the download size, the question; answering "n
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.install_kit import cli_env
+from tests.support.promised import require_tool
 
 
 def test_the_question_shows_the_free_space_and_no_changes_nothing(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:
-    if shutil.which("script") is None:
-        pytest.skip("util-linux `script` is not installed")
+    require_tool("script", "util-linux's script gives the tool a terminal")
     env = {**cli_env(tmp_env, knowledge, index.url), "TERM": "dumb"}
     target = tmp_path / "data" / "asked"
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "tfgpu_install", "--profile", "stable",

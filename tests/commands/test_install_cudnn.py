@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from tests.support.cudnn_archive import build_archive, publish
 from tests.support.httpserver import Fault, LoopbackServer
 from tests.support.install_kit import cli_env, run_cli
-from tests.support.promised import absent
+from tests.support.promised import absent, needs_tool
 from tfgpu_install.errors import ExitCode
 
 pytestmark = pytest.mark.skipif(absent("gcc"), reason="the libraries are built with gcc")
@@ -166,7 +165,7 @@ def test_hostile_cudnn_zip_cannot_reach_the_users_rc(
     assert not list((target / "lib").glob(".tfgpu-staging-*"))
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="the loopback certificate is made with openssl")
+@needs_tool("openssl", "the loopback certificate is made with it")
 def test_https_mirror_redirecting_to_http_is_refused(
     tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
 ) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.reference_gen import REPO
-from tests.support.promised import CI
+from tests.support.promised import CI, needs_tool
 
 pytestmark = pytest.mark.e2e  # builds the whole site with Sphinx and drives a real browser
 
@@ -53,7 +53,8 @@ def _png_size(path: Path) -> tuple[int, int]:
     return int(width), int(height)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt install chromium) to render the site in")
+@needs_tool("chromium", "the site is rendered in headless Chromium (apt install chromium)",
+            *([CHROMIUM] if CHROMIUM else []))
 @pytest.mark.parametrize("page, words", [
     ("index.html", ["Five common questions", "Pin a TensorFlow version (such as 2.15)", "sidebar-tree",
                     "_static/styles/furo.css"]),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cudnn_archive import build_archive, install_libs, manifest, version_header
+from tests.support.promised import find_tool
 from tfgpu_install.errors import BadInputError, ExitCode, UnsatisfiableError
 from tfgpu_install.fetch.cudnn_redist import (
     REDIST_URL,
@@ -174,7 +175,8 @@ def test_find_copies_on_every_library_path_dir(tmp_path: Path, tmp_env: dict[str
     conf.write_text(f"{cached}\n")
     import subprocess
 
-    subprocess.run(["ldconfig", "-C", str(root / "etc/ld.so.cache"), "-f", str(conf)], check=True)
+    ldconfig = find_tool("ldconfig", sbin=True) or "ldconfig"  # /sbin when PATH is /usr/bin:/bin
+    subprocess.run([ldconfig, "-C", str(root / "etc/ld.so.cache"), "-f", str(conf)], check=True)
     ctx = build_context({**tmp_env, "LD_LIBRARY_PATH": f"{ld_dir}:/nonexistent"})
     copies = {c.source: c for c in find_copies(ctx, env)}
     assert copies["LD_LIBRARY_PATH"].version == "8.6.0"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.support.httpserver import LoopbackServer, self_signed_cert
+from tests.support.promised import require_tool
 from tfgpu_install.context import Context
 from tfgpu_install.errors import DownloadError, ExitCode
 from tfgpu_install.fetch.download import downloads_dir, fetch, fetch_text
@@ -23,8 +23,7 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 @pytest.fixture
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("the loopback certificate is made with openssl")
+    require_tool("openssl", "the loopback certificate is made with it")
     return self_signed_cert(tmp_path_factory.getbasetemp() / "loopback-tls")
 
 

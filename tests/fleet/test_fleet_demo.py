@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.promised import CI
+from tests.support.promised import CI, find_tool, require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "scripts" / "fleet_demo.py"
@@ -29,11 +29,17 @@ def _why_not() -> str | None:
     return None if done.returncode == 0 else f"cannot bring hosts up here: {done.stdout.strip()}"
 
 
+ROOTFS = Path("/var/tmp/tfgpu-fleet-demo-rootfs")  # scripts/fleet_demo.py's cache of debootstrapped roots
+
+
 @pytest.fixture(scope="module")
 def demo() -> dict:
     reason = _why_not()
     if reason:
         pytest.skip(reason)
+    if find_tool("debootstrap", sbin=True) is None and not (ROOTFS / "bookworm" / "usr" / "bin" / "python3").exists():
+        # without it the demo would install it with apt-get (as root) or fall back to a shared root
+        require_tool("debootstrap", "the fleet demo's hosts get their own Debian roots from it")
     # Own root filesystems (Debian 12 hosts, a Debian 11 old host) where debootstrap works; the demo falls
     # back to the shared root and says so. CI promises Debian's registry: there the fallback is a failure.
     done = subprocess.run([sys.executable, str(DEMO), "--hosts", "3", "--rootfs", "debootstrap", "--json"],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.promised import require_tool
 from tfgpu_install.cli import main
 from tfgpu_install.errors import BadInputError, ExitCode
 from tfgpu_install.guard.envpath import check_env_path, env_path_problem
@@ -142,8 +143,7 @@ SHELLS = {
 
 @pytest.mark.parametrize("shell", sorted(SHELLS))
 def test_each_shells_block_carries_a_hostile_path_exactly(tmp_path: Path, shell: str) -> None:
-    if shutil.which(shell) is None:
-        pytest.skip(f"{shell} not installed")
+    require_tool(shell, "the activate script is sourced in that shell")
     block, argv = SHELLS[shell]
     env, lib = _tree(tmp_path)
     script = tmp_path / "block"
@@ -157,8 +157,7 @@ def test_each_shells_block_carries_a_hostile_path_exactly(tmp_path: Path, shell:
                                             (".tcshrc", "tcsh"), (".cshrc", "tcsh")])
 def test_the_rc_block_is_in_the_rc_files_own_shell(tmp_path: Path, rc_name: str, shell: str) -> None:
     """`--shell-rc ~/.tcshrc` gets csh syntax; each block sources the env's activate for that shell."""
-    if shutil.which(shell) is None:
-        pytest.skip(f"{shell} not installed")
+    require_tool(shell, "the activate script is sourced in that shell")
     env, _ = _tree(tmp_path)
     for name in ("activate", "activate.fish", "activate.csh"):
         (env / "bin" / name).write_text(f"echo sourced-{name}\n")

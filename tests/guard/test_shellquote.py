@@ -4,13 +4,13 @@ install, pasted into the shell it was printed for, activates the env and runs no
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.promised import require_tool
 from tfgpu_install.guard.shellquote import activate_command, command, quote, shell_of
 
 SHELLS = {"bash": ("sh", ["bash", "--norc", "-c"]), "zsh": ("sh", ["zsh", "-f", "-c"]),
@@ -27,8 +27,7 @@ def _home(tmp_path: Path) -> str:
 
 
 def _shell(name: str) -> tuple[str, list[str]]:
-    if shutil.which(name) is None:
-        pytest.skip(f"{name} not installed")
+    require_tool(name, "the quoted command is run in that shell")
     return SHELLS[name]
 
 

@@ -5,20 +5,20 @@ the lines that say why (the certificate), not only uv's last line."""
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.httpserver import LoopbackServer
+from tests.support.promised import needs_tool
 from tests.support.wheelhouse import WheelSpec, build_wheel
 from tfgpu_install.context import build_context
 from tfgpu_install.errors import DownloadError
 from tfgpu_install.snapshot.model import Package
 from tfgpu_install.snapshot.pylock import compile_lock
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for the loopback CA")
+pytestmark = needs_tool("openssl", "it makes the loopback CA")
 
 
 def _ca_and_server_cert(d: Path) -> tuple[Path, Path, Path]:

@@ -4,7 +4,6 @@ activation (as under sudo/cron), undo gives back the original bytes."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.promised import absent
+from tests.support.promised import absent, needs_tool
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import Executor
 from tfgpu_install.errors import BadInputError
@@ -158,7 +157,7 @@ def test_shell_rc_block(ctx: Context, tmp_path: Path) -> None:
     assert not fish.exists()  # it did not exist before
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
+@needs_tool("fish", "the activation script is sourced in fish")
 def test_fish_activation(ctx: Context, tmp_path: Path) -> None:
     env = _venv_with_libs(tmp_path)
     Executor(ctx, env).run([WriteActivation(env)])
@@ -173,7 +172,7 @@ def test_fish_activation(ctx: Context, tmp_path: Path) -> None:
     assert out[2] == "D=/opt/keep"
 
 
-@pytest.mark.skipif(shutil.which("tcsh") is None, reason="tcsh not installed")
+@needs_tool("tcsh", "the activation script is sourced in tcsh")
 def test_csh_activation(ctx: Context, tmp_path: Path) -> None:
     env = _venv_with_libs(tmp_path)
     Executor(ctx, env).run([WriteActivation(env)])

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
 from typing import Optional, Sequence
-
-import pytest
 
 KERNEL = """__global__ void add_one(float* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,10 +39,10 @@ BUILD_INFO_222 = ("import collections\n\nbuild_info = collections.OrderedDict([(
 
 
 def nvcc() -> str:
-    for cand in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and os.access(cand, os.X_OK):
-            return cand
-    pytest.skip("nvcc not found (PATH, /usr/local/cuda/bin/nvcc): the fat-binary tests build their library with it")
+    from tests.support.promised import require_tool
+
+    return require_tool("nvcc", "the fat-binary tests build their library with it (PATH, /usr/local/cuda/bin/nvcc)",
+                        "/usr/local/cuda/bin/nvcc")
 
 
 def build_gpu_lib(dest: Path, sass: Sequence[str], ptx: Optional[str] = None, *, nvcc_links: bool = False) -> Path:

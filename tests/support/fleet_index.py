@@ -76,7 +76,10 @@ def _download_for(python: str, requirements: Sequence[str], dest: Path) -> None:
 
 
 def _run(argv: Sequence[str]) -> None:
-    subprocess.run(list(argv), check=True, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    from tests.support.registry import trusted_env
+
+    subprocess.run(list(argv), check=True, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+                   env=trusted_env())
 
 
 class _Quiet(SimpleHTTPRequestHandler):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.promised import skip_or_fail
+from tests.support.registry import trusted_env
 
 # The stable profile's pins (TF 2.17.1 built for CUDA 12.3 / cuDNN 8.9), as the install places them.
 STABLE_PINS = ("tensorflow==2.17.1", "nvidia-cudnn-cu12==8.9.7.29", "nvidia-cublas-cu12==12.3.4.1",
@@ -45,7 +46,7 @@ def tf_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
         skip_or_fail("uv (a dependency of tfgpu-install) is not in the test venv")
     env = make_venv(tmp_path_factory.mktemp("tfenv") / "env")
     proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin" / "python"), *STABLE_PINS],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=trusted_env())
     if proc.returncode != 0:
         skip_or_fail(f"could not install TensorFlow from the registry: {proc.stderr.strip()[-500:]}")
     _BUILT["env"] = env

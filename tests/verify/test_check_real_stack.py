@@ -130,13 +130,14 @@ def cudnn9_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import sys
 
     from tests.support.promised import skip_or_fail
+    from tests.support.registry import trusted_env
     from tests.support.tfenv import make_venv
 
     uv = Path(sys.executable).parent / "uv"
     env = make_venv(tmp_path_factory.mktemp("cudnn9") / "env")
     proc = subprocess.run([str(uv), "pip", "install", "-q", "-p", str(env / "bin/python"),
                            "nvidia-cudnn-cu12==9.3.0.75", "nvidia-cuda-runtime-cu12==12.5.82"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=trusted_env())
     if proc.returncode != 0:
         skip_or_fail(f"could not install cuDNN 9 from the registry: {proc.stderr.strip()[-500:]}")
     return env

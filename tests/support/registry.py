@@ -1,0 +1,32 @@
+"""The suite's own clients of the real registry (uv run by a test or a fixture, not by the tool) trust
+what the tool's do: the system CA store. uv trusts only its bundled roots unless told otherwise, so behind
+a TLS-inspecting proxy whose CA is only in the system store (`env -i PATH=/usr/bin:/bin scripts/test`
+drops SSL_CERT_FILE and the like) its fetches failed with "invalid peer certificate: UnknownIssuer"
+while the tool's own installs worked (env/tools.py tool_env gives uv the system store). pip trusts
+the system store by itself (truststore, pip.conf's `cert`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+from tfgpu_install.env.tools import SYSTEM_CA_STORES
+
+CHOSEN = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
+
+
+def trusted_env(base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with uv told to use the system store, when nothing
+    else was chosen and the machine has one."""
+    env = dict(os.environ if base is None else base)
+    if not any(env.get(k) for k in CHOSEN) and any(_nonempty(Path(p)) for p in SYSTEM_CA_STORES):
+        env["UV_SYSTEM_CERTS"] = env["UV_NATIVE_TLS"] = "1"
+    return env
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
