@@ -223,6 +223,11 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
         blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
                            f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
     else:
+        # a change the user made on purpose (a `pip install`): keep it, or go back
+        accept = command(ctx, 'tfgpu-install', 'accept', '--env', str(env))
+        data["accept"] = accept
+        blocks.append(Text(f"to keep these changes: `{accept}` (verifies the env as it is, then records it as the "
+                           "new known-good)"))
         blocks.append(Text("to go back: "
                            f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
     return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)

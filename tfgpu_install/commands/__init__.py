@@ -54,6 +54,8 @@ COMMANDS: dict[str, Command] = {
                          ("image", "tfgpu-install snapshot image tf-env.yaml -o ./image-context"))),
     "check": Command("check", "drift between the live env and its last known-good snapshot",
                      "tfgpu-install check --env ~/envs/tf --full"),
+    "accept": Command("accept", "re-verify the env as it is now and, if it passes, make it the new known-good",
+                      "tfgpu-install accept --env ~/envs/tf"),
     "knowledge": Command("knowledge", "learn new TensorFlow releases from the package index; show what is known",
                          "tfgpu-install knowledge update",
                          (("update", "tfgpu-install knowledge update --offline"),
