@@ -96,6 +96,25 @@ def test_install_pinned_then_upgrade_carries_the_added_package(
     assert again["changed"] is False and again["upgrade"]["to"] is None
 
 
+def test_upgrade_reads_the_flags_the_env_was_installed_with(
+    tmp_path: Path, tmp_env: dict[str, str], index: Any, knowledge: Path
+) -> None:
+    """#43 item 7: an env installed with --allow-cpu on a machine without a GPU; `upgrade` without the flag
+    stopped with exit 3 (no GPU) there. It reads --allow-cpu (and the index) from the env's record."""
+    env = cli_env(tmp_env, knowledge, index.url)
+    old = tmp_path / "data" / "cpu"
+    _json(run_cli(["install", "--tensorflow", "2.97", "-y", "--env", str(old), "--allow-cpu", "--index-url",
+                   index.url, "--python", sys.executable, "--json"], env))
+    bare = {k: v for k, v in env.items() if k not in ("UV_INDEX_URL", "PIP_INDEX_URL")}  # only the record has it
+    up = run_cli(["upgrade", "-y", "--python", sys.executable, "--json"], bare)
+    doc = _json(up)
+    assert doc["upgrade"]["flags_from_record"] == ["--allow-cpu", "--index-url", index.url]
+    assert doc["upgrade"]["to"]["tensorflow"] == "2.99.0" and doc["gpu_verified"] is False
+    assert doc["options"]["allow_cpu"] is True and doc["options"]["index_url"] == index.url
+    shown = run_cli(["upgrade", "--dry-run", "--python", sys.executable, "--env", str(old)], bare)
+    assert shown.returncode == 0 and f"as {old} was installed: --allow-cpu --index-url {index.url}" in shown.stdout
+
+
 # The steps an upgrade's new env runs (env.create .. snapshot.record), each killed before it,
 # in its middle and after it: the checkpoints tests/support/faults.py arms.
 UPGRADE_STEPS = ["env.create", "packages.install", "activation.write", "verify.run", "snapshot.record"]

@@ -18,6 +18,7 @@ from tfgpu_install.report import Result, Text
 if TYPE_CHECKING:
     from tfgpu_install.app.install import InstallRequest
     from tfgpu_install.app.origin import DirectOrigin
+    from tfgpu_install.plan.options import InstallOptions
     from tfgpu_install.snapshot.model import Package
 
 
@@ -62,7 +63,7 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
             "`tfgpu-install --profile stable`",
         )
     snap = found[1]
-    template = req.install or InstallRequest()
+    template, from_record = with_recorded_flags(req.install or InstallRequest(), _recorded_options(ctx, old))
     recorded = snap.resolution.resolution
     profile = req.profile or _profile_of(recorded.profile if recorded else None)
     resolve = replace(template.resolve, profile=profile)
@@ -72,7 +73,7 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     by_hand, not_carried = _from_an_index(old, added_packages(snap.packages, installed_packages(old)))
     carry = _carried(added_requirements(ctx, old), by_hand)
     base = {"from": {"env": str(old), "tensorflow": old_tf}, "profile": profile, "carried": list(carry),
-            "not_carried": [n.to_json() for n in not_carried]}
+            "not_carried": [n.to_json() for n in not_carried], "flags_from_record": from_record}
     if choice is not None and old_tf == choice.tensorflow:
         return Result(data={"upgrade": {**base, "to": None}, "changed": False},
                       blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
@@ -92,6 +93,8 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     result.data["upgrade"] = {**base, "to": {"env": str(new), "tensorflow": choice.tensorflow if choice else None},
                               "old_env_kept": old.is_dir()}
     blocks = list(result.blocks)
+    if from_record:
+        blocks.append(Text(f"as {old} was installed: {' '.join(from_record)}", "dim"))
     if carry:
         blocks.append(Text(f"carried over from {old}: {', '.join(carry)}", "dim"))
     blocks += [Text(n.line(ctx, new), "warn") for n in not_carried]
@@ -103,6 +106,46 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
         blocks.append(Text(f"{new} is not verified: the default is still {old}", "warn"))
     result.blocks = blocks
     return result
+
+
+def _recorded_options(ctx: Context, env: Path) -> Optional["InstallOptions"]:
+    """The options the env's newest journaled install ran with (None: none journaled, or not readable)."""
+    from tfgpu_install.app.additions import journaled_plan
+    from tfgpu_install.plan.options import options_from_json
+
+    plan = journaled_plan(ctx, env)
+    if plan is None or not isinstance(plan.get("options"), dict):
+        return None
+    try:
+        return options_from_json(plan["options"])
+    except (TypeError, ValueError):
+        return None
+
+
+def with_recorded_flags(template: "InstallRequest", recorded: Optional["InstallOptions"]) -> tuple[
+        "InstallRequest", list[str]]:
+    """The flags the old env was installed with, where this command line does not say otherwise: what the
+    resolver may accept (--allow-cpu: upgrade on the machine an --allow-cpu env was installed on stopped with
+    exit 3) and where packages come from (--index-url, --no-pip). Returns the request and those flags as
+    a user would type them. Not carried: what belongs to the old release (--python, --backend, the cuDNN
+    and CUDA sources) or to the old env (--shell-rc, --system-ldconfig)."""
+    if recorded is None:
+        return template, []
+    r = template.resolve
+    flags = [flag for name, flag in (("allow_cpu", "--allow-cpu"), ("allow_minor_compat", "--allow-minor-compat"),
+                                     ("restrict_gpus", "--restrict-gpus"), ("strict_driver", "--strict-driver"))
+             if getattr(recorded, name) and not getattr(r, name)]
+    out = replace(template, resolve=replace(
+        r, allow_cpu=r.allow_cpu or recorded.allow_cpu, allow_minor_compat=r.allow_minor_compat or
+        recorded.allow_minor_compat, restrict_gpus=r.restrict_gpus or recorded.restrict_gpus,
+        strict_driver=r.strict_driver or recorded.strict_driver))
+    if recorded.index_url and not template.index_url:
+        out = replace(out, index_url=recorded.index_url)
+        flags += ["--index-url", recorded.index_url]
+    if not recorded.seed_pip and template.seed_pip:
+        out = replace(out, seed_pip=False)
+        flags.append("--no-pip")
+    return out, flags
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ class InstallOptions:
     system_ldconfig: bool = False
     shell_rc: Optional[Path] = None
     allow_cpu: bool = False
+    # The resolver's own flags as given (--allow-minor-compat, --restrict-gpus, --strict-driver): kept so that
+    # a command building on the env (upgrade) resolves as the user asked when it was installed.
+    allow_minor_compat: bool = False
+    restrict_gpus: bool = False
+    strict_driver: bool = False
     cudnn_source: str = "wheel"  # "wheel" | "redist" | "archive"
     cudnn_mirror: Optional[str] = None
     cudnn_archive: Optional[Path] = None
