@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError, UnsatisfiableError, UsageError
 from tfgpu_install.plan import additions
+from tfgpu_install.plan.journaled import last_journaled_plan
 from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
@@ -30,9 +31,9 @@ from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
     """The requirements the user added to this env (--with, --with-file, `add`): from the
     newest journaled plan, else the newest known-good snapshot of the env; () when none."""
-    plan = journaled_plan(ctx, env)
-    if plan is not None and isinstance(plan.get("options"), dict):
-        return additions.from_record(plan["options"], additions.OPTION)
+    plan = last_journaled_plan(ctx, env)
+    if plan is not None:
+        return additions.recorded(plan.options.with_requirements)
     from tfgpu_install.snapshot.model import latest_for_env
 
     found = latest_for_env(ctx.state_dir, env)
@@ -42,20 +43,8 @@ def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
 def added_hashes(ctx: Context, env: Path) -> dict[str, tuple[str, ...]]:
     """The hashes the user's additions were pinned to (--with-file lines with --hash), from the
     newest journaled plan; {} when none."""
-    from tfgpu_install.plan.options import options_from_json
-
-    plan = journaled_plan(ctx, env)
-    if plan is None or not isinstance(plan.get("options"), dict):
-        return {}
-    return dict(options_from_json({"with_hashes": plan["options"].get("with_hashes"), "env": str(env)}).with_hashes)
-
-
-def journaled_plan(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
-    from tfgpu_install.env.journal import Journal, last_plan
-
-    journal = Journal.for_env(ctx, env)
-    plan = last_plan(journal.entries()) if journal.exists() else None
-    return plan if isinstance(plan, dict) and isinstance(plan.get("resolution"), dict) else None
+    plan = last_journaled_plan(ctx, env)
+    return dict(plan.options.with_hashes) if plan is not None else {}
 
 
 # --- the resolution check --------------------------------------------------------------------
@@ -147,9 +136,7 @@ def add(ctx: Context, req: AddRequest) -> Result:
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.env.target import TargetEnv, env_python_version
     from tfgpu_install.plan.install import build_steps
-    from tfgpu_install.plan.journaled import plan_to_json
-    from tfgpu_install.plan.options import options_from_json
-    from tfgpu_install.resolver.model import resolution_from_json
+    from tfgpu_install.plan.journaled import JournaledPlan
     from tfgpu_install.steps.packages import installed_versions
 
     new, pinned = additions.gather_pinned(req.requirements, req.files)
@@ -157,16 +144,16 @@ def add(ctx: Context, req: AddRequest) -> Result:
         raise UsageError("add needs requirements",
                          "e.g. `tfgpu-install add 'pandas>=2' --env ENV`, or --with-file FILE")
     env = target_env(ctx, req.env)
-    plan = journaled_plan(ctx, env) if env.is_dir() else None
-    if plan is None or not isinstance(plan.get("options"), dict):
+    plan = last_journaled_plan(ctx, env) if env.is_dir() else None
+    if plan is None:
         raise BadInputError(f"no install by tfgpu-install is recorded for {env}",
                             "`add` works on envs this tool installed or restored; install one first "
                             "(`tfgpu-install --profile stable --env PATH --with REQ`)", ref="no-plan")
-    resolution = resolution_from_json(plan["resolution"])
+    resolution = plan.resolution
     if resolution.choice is None:
         raise BadInputError(f"the recorded plan of {env} holds no TensorFlow choice", "install the env again",
                             ref="no-plan")
-    old = options_from_json(plan["options"])
+    old = plan.options
     together = additions.merged(old.with_requirements, new)
     options = replace(old, env=env, with_requirements=together,
                       with_hashes=additions.with_pins(ctx, together, old.with_hashes, new, pinned))
@@ -189,7 +176,7 @@ def add(ctx: Context, req: AddRequest) -> Result:
                 table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps])]
 
     done = provision(ctx, ProvisionRequest(
-        env=env, steps=steps, plan=plan_to_json(resolution, options), head=head, facts=facts,
+        env=env, steps=steps, plan=JournaledPlan(resolution, options).to_json(), head=head, facts=facts,
         yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     report = done.report or done.preview

@@ -55,7 +55,7 @@ class InstallRequest:
 def install(ctx: Context, req: InstallRequest) -> Result:
     from tfgpu_install.plan.additions import gather_pinned
     from tfgpu_install.plan.install import build_steps
-    from tfgpu_install.plan.journaled import plan_to_json
+    from tfgpu_install.plan.journaled import JournaledPlan
 
     _check_request(req, ctx)
     wanted, pinned = gather_pinned(req.with_requirements, req.with_files)  # bad input: refused before the probe
@@ -68,7 +68,7 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     steps = build_steps(resolution, options, resolved.facts)
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
-        env=options.env, steps=steps, plan=plan_to_json(resolution, options),
+        env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
         head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env)
         + _download(ctx, steps, preview),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
@@ -209,11 +209,10 @@ def _with_additions(ctx: Context, options: InstallOptions, wanted: tuple[str, ..
 
 def _planned_requirements(ctx: Context, env: Path) -> list[str]:
     """The release requirements of the env's journaled plan ([] when there is none)."""
-    from tfgpu_install.app.additions import journaled_plan
-    from tfgpu_install.resolver.model import resolution_from_json
+    from tfgpu_install.plan.journaled import last_journaled_plan
 
-    plan = journaled_plan(ctx, env) if env.is_dir() else None
-    choice = resolution_from_json(plan["resolution"]).choice if plan else None
+    plan = last_journaled_plan(ctx, env) if env.is_dir() else None
+    choice = plan.resolution.choice if plan else None
     return choice.requirements() if choice is not None else []
 
 

@@ -12,7 +12,7 @@ the env, the name, and that a kernel of that name is not someone else's."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -66,9 +66,9 @@ def _env(ctx: Context, given: Optional[str]) -> Path:
 
 
 def install(ctx: Context, req: KernelRequest) -> Result:
-    from tfgpu_install.app.additions import journaled_plan
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.env.layout import installed_dists, site_packages_dirs
+    from tfgpu_install.plan.journaled import last_journaled_plan
 
     env = _env(ctx, req.env)
     name = req.name or default_name(env)
@@ -84,7 +84,7 @@ def install(ctx: Context, req: KernelRequest) -> Result:
                                  "add it first: "
                                  f"`{command(ctx, 'tfgpu-install', 'add', 'ipykernel', '--env', str(env))}`",
                                  ref="no-ipykernel")
-    plan = journaled_plan(ctx, env)
+    plan = last_journaled_plan(ctx, env)
     if plan is None:
         raise BadInputError(f"no install by tfgpu-install is recorded for {env}",
                             "install the env with tfgpu-install first", ref="no-plan")
@@ -95,10 +95,10 @@ def install(ctx: Context, req: KernelRequest) -> Result:
         raise EnvironmentProblem(f"a kernel named {name!r} already exists at {kdir} and is not this env's",
                                  "choose another --name, or remove that kernel (`jupyter kernelspec remove "
                                  f"{name}`)", ref="kernel-exists")
-    choice = (plan.get("resolution") or {}).get("choice") or {}
-    tf = f"TensorFlow {choice.get('tensorflow')}" if isinstance(choice, dict) and choice.get("tensorflow") else "TF"
+    choice = plan.resolution.choice
+    tf = f"TensorFlow {choice.tensorflow}" if choice is not None and choice.tensorflow else "TF"
     step = RegisterKernel(env, kdir, f"{tf} ({env.name})")
-    kernel_plan = {k: plan[k] for k in ("resolution", "options") if k in plan} | {"kernel": step.to_plan()}
+    kernel_plan = replace(plan, restore=None, kernel=step.to_plan()).to_json()
     done = provision(ctx, ProvisionRequest(env=env, steps=[step], plan=kernel_plan, yes=True))
     data = {"env": str(env), "name": name, "path": str(kdir), "changed": done.report is not None,
             "argv": [str(env / "bin" / "tfgpu-run"), str(env / "bin" / "python"), "-m", "ipykernel_launcher"]}

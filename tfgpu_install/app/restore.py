@@ -113,7 +113,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.facts.probe import assumptions, gather
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge
-    from tfgpu_install.plan.options import options_to_json
+    from tfgpu_install.plan.journaled import JournaledPlan, RestoreRecord
     from tfgpu_install.snapshot.contract import check_host, choice_of
 
     snap, bundle_dir = _load(req, ctx)
@@ -151,12 +151,8 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                              index_url=None if bundle_dir else req.index_url, extra=extra,
                              with_requirements=recorded_requirements(snap.resolution.added))
     require_hashes = bool(snap.packages) and all(p.hashes for p in snap.packages)
-    plan = {
-        "resolution": resolution.to_json(), "options": options_to_json(options),
-        "restore": {"snapshot": snap.id, "require_hashes": require_hashes, "offline": str(bundle_dir or ""),
-                    "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)}
-                                 for p in snap.packages]},
-    }
+    plan = JournaledPlan(resolution, options,
+                         RestoreRecord(snap.id, require_hashes, str(bundle_dir or ""), snap.packages)).to_json()
 
     def head(preview: ExecReport) -> list[Block]:
         blocks: list[Block] = [

@@ -30,14 +30,14 @@ class RollbackRequest:
 def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
     """Every step any journaled run of this env planned (newest plan wins per step id)."""
     from tfgpu_install.env.journal import current_epoch
-    from tfgpu_install.plan.journaled import steps_from_plan
+    from tfgpu_install.plan.journaled import read_plan
 
     by_id: dict[str, Any] = {}
     for e in current_epoch(entries):
-        plan = e.data.get("plan")
-        if e.event != "run" or not isinstance(plan, dict) or "resolution" not in plan:
+        plan = read_plan(e.data.get("plan")) if e.event == "run" else None
+        if plan is None:
             continue
-        for step in steps_from_plan(plan):  # a restore's plan too (plan/journaled.py)
+        for step in plan.steps():  # a restore's and a kernel install's plan too (plan/journaled.py)
             by_id[step.id] = step
     return list(by_id.values())
 

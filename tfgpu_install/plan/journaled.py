@@ -1,32 +1,94 @@
-"""The plan as the journal keeps it: resolution + options as JSON; rollback rebuilds the steps from it."""
+"""The plan as the journal keeps it (the "run" event's plan): what was resolved and asked, and
+for a restore or a kernel install what else rollback needs to rebuild the same steps. Typed once
+where it is read (`read_plan`); the journal's JSON only at the edge (to_json / read_plan)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.plan.install import build_steps
 from tfgpu_install.plan.options import InstallOptions, options_from_json, options_to_json
-from tfgpu_install.plan.restore import steps_from_restore_plan
+from tfgpu_install.plan.restore import restore_steps
 from tfgpu_install.resolver.model import Resolution, resolution_from_json
-from tfgpu_install.snapshot.document import RecordedResolution
+from tfgpu_install.snapshot.document import Package, RecordedResolution
 from tfgpu_install.steps.base import Step
 
 
-def plan_to_json(resolution: Resolution, options: InstallOptions) -> dict[str, Any]:
-    return {"resolution": resolution.to_json(), "options": options_to_json(options)}
+@dataclass(frozen=True)
+class RestoreRecord:
+    """What a `snapshot restore` run adds: the snapshot's exact packages (app/restore.py)."""
+
+    snapshot: str
+    require_hashes: bool
+    offline: str  # the bundle restored from ("" online)
+    packages: tuple[Package, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"snapshot": self.snapshot, "require_hashes": self.require_hashes, "offline": self.offline,
+                "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages]}
 
 
-def steps_from_plan(plan: dict[str, Any]) -> list[Step]:
-    """The steps of a journaled plan (see plan_to_json)."""
-    if "kernel" in plan:  # `kernel install`: the one step it ran (app/kernel.py)
-        from tfgpu_install.steps.kernel import RegisterKernel
+@dataclass(frozen=True)
+class JournaledPlan:
+    resolution: Resolution
+    options: InstallOptions
+    restore: Optional[RestoreRecord] = None  # a `snapshot restore` run
+    kernel: Optional[Mapping[str, str]] = None  # a `kernel install` run: its one step (RegisterKernel.to_plan)
 
-        return [RegisterKernel.from_plan(plan["kernel"])]
-    if "restore" in plan:  # a `snapshot restore` run: its own step list (plan/restore.py)
-        return steps_from_restore_plan(plan)
-    return build_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]))
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"resolution": self.resolution.to_json(), "options": options_to_json(self.options)}
+        if self.restore is not None:
+            out["restore"] = self.restore.to_json()
+        if self.kernel is not None:
+            out["kernel"] = dict(self.kernel)
+        return out
+
+    def steps(self) -> list[Step]:
+        """The steps this plan ran, rebuilt (rollback finds each one's undo)."""
+        if self.kernel is not None:  # `kernel install`: the one step it ran (app/kernel.py)
+            from tfgpu_install.steps.kernel import RegisterKernel
+
+            return [RegisterKernel.from_plan(dict(self.kernel))]
+        if self.restore is not None:  # a `snapshot restore` run: its own step list (plan/restore.py)
+            return restore_steps(self.resolution, self.options, self.restore.packages, self.restore.require_hashes)
+        return build_steps(self.resolution, self.options)
+
+
+def read_plan(data: object) -> Optional[JournaledPlan]:
+    """A journaled plan from the journal's JSON; None when it is not one (no resolution, a damaged
+    entry): the plan is then unknown, never guessed."""
+    if not isinstance(data, dict) or not isinstance(data.get("resolution"), dict):
+        return None
+    try:
+        resolution = resolution_from_json(data["resolution"])
+        options = options_from_json(data["options"] if isinstance(data.get("options"), dict) else {})
+        return JournaledPlan(resolution, options, _restore(data.get("restore")), _kernel(data.get("kernel")))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _restore(raw: Any) -> Optional[RestoreRecord]:
+    if not isinstance(raw, dict):
+        return None
+    pkgs = tuple(Package(str(p["name"]), str(p["version"]), tuple(p.get("hashes") or ()))
+                 for p in raw.get("packages") or ())
+    return RestoreRecord(str(raw.get("snapshot") or ""), bool(raw.get("require_hashes")), str(raw.get("offline") or ""),
+                         pkgs)
+
+
+def _kernel(raw: Any) -> Optional[Mapping[str, str]]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else None
+
+
+def last_journaled_plan(ctx: Context, env: Path) -> Optional[JournaledPlan]:
+    """The plan of the newest run on this env (the current epoch), typed; None when there is none."""
+    from tfgpu_install.env.journal import Journal, last_plan
+
+    journal = Journal.for_env(ctx, env)
+    return read_plan(last_plan(journal.entries())) if journal.exists() else None
 
 
 def recorded_plan(ctx: Context, env: Path) -> RecordedResolution:

@@ -4,11 +4,11 @@ exact packages, with hashes), plus removing what the snapshot does not list. Pur
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from tfgpu_install.facts.model import Facts
-from tfgpu_install.plan.options import InstallOptions, options_from_json
-from tfgpu_install.resolver.model import Choice, Resolution, resolution_from_json
+from tfgpu_install.plan.options import InstallOptions
+from tfgpu_install.resolver.model import Choice, Resolution
 from tfgpu_install.snapshot.contract import choice_of
 from tfgpu_install.snapshot.model import Package, Snapshot
 from tfgpu_install.steps.base import Step
@@ -80,13 +80,6 @@ def _pinned_conda_cuda(choice: Choice, options: InstallOptions, env: Path) -> li
     profiles = Path(extra["profiles_dir"]) if extra.get("profiles_dir") else None
     step = pinned_conda_cuda_step(env, choice.cuda, pins, extra.get("conda_channel"), options.name, profiles)
     return [step] if step is not None else []
-
-
-def steps_from_restore_plan(plan: dict[str, Any]) -> list[Step]:
-    r = plan["restore"]
-    pkgs = [Package(str(p["name"]), str(p["version"]), tuple(p.get("hashes") or ())) for p in r.get("packages") or ()]
-    return restore_steps(resolution_from_json(plan["resolution"]), options_from_json(plan["options"]), pkgs,
-                         bool(r.get("require_hashes")))
 
 
 def pinned_resolution(snap: Snapshot, python_path: Optional[str], cpu_only: bool) -> Resolution:
