@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, TfgpuError
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.report import Block, Bullets, Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.plan.journaled import JournaledPlan
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,10 @@ def not_acceptable(ctx: Context, env: Path, lines: list[str]) -> TfgpuError:
 
 
 def accept(ctx: Context, req: AcceptRequest) -> Result:
-    from tfgpu_install.app.additions import journaled_plan
     from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.snapshot import _facts, installed_files, own_files_changed
     from tfgpu_install.engine.executor import Executor
+    from tfgpu_install.plan.journaled import last_journaled_plan
     from tfgpu_install.snapshot import model as snap_mod
 
     env = existing_env(ctx, req.env)
@@ -54,8 +57,8 @@ def accept(ctx: Context, req: AcceptRequest) -> Result:
     store = snap_mod.scan(ctx.state_dir)
     previous = snap_mod.latest_for_env(ctx.state_dir, env, store=store)
     facts = _facts(ctx)
-    plan = journaled_plan(ctx, env)
-    ex = Executor(ctx, env, plan=plan or {})
+    plan = last_journaled_plan(ctx, env)
+    ex = Executor(ctx, env, plan=plan.to_json() if plan is not None else {})
     with ex.lock(wait=req.wait):
         report, check_plan = _verify(ctx, env, req.timeout)
         if not report.ok:
@@ -79,7 +82,7 @@ def _verify(ctx: Context, env: Path, timeout: Optional[float]) -> tuple[Any, Any
     return report, plan
 
 
-def _record(ctx: Context, ex: Any, env: Path, plan: Optional[dict[str, Any]], cpu_only: bool, facts: Any) -> Any:
+def _record(ctx: Context, ex: Any, env: Path, plan: Optional["JournaledPlan"], cpu_only: bool, facts: Any) -> Any:
     """The new known-good snapshot. Through the journal when the env has one (rollback undoes it, and the
     install's own snapshot step sees it as done for this state of the env); else written directly."""
     from tfgpu_install.plan.journaled import recorded_plan

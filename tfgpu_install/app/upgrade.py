@@ -110,16 +110,10 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
 
 def _recorded_options(ctx: Context, env: Path) -> Optional["InstallOptions"]:
     """The options the env's newest journaled install ran with (None: none journaled, or not readable)."""
-    from tfgpu_install.app.additions import journaled_plan
-    from tfgpu_install.plan.options import options_from_json
+    from tfgpu_install.plan.journaled import last_journaled_plan
 
-    plan = journaled_plan(ctx, env)
-    if plan is None or not isinstance(plan.get("options"), dict):
-        return None
-    try:
-        return options_from_json(plan["options"])
-    except (TypeError, ValueError):
-        return None
+    plan = last_journaled_plan(ctx, env)
+    return plan.options if plan is not None else None
 
 
 def with_recorded_flags(template: "InstallRequest", recorded: Optional["InstallOptions"]) -> tuple[
