@@ -55,7 +55,9 @@ def file_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("an empty file name")
     if "\0" in text or len(text) > 4096:
         raise argparse.ArgumentTypeError(f"{text[:60]!r}... is not a usable file name")
-    return text
+    from tfgpu_install.guard.argtypes import path
+
+    return path(text)  # also a name over NAME_MAX, not UTF-8 (the bad-values sweep: exit 2, not 1)
 
 
 def _path(value: Any) -> Optional[Path]:
