@@ -1,14 +1,15 @@
-"""`status`: the env's steps (done, pending, interrupted) and its last verification.
-Read-only: it runs each step's check(), never apply()."""
+"""`status`: the env's steps (done, pending, interrupted) and its last verification, as data
+(commands/status.py renders it). Read-only: it runs each step's check(), never apply()."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record
-from tfgpu_install.errors import ExitCode, TfgpuError
-from tfgpu_install.report import Block, Result, Text, table
+from tfgpu_install.errors import TfgpuError
 
 
 def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
@@ -34,7 +35,27 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
     }
 
 
-def status(ctx: Context, env_given: Optional[str]) -> Result:
+@dataclass(frozen=True)
+class StepState:
+    id: str
+    state: str  # what check() says now: done | unchanged | pending | interrupted | failed | problem: ...
+    journal: str  # what the journal says ("-": nothing)
+    describe: str
+
+
+@dataclass(frozen=True)
+class Status:
+    env: Path
+    installed: bool  # a run of this tool is journaled for it
+    steps: tuple[StepState, ...] = ()
+    verification: Optional[dict[str, Any]] = None  # the last verification, as `status --json` shows it
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.steps) and all(s.state in ("done", "unchanged") for s in self.steps)
+
+
+def status(ctx: Context, env_given: Optional[str]) -> Status:
     """The env's steps (done, pending, interrupted) and its last verification; read-only."""
     from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.rollback import journal_steps
@@ -45,13 +66,9 @@ def status(ctx: Context, env_given: Optional[str]) -> Result:
     journal = Journal.for_env(ctx, env)
     entries = journal.entries()
     if not entries:
-        return Result(
-            data={"env": str(env), "installed": False, "steps": [], "verification": None},
-            blocks=[Text(f"no install recorded for {env}", "warn"),
-                    Text("install one with: tfgpu-install --profile stable", "dim")],
-        )
+        return Status(env, installed=False)
     states = step_states(entries)
-    rows: list[dict[str, str]] = []
+    rows: list[StepState] = []
     ex = Executor(ctx, env, journal=journal)
     for step in journal_steps(ctx, entries):
         try:
@@ -61,20 +78,5 @@ def status(ctx: Context, env_given: Optional[str]) -> Result:
         journaled = states.get(step.id, "-")
         if journaled in ("interrupted", "failed") and live != "done":
             live = journaled
-        rows.append({"id": step.id, "state": live, "journal": journaled, "describe": step.describe()})
-    verification = _verification(ctx, env)
-    blocks: list[Block] = [table(f"status of {env}", ("step", "state", "journal", "what"),
-                                 [(r["id"], r["state"], r["journal"], r["describe"]) for r in rows])]
-    if verification is None:
-        blocks.append(Text("never verified", "warn"))
-    else:
-        style = "ok" if verification["ok"] else "error"
-        gpu = "GPU" if verification.get("gpu_verified") else "CPU only"
-        blocks.append(Text(f"last verification ({verification.get('when') or '?'}, {gpu}): "
-                           f"{verification.get('summary') or ('passed' if verification['ok'] else 'failed')}", style))
-    complete = bool(rows) and all(r["state"] in ("done", "unchanged") for r in rows)
-    return Result(
-        data={"env": str(env), "installed": True, "complete": complete, "steps": rows, "verification": verification},
-        blocks=blocks,
-        exit_code=int(ExitCode.OK),
-    )
+        rows.append(StepState(step.id, live, journaled, step.describe()))
+    return Status(env, True, tuple(rows), _verification(ctx, env))
