@@ -357,3 +357,79 @@ def test_full_takes_nothing_back_and_a_cache_another_user_could_write_is_not_bel
     cache.chmod(0o666)
     memo = HashCache(cache)
     assert (memo.old, memo.records_old, memo.dirs_old) == ({}, {}, {})
+
+
+def _hashed_env(tmp_path: Path) -> tuple[Path, Path]:
+    """An env with one distribution whose RECORD gives each file's sha256 and size."""
+    import base64
+
+    env = tmp_path / "env"
+    sp = env / "lib" / "python3.11" / "site-packages"
+    di = sp / "pkg-1.0.dist-info"
+    (sp / "pkg").mkdir(parents=True)
+    di.mkdir()
+    rows = []
+    for rel, data in (("pkg/a.py", b"a = 1\n"), ("pkg/libz.so.1", b"\x7fELF" + b"z" * 64),
+                      ("pkg-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n\n")):
+        (sp / rel).write_bytes(data)
+        b64 = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={b64},{len(data)}")
+    (di / "RECORD").write_text("\n".join(rows) + "\npkg-1.0.dist-info/RECORD,,\n")
+    return env, sp
+
+
+def test_what_the_install_wrote_from_checked_wheels_is_trusted_only_by_its_own_closing_check(tmp_path: Path) -> None:
+    """remember_installed lists what an install wrote from hash-checked wheels; the restore's
+    closing check (full, trusted_since its start) reads none of it, but reads a file replaced since,
+    and trusts nothing of an install older than itself or of a wheel nobody checked."""
+    from tfgpu_install.env.integrity import written_since
+
+    since = time.time_ns() - 50_000_000
+    env, sp = _hashed_env(tmp_path)
+    cache, listed = tmp_path / "hashes.json", tmp_path / "written.json"
+    remember_installed(env, cache, since_ns=since, verified={"pkg"}, written=listed)
+    trusted = written_since(listed, since)
+    assert len(trusted) == 3
+    found = check_installed(env, full=True, cache=cache, trusted=trusted)
+    assert found.clean and found.hashed == 3 and found.read_files == 0 and found.read_bytes == 0
+    assert written_since(listed, time.time_ns()) == {}  # a later restore: this install is not its own
+    found = check_installed(env, full=True, cache=cache)
+    assert found.clean and found.read_files == 3  # --full itself trusts nothing
+    _replace(sp / "pkg" / "a.py", b"a = 2\n")  # same size, after the install
+    found = check_installed(env, full=True, cache=cache, trusted=trusted)
+    assert found.read_files == 1 and found.problems[0].changed == (
+        "lib/python3.11/site-packages/pkg/a.py (sha256 differs from the record)",)
+    # control: no hash checked by the installer, nothing listed
+    remember_installed(env, cache, since_ns=since, verified=(), written=listed)
+    assert written_since(listed, since) == {}
+
+
+def test_a_file_older_than_the_install_is_not_taken_from_the_record(tmp_path: Path) -> None:
+    """A file the installer did not write in this run (its ctime is older) is not listed, even in a
+    distribution installed from a checked wheel: it is read."""
+    from tfgpu_install.env.integrity import HashCache, written_since
+
+    env, sp = _hashed_env(tmp_path)
+    time.sleep(0.1)
+    since = time.time_ns()
+    record = sp / "pkg-1.0.dist-info" / "RECORD"
+    _replace(record, record.read_bytes())  # the RECORD rewritten now, the files not
+    cache, listed = tmp_path / "hashes.json", tmp_path / "written.json"
+    assert remember_installed(env, cache, since_ns=since, verified={"pkg"}, written=listed) == 0
+    assert written_since(listed, since) == {} and HashCache(cache).old == {}
+
+
+def test_the_record_is_believed_only_as_the_build_the_snapshot_recorded(tmp_path: Path) -> None:
+    from tfgpu_install.env.integrity import builds
+
+    env, _ = _hashed_env(tmp_path)
+    ((name, (version, content)),) = builds(env).items()
+    assert (name, version) == ("pkg", "1.0") and content.startswith("sha256:")
+    same = check_installed(env, expected={"pkg": ("1.0", content)})
+    assert same.clean and same.builds_checked == 1 and same.builds_unknown == ()
+    other = check_installed(env, expected={"pkg": ("1.0", "sha256:" + "0" * 64)})
+    assert [(p.name, p.other_build) for p in other.problems] == [("pkg", True)] and other.names() == ["pkg"]
+    assert "another build" in other.lines()[0]
+    for expected in (None, {}, {"pkg": ("1.1", "sha256:" + "0" * 64)}):  # not described: unknown, not checked
+        found = check_installed(env, expected=expected)
+        assert found.clean and found.builds_checked == 0 and found.builds_unknown == ("pkg",)

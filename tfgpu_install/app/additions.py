@@ -167,9 +167,10 @@ def add(ctx: Context, req: AddRequest) -> Result:
                    env_python_version(target) or resolution.choice.python,
                    installed={n: v for n, v in have.items() if n not in replaced})
     from tfgpu_install.app.snapshot import _facts
+    from tfgpu_install.snapshot.model import known_builds
 
     facts = _facts(ctx)
-    steps = build_steps(resolution, options, facts)
+    steps = build_steps(resolution, options, facts, expected=known_builds(ctx.state_dir, env))
 
     def head(preview: Any) -> list[Block]:
         return [Heading(f"add {', '.join(new)} to {env}"),

@@ -65,7 +65,9 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     options = _with_additions(ctx, _options(req, ctx, resolved), wanted, resolved.resolution.choice, pinned)
     _check_shell_rc(options)
     resolution = resolved.resolution
-    steps = build_steps(resolution, options, resolved.facts)
+    from tfgpu_install.snapshot.model import known_builds
+
+    steps = build_steps(resolution, options, resolved.facts, expected=known_builds(ctx.state_dir, options.env))
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),

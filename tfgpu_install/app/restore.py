@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -74,6 +75,24 @@ def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
     return snap_mod.find(ctx.state_dir, req.file)[1], None
 
 
+def hashed_pins(snap: Snapshot) -> Snapshot:
+    """The snapshot with each package that has no hash of its own given the hash its install
+    pinned (the resolution's choice.hashes, matrix.yaml pin_hashes) where the version is that
+    pin's: a known-good snapshot records those there, not per package. The installer then checks
+    those wheels, and the closing check need not read what it wrote from them."""
+    from dataclasses import replace
+
+    from tfgpu_install.env.layout import canonical_name
+    from tfgpu_install.snapshot.contract import choice_of
+
+    c = choice_of(snap)  # typed by the reader: pins name -> version, hashes name -> ["sha256:..."]
+    pins = {canonical_name(k): v for k, v in c.pins.items()}
+    hashes = {canonical_name(k): tuple(v) for k, v in c.hashes.items() if v and all(_HASH.match(h) for h in v)}
+    packages = tuple(replace(p, hashes=hashes[p.key]) if not p.hashes and p.key in hashes
+                     and pins.get(p.key) == p.version else p for p in snap.packages)
+    return replace(snap, packages=packages)
+
+
 def _placed_files(snap: Snapshot) -> list[str]:
     """Library files no package installs (placed by the cuDNN steps): restore cannot recreate them."""
     return [f.path for f in snap.files if "/site-packages/" not in f.path]
@@ -117,6 +136,7 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     from tfgpu_install.snapshot.contract import check_host, choice_of
 
     snap, bundle_dir = _load(req, ctx)
+    snap = hashed_pins(snap)
     warnings = _check_hashes(snap)
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
@@ -161,11 +181,13 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                  f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
             *([Text(taken_at, "dim")] if taken_at else []),
             table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
+            Text(closing_check_cost(snap), "dim"),
         ]
         if warnings:
             blocks.append(Bullets("warnings", tuple(warnings), "warn"))
         return blocks
 
+    started_ns = time.time_ns()
     try:
         done = provision(ctx, ProvisionRequest(
             env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes, facts), plan=plan,
@@ -181,7 +203,8 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
                       [*head(done.preview), Text("dry run: nothing was changed", "dim")])
     report = done.report or done.preview
     recorded = done.results.get("snapshot.record") or {}
-    result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"))
+    result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"),
+                     _Closing(started_ns, req.progress))
     result.data["rollback_point"] = done.rollback_point
     result.data["taken_at"] = snap.env.path
     return result
@@ -213,8 +236,27 @@ def _hash_mismatch(err: TfgpuError) -> TfgpuError:
     )
 
 
+def closing_check_cost(snap: Snapshot) -> str:
+    """The plan's line for the check after the steps (it reads gigabytes on a TensorFlow env)."""
+    hashed = sum(1 for p in snap.packages if p.hashes)
+    return ("then every installed file is hashed and compared with its RECORD, and each RECORD with the "
+            f"snapshot's record of the build; files the install writes from wheels it hash-checks ({hashed} of "
+            f"{len(snap.packages)} packages have a hash) are taken as written, the rest are read (seconds per GB)")
+
+
+@dataclass(frozen=True)
+class _Closing:
+    started_ns: int  # when the restore began: what its install wrote since is trusted as written
+    progress: bool
+
+
+def _builds_unknown(snap: Snapshot) -> list[str]:
+    """The snapshot's packages whose build it does not record (a snapshot older than build records)."""
+    return [p.requirement() for p in snap.packages if not p.content and p.key not in snap_mod.SEEDED]
+
+
 def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
-            warnings: list[str], recorded: Optional[str]) -> Result:
+            warnings: list[str], recorded: Optional[str], closing: _Closing) -> Result:
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
 
@@ -228,9 +270,12 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
         ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
         theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
         d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
-    from tfgpu_install.app.snapshot import installed_files
+    from tfgpu_install.app.snapshot import _files_json, builds_line, installed_files
 
-    files = installed_files(ctx, env, full=True)  # every file against its RECORD, not only names and versions
+    # every file against its RECORD, and each RECORD against the snapshot's build record
+    files = installed_files(ctx, env, full=True, expected=snap.builds(), trusted_since=closing.started_ns,
+                            progress=closing.progress)
+    unknown = _builds_unknown(snap)
     blocks = list(head[:2])
     blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
     if warnings:
@@ -238,19 +283,36 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
     if verdict.checked:
         blocks.append(Bullets("host contract met", tuple(verdict.checked), "dim"))
     code = ExitCode.OK
-    if d.clean and files.clean:
-        blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages and "
-                           f"{len(live.files)} library files identical; {files.files} installed files "
-                           "match their records", "ok"))
+    identical: Optional[bool] = d.clean and files.clean
+    if identical and unknown:
+        identical = None  # what could be compared matches; whether these are the same builds is not known
+        blocks.append(Text(f"{env} matches snapshot {snap.id} in its {len(live.packages)} packages' names and "
+                           f"versions and {len(live.files)} library files; {files.files} installed files match "
+                           f"their RECORDs; the builds of {len(unknown)} package(s) are unknown: the snapshot "
+                           f"does not record them ({', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''})",
+                           "warn"))
+    elif identical:
+        blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages (the same builds) and "
+                           f"{len(live.files)} library files identical; {files.files} installed files match "
+                           "their records", "ok"))
     else:
         blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()) + tuple(files.lines()),
                               "error"))
         code = ExitCode.VERIFY_FAILED
+    blocks.append(Text(builds_line(files, snap) + f"; {_read(files)}", "dim"))
     data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": d.clean and files.clean, "drift": to_jsonable(d), "installed_files": files.to_json(),
-            "warnings": warnings, "checked": list(verdict.checked),
+            "identical": identical, "drift": to_jsonable(d), "installed_files": _files_json(files, snap),
+            "builds_unknown": unknown, "warnings": warnings, "checked": list(verdict.checked),
             "gpu": verdict.gpu, "recorded": recorded}
     return Result(data, blocks, exit_code=int(code))
+
+
+def _read(files: Any) -> str:
+    from tfgpu_install.report import human_bytes
+
+    kept = files.hashed - files.read_files
+    return (f"{files.hashed} files compared by sha256: {files.read_files} read ({human_bytes(files.read_bytes)})"
+            + (f", {kept} taken as this restore wrote them from hash-checked wheels" if kept else ""))
 
 
 # --- bundle -------------------------------------------------------------------------------

@@ -141,13 +141,60 @@ def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
     return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
 
 
-def installed_files(ctx: Context, env: Path, full: bool = False) -> Any:
-    """The env's installed files against their distributions' records (env/integrity.py),
-    with the hashes of unchanged files remembered in the env's state dir."""
-    from tfgpu_install.env.integrity import check_installed
-    from tfgpu_install.env.state import env_state_dir
+def installed_files(ctx: Context, env: Path, full: bool = False, *, expected: Optional[Any] = None,
+                    trusted_since: Optional[int] = None, progress: bool = False) -> Any:
+    """The env's installed files against their distributions' records (env/integrity.py), each
+    record first against what the snapshot says it must be (`expected`: Snapshot.builds()), with
+    the hashes of unchanged files remembered in the env's state dir. trusted_since (the wall clock
+    in ns when a restore began): what its install wrote from hash-checked wheels is not read again.
+    progress: a live line with the files and bytes hashed (a terminal; never under --json)."""
+    from tfgpu_install.env.integrity import check_installed, written_since
+    from tfgpu_install.env.state import hash_cache, written_list
 
-    return check_installed(env, full=full, cache=env_state_dir(ctx, env) / "file-hashes.json")
+    trusted = written_since(written_list(ctx, env), trusted_since) if trusted_since is not None else None
+    bar = _HashBar() if progress else None
+    try:
+        return check_installed(env, full=full, cache=hash_cache(ctx, env), expected=expected, trusted=trusted,
+                               progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+class _HashBar:
+    """check_installed's progress as the console's live row: files and bytes hashed, of how many."""
+
+    def __init__(self) -> None:
+        from tfgpu_install.console import Progress
+
+        self.sink = Progress(enabled=True)
+
+    def __call__(self, files: int, done: int, all_files: int, total: int) -> None:
+        self.sink(f"checking installed files: {files}/{all_files} hashed", done, max(total, 101))
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+def builds_line(files: Any, snap: snap_mod.Snapshot) -> str:
+    """What the check could say of each distribution's build (env/builds.py): compared with the
+    snapshot's record, or unknown (and why)."""
+    if snap.builds() is None:
+        return (f"builds: unknown: snapshot {snap.id} records none (it predates build records), so another "
+                "build of the same version would not be seen")
+    unknown = [n for n in files.builds_unknown if n not in snap_mod.SEEDED]
+    line = f"builds: {files.builds_checked} distributions' RECORDs compared with the snapshot's record"
+    if unknown:
+        line += f"; unknown for {len(unknown)} the snapshot does not describe ({', '.join(unknown[:5])}" + (
+            " ..." if len(unknown) > 5 else "") + ")"
+    return line
+
+
+def _files_json(files: Any, snap: snap_mod.Snapshot) -> dict[str, Any]:
+    data: dict[str, Any] = files.to_json()
+    data["builds"]["unknown"] = [n for n in data["builds"]["unknown"] if n not in snap_mod.SEEDED]
+    data["builds"]["recorded"] = snap.builds() is not None
+    return data
 
 
 # The steps whose product is a file of the tool's own (not a distribution's): their journaled plan
@@ -176,7 +223,7 @@ def own_files_changed(ctx: Context, env: Path) -> list[str]:
     return out
 
 
-def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
+def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: bool = False) -> Result:
     """Drift between the live env and its last known-good snapshot, and its installed files
     against their records (exit DRIFT when either differs)."""
     from tfgpu_install.snapshot.build import host_contract
@@ -203,21 +250,25 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False) -> Result:
         (good.packages, live.packages), (good.files, live.files), (good.activation, live.activation),
         (good.host, host) if host is not None else None,
     )
-    files = installed_files(ctx, env, full)
+    files = installed_files(ctx, env, full, expected=good.builds(), progress=progress)
     own = own_files_changed(ctx, env)
-    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": files.to_json(),
+    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": _files_json(files, good),
             "own_files_changed": own}
     data["clean"] = d.clean and files.clean and not own
     what = (f"{files.files} installed files of {files.dists} distributions ("
             + ("every file hashed" if full else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
     if data["clean"]:
-        return _with_skipped(Result(data, [Text(f"{env} matches its known-good snapshot {good.id}", "ok"),
-                                           Text(f"checked {what}", "dim")]), store)
+        said = (f"{env} matches its known-good snapshot {good.id}" if good.builds() is not None else
+                f"{env} matches its known-good snapshot {good.id} in packages, versions and files against "
+                "their RECORDs; the builds are unknown")
+        return _with_skipped(Result(data, [Text(said, "ok"), Text(f"checked {what}", "dim"),
+                                           Text(builds_line(files, good), "dim")]), store)
     blocks: list[Any] = [
         Text(f"{env} drifted from its known-good snapshot {good.id}" if not d.clean
              else f"{env}: installed files differ from what was installed", "warn"),
         Bullets("", tuple(d.lines()) + tuple(files.lines()) + tuple(f"tool file changed: {o}" for o in own), "warn"),
         Text(f"checked {what}", "dim"),
+        Text(builds_line(files, good), "dim"),
     ]
     if not files.clean or own:
         blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "

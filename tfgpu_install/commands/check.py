@@ -22,4 +22,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app.snapshot import check
 
-    return check(ctx, args.env, full=bool(getattr(args, "full", False)))
+    return check(ctx, args.env, full=bool(getattr(args, "full", False)),
+                 progress=not getattr(args, "json", False))

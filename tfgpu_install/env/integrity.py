@@ -17,24 +17,32 @@ RECORD (keyed by the RECORD's and METADATA's identity) and each package director
 (keyed by the directory's identity: adding, removing or renaming an entry changes its mtime and
 ctime), so a second `check` stats instead of parsing and listing again; `check --full` takes
 nothing back. A TensorFlow env has ~25,000 files in ~4,000 directories.
+
+What the RECORD itself must be comes from the snapshot (env/builds.py): given `expected` (canonical
+name -> (version, content digest)), a distribution of that version whose RECORD digests otherwise
+is another build (`other_build`), whatever its files say about themselves; one the snapshot does
+not describe is counted as unknown, never as checked. Hashing runs on threads (env/hashing.py);
+files an install just wrote from hash-checked wheels are listed by remember_installed in a
+separate file that only a check given `trusted_since` (the restore's closing check) takes back.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Collection, Iterator, Mapping, NamedTuple, Optional
 
 from tfgpu_install.dirs import writable_only_by_me
+from tfgpu_install.env.builds import content_digest
+from tfgpu_install.env.hashing import HashProgress, hash_files
 from tfgpu_install.env.layout import canonical_name, record_rows, site_packages_dirs
 
-_CACHE_FORMAT = 2  # 2: records and clean directories beside the hashes
+_CACHE_FORMAT = 3  # 2: records and clean directories beside the hashes; 3: each record's content digest
 _MAX_META = 64 << 20  # a conda-meta record larger than this is not read
 
 
@@ -54,6 +62,7 @@ class DistFiles:
     files: list[Expected] = field(default_factory=list)
     roots: list[str] = field(default_factory=list)  # env-relative package dirs it owns (for "added")
     outside: list[str] = field(default_factory=list)  # rows that point outside the env
+    content: Optional[str] = None  # env/builds.content_digest of its RECORD (pip distributions)
 
 
 @dataclass(frozen=True)
@@ -64,10 +73,12 @@ class DistProblem:
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()  # "path (size 10, recorded 12)" / "path (sha256 differs)"
     added: tuple[str, ...] = ()
+    other_build: bool = False  # its RECORD is not the one the snapshot recorded for this version
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "record": self.record,
-                "missing": list(self.missing), "changed": list(self.changed), "added": list(self.added)}
+                "missing": list(self.missing), "changed": list(self.changed), "added": list(self.added),
+                "other_build": self.other_build}
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,10 @@ class InstalledCheck:
     files: int  # files stat()ed
     hashed: int  # files whose sha256 was compared
     full: bool
+    builds_checked: int = 0  # distributions whose RECORD was compared with the snapshot's digest
+    builds_unknown: tuple[str, ...] = ()  # pip distributions the snapshot gives no digest for (canonical names)
+    read_bytes: int = 0  # bytes read to hash (what was not remembered)
+    read_files: int = 0  # of `hashed`, the files read (the others: remembered or trusted by identity)
 
     @property
     def clean(self) -> bool:
@@ -92,6 +107,9 @@ class InstalledCheck:
         out = []
         for p in self.problems:
             who = shown(f"{p.name} {p.version}")
+            if p.other_build:
+                out.append(f"{who}: another build of this version (its RECORD lists other files or other "
+                           "sha256 than the build the snapshot recorded)")
             out += [f"{who}: missing {shown(f)}" for f in p.missing]
             out += [f"{who}: changed {shown(f)}" for f in p.changed]
             out += [f"{who}: added {shown(f)}" for f in p.added]
@@ -99,7 +117,10 @@ class InstalledCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"clean": self.clean, "full": self.full, "distributions": self.dists, "files": self.files,
-                "hashed": self.hashed, "damaged": [p.to_json() for p in self.problems]}
+                "hashed": self.hashed, "damaged": [p.to_json() for p in self.problems],
+                "builds": {"checked": self.builds_checked, "unknown": list(self.builds_unknown)},
+                "read_bytes": self.read_bytes, "read_files": self.read_files}
+
 
 
 def shown(text: str) -> str:
@@ -160,7 +181,7 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
                     memo.records_parsed += 1
                     if settled(key):
                         memo.records_new[rel_record] = [key, dist.name, dist.version, [list(f) for f in dist.files],
-                                                        dist.roots, dist.outside]
+                                                        dist.roots, dist.outside, dist.content]
             yield dist
 
 
@@ -176,6 +197,7 @@ def _parsed(envs: str, sp: Path, sps: str, entry: str) -> DistFiles:
     if rows is None:
         dist.files.append(Expected(rel_record, None, None))  # the RECORD itself is missing
         return dist
+    dist.content = content_digest(rows)
     tops: set[str] = set()
     add = dist.files.append
     for row in rows:
@@ -251,12 +273,13 @@ class HashCache:
         self.path = path
         self.old: dict[str, list[Any]] = {}
         self.new: dict[str, list[Any]] = {}
-        # RECORD (env-relative) -> [key, name, version, files, roots, outside]; dir -> [key, subdirs]
+        # RECORD (env-relative) -> [key, name, version, files, roots, outside, content]; dir -> [key, subdirs]
         self.records_old: dict[str, list[Any]] = {}
         self.records_new: dict[str, list[Any]] = {}
         self.dirs_old: dict[str, list[Any]] = {}
         self.dirs_new: dict[str, list[Any]] = {}
         self.records_parsed = 0  # RECORDs parsed in this run (not remembered)
+        self.trusted: dict[str, list[Any]] = {}  # what this run's install wrote (see written_since)
         if path is None:
             return
         try:
@@ -269,26 +292,25 @@ class HashCache:
         if not isinstance(doc, dict) or doc.get("format") != _CACHE_FORMAT:
             return
         self.old = _entries(doc.get("files"), 2)
-        self.records_old = _entries(doc.get("records"), 6)
+        self.records_old = _entries(doc.get("records"), 7)
         self.dirs_old = _entries(doc.get("dirs"), 2)
 
     @staticmethod
     def key(st: os.stat_result) -> str:
         return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
-    def sha256(self, full: str, rel: str, st: os.stat_result, remembered: bool = True) -> str:
+    def known(self, rel: str, st: os.stat_result, remembered: bool = True) -> Optional[str]:
+        """The digest remembered for this file as it is now (same identity), else None. Not
+        `remembered` (--full): only what this run's install wrote from hash-checked wheels (trusted)."""
         key = self.key(st)
-        got = self.old.get(rel) if remembered else None
+        got = self.old.get(rel) if remembered else self.trusted.get(rel)
         if got is not None and got[0] == key and isinstance(got[1], str):
-            digest = got[1]
-        else:
-            h = hashlib.sha256()
-            with open(full, "rb") as fh:
-                for part in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(part)
-            digest = h.hexdigest()
-        self.new[rel] = [key, digest]
-        return digest
+            self.new[rel] = [key, got[1]]
+            return got[1]
+        return None
+
+    def remember(self, rel: str, st: os.stat_result, digest: str) -> None:
+        self.new[rel] = [self.key(st), digest]
 
     def save(self) -> None:
         if self.path is None or (self.new, self.records_new, self.dirs_new) == (
@@ -334,11 +356,11 @@ def settled(key: Optional[str]) -> bool:
 def _remembered(got: list[Any], rel_record: str) -> Optional[DistFiles]:
     """A remembered RECORD back as DistFiles, or None when the entry is not of the shape we write."""
     try:
-        _, name, version, files, roots, outside = got
+        _, name, version, files, roots, outside, content = got
         expected = [Expected(str(r), s if isinstance(s, int) else None, h if isinstance(h, str) else None)
                     for r, s, h in files]
         return DistFiles(str(name), str(version), rel_record, expected, [str(r) for r in roots],
-                         [str(o) for o in outside])
+                         [str(o) for o in outside], content if isinstance(content, str) else None)
     except (TypeError, ValueError):
         return None
 
@@ -400,33 +422,99 @@ def _added(env: str, roots: list[str], listed: dict[str, set[str]], memo: Option
     return sorted(out)
 
 
-def remember_installed(env: Path, cache: Path) -> int:
-    """Right after the installer wrote the env (from hash-checked wheels): remember each shared
-    library's digest as its RECORD gives it, keyed by the file's identity now (inode, size,
-    mtime, ctime), so the next check stats instead of reading gigabytes. A file replaced or
-    written later has another ctime and is hashed for real. Returns how many were remembered."""
+_WRITTEN_FORMAT = 1
+
+
+def _record_digest(f: Expected, st: os.stat_result) -> Optional[str]:
+    """The hex digest the RECORD gives for a regular file of the recorded size, else None."""
+    if f.sha256 is None or not f.sha256.startswith("sha256=") or not S_ISREG(st.st_mode) or st.st_size != f.size:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(f.sha256[7:] + "=" * (-len(f.sha256[7:]) % 4))
+    except ValueError:
+        return None
+    return raw.hex() if len(raw) == 32 else None
+
+
+def remember_installed(env: Path, cache: Path, since_ns: Optional[int] = None, verified: Collection[str] = (),
+                       written: Optional[Path] = None) -> int:
+    """Right after the installer wrote the env: remember each shared library's digest as its
+    RECORD gives it, keyed by the file's identity now (inode, size, mtime, ctime), so the next check
+    stats instead of reading gigabytes. A file replaced or written later has another ctime and is
+    hashed for real. Returns how many were remembered.
+
+    since_ns (the wall clock before the installer ran): only files the installer wrote then (their
+    ctime, and their RECORD's, is not older; a hard link from uv's cache sets it too) are taken from
+    the RECORD. `verified` (canonical names installed from wheels whose sha256 the installer checked)
+    and `written`: every file of those is listed there, for a check given trusted_since (the
+    restore's closing check: what it did not write, it reads)."""
     env = Path(os.path.abspath(str(env)))
     prefix = str(env) + "/"
     hashes = HashCache(cache)
+    listed: dict[str, list[Any]] = {}
     n = 0
     for dist in _pip_dists(env):
+        fresh = since_ns is not None and _ctime(prefix + dist.record) >= since_ns
+        trust = fresh and dist.name in verified and written is not None
         for f in dist.files:
-            if f.sha256 is None or not f.sha256.startswith("sha256=") or not is_library(f.rel):
+            lib = is_library(f.rel)
+            if not (lib or trust):
                 continue
             try:
                 st = os.stat(prefix + f.rel)
-                raw = base64.urlsafe_b64decode(f.sha256[7:] + "=" * (-len(f.sha256[7:]) % 4))
-            except (OSError, ValueError):
+            except OSError:
                 continue
             key = HashCache.key(st)
             known = hashes.old.get(f.rel)
+            digest = _record_digest(f, st) if since_ns is None or (fresh and st.st_ctime_ns >= since_ns) else None
+            if trust and digest is not None:
+                listed[f.rel] = [key, digest]
+            if not lib:
+                continue
             if known is not None and known[0] == key:
                 hashes.new[f.rel] = known  # hashed before as it is now: that digest stands
-            elif S_ISREG(st.st_mode) and st.st_size == f.size and len(raw) == 32:
-                hashes.new[f.rel] = [key, raw.hex()]
+            elif digest is not None:
+                hashes.new[f.rel] = [key, digest]
                 n += 1
     hashes.save()
+    if written is not None:
+        _write_private(written, {"format": _WRITTEN_FORMAT, "since_ns": since_ns or 0, "files": listed})
     return n
+
+
+def _ctime(path: str) -> int:
+    try:
+        return os.stat(path).st_ctime_ns
+    except OSError:
+        return -1
+
+
+def _write_private(path: Path, doc: dict[str, Any]) -> None:
+    from tfgpu_install.files import atomic_write
+
+    try:
+        atomic_write(path, json.dumps(doc, separators=(",", ":")), mode=0o600)
+    except OSError:
+        pass  # a saving: without it the closing check reads the files
+
+
+def written_since(path: Optional[Path], since_ns: int) -> dict[str, list[Any]]:
+    """What remember_installed listed in `path` as written from hash-checked wheels by an install
+    that started at or after since_ns: {env-relative path: [identity, sha256 hex]}. A file another
+    user could write, or of another shape, gives nothing (every file is read then)."""
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            if not writable_only_by_me(os.fstat(f.fileno())):
+                return {}
+            doc = json.loads(f.read(256 << 20))
+    except (OSError, ValueError):
+        return {}
+    if (not isinstance(doc, dict) or doc.get("format") != _WRITTEN_FORMAT or not isinstance(doc.get("since_ns"), int)
+            or doc["since_ns"] < since_ns):
+        return {}
+    return _entries(doc.get("files"), 2)
 
 
 def recorded_files(env: Path) -> list[str]:
@@ -436,13 +524,75 @@ def recorded_files(env: Path) -> list[str]:
     return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env), *_conda_dists(env)] for f in d.files]
 
 
-def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None) -> InstalledCheck:
-    """Every distribution's files against its record. `cache`: where remembered hashes live."""
+def builds(env: Path) -> dict[str, tuple[str, str]]:
+    """canonical name -> (version, content digest) of each pip distribution in the env whose RECORD
+    could be read: what a snapshot records as what each distribution's files must be."""
+    env = Path(os.path.abspath(str(env)))
+    return {d.name: (d.version, d.content) for d in _pip_dists(env) if d.content is not None}
+
+
+@dataclass
+class _Seen:
+    """One distribution's findings while the check runs (each item with its RECORD row's index)."""
+
+    missing: list[str] = field(default_factory=list)
+    changed: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    dist: int
+    row: int
+    f: Expected
+    path: str
+    st: os.stat_result
+
+
+def _stat_dist(prefix: str, dist: DistFiles, full: bool, seen: _Seen) -> list[tuple[int, Expected, str,
+                                                                                      os.stat_result]]:
+    """stat() each file of one distribution: missing and resized ones go to `seen`; returns the
+    files whose sha256 must be compared (row index, row, path, stat)."""
+    out = []
+    for i, f in enumerate(dist.files):
+        full_path = prefix + f.rel
+        try:
+            st = os.stat(full_path)
+        except OSError:
+            seen.missing.append(f.rel)
+            continue
+        if not S_ISREG(st.st_mode):
+            seen.missing.append(f.rel)
+            continue
+        if f.size is not None and st.st_size != f.size:
+            seen.changed.append((i, f"{f.rel} (size {st.st_size}, recorded {f.size})"))
+            continue
+        if f.sha256 is not None and (full or f.rel.endswith(".so") or ".so." in f.rel):
+            out.append((i, f, full_path, st))
+    return out
+
+
+def _other_build(dist: DistFiles, expected: Optional[Mapping[str, tuple[str, str]]]) -> Optional[bool]:
+    """True: the snapshot records another build of this version; False: the same; None: unknown."""
+    want = expected.get(dist.name) if expected is not None and not dist.name.startswith("conda:") else None
+    if want is None or want[0] != dist.version:
+        return None
+    return dist.content != want[1]
+
+
+def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None, *,
+                    expected: Optional[Mapping[str, tuple[str, str]]] = None,
+                    trusted: Optional[Mapping[str, list[Any]]] = None,
+                    progress: Optional[HashProgress] = None, threads: Optional[int] = None) -> InstalledCheck:
+    """Every distribution's files against its record. `cache`: where remembered hashes live.
+    expected: canonical name -> (version, content digest) from the snapshot (None: it has none).
+    trusted (with full): written_since()'s files, taken back by identity instead of read again.
+    progress: (files, bytes) hashed so far, of how many; threads: env/hashing.workers() by default."""
     env = Path(os.path.abspath(str(env)))
     envs = str(env)
     hashes = HashCache(cache)
     if full:  # --full takes nothing back (every RECORD read, every directory listed); what it read stays for later
         hashes.records_old, hashes.dirs_old = {}, {}
+        hashes.trusted = dict(trusted or {})
     memo = hashes
     pip = list(_pip_dists(env, memo))
     conda = list(_conda_dists(env))
@@ -450,42 +600,48 @@ def check_installed(env: Path, full: bool = False, cache: Optional[Path] = None)
     listed = listed_by_dir({f.rel for d in dists for f in d.files})
     # Clean directories are taken back only while every record is what it was (conda's are not remembered).
     reuse = memo is not None and memo.records_parsed == 0 and not conda
-    problems: list[DistProblem] = []
-    n_files = n_hashed = 0
-    claimed: set[str] = set()
     prefix = envs + "/"
-    for dist in dists:
-        missing: list[str] = []
-        changed: list[str] = [f"{o} (outside the env: not checked)" for o in dist.outside]
-        for f in dist.files:
-            full_path = prefix + f.rel
-            n_files += 1
-            try:
-                st = os.stat(full_path)
-            except OSError:
-                missing.append(f.rel)
-                continue
-            if not S_ISREG(st.st_mode):
-                missing.append(f.rel)
-                continue
-            if f.size is not None and st.st_size != f.size:
-                changed.append(f"{f.rel} (size {st.st_size}, recorded {f.size})")
-                continue
-            if f.sha256 is not None and (full or f.rel.endswith(".so") or ".so." in f.rel):
-                n_hashed += 1
-                try:
-                    if not same_digest(f.sha256, hashes.sha256(full_path, f.rel, st, remembered=not full)):
-                        changed.append(f"{f.rel} (sha256 differs from the record)")
-                except OSError as exc:
-                    changed.append(f"{f.rel} (unreadable: {exc.strerror})")
+    seen = [_Seen() for _ in dists]
+    jobs: list[_Job] = []
+    n_files = n_hashed = 0
+    for d, dist in enumerate(dists):
+        n_files += len(dist.files)
+        for i, f, full_path, st in _stat_dist(prefix, dist, full, seen[d]):
+            n_hashed += 1
+            digest = hashes.known(f.rel, st, remembered=not full)
+            if digest is None:
+                jobs.append(_Job(d, i, f, full_path, st))
+            elif f.sha256 is not None and not same_digest(f.sha256, digest):
+                seen[d].changed.append((i, f"{f.rel} (sha256 differs from the record)"))
+    results = hash_files([(j.path, j.st.st_size) for j in jobs], threads, progress)
+    for job, got in zip(jobs, results):
+        if isinstance(got, OSError):
+            seen[job.dist].changed.append((job.row, f"{job.f.rel} (unreadable: {got.strerror or got})"))
+            continue
+        hashes.remember(job.f.rel, job.st, got)
+        if job.f.sha256 is not None and not same_digest(job.f.sha256, got):
+            seen[job.dist].changed.append((job.row, f"{job.f.rel} (sha256 differs from the record)"))
+    problems: list[DistProblem] = []
+    claimed: set[str] = set()
+    n_builds = 0
+    unknown: list[str] = []
+    for d, dist in enumerate(dists):
+        other = _other_build(dist, expected)
+        if other is None and not dist.name.startswith("conda:"):
+            unknown.append(dist.name)
+        n_builds += other is not None
+        changed = [f"{o} (outside the env: not checked)" for o in dist.outside]
+        changed += [text for _, text in sorted(seen[d].changed)]
         roots = [r for r in dist.roots if r not in claimed]
         claimed.update(roots)
         added = _added(envs, roots, listed, memo, reuse) if roots else []
-        if missing or changed or added:
-            problems.append(DistProblem(dist.name, dist.version, dist.record, tuple(missing), tuple(changed),
-                                        tuple(added)))
+        if seen[d].missing or changed or added or other:
+            problems.append(DistProblem(dist.name, dist.version, dist.record, tuple(seen[d].missing), tuple(changed),
+                                        tuple(added), other_build=bool(other)))
     hashes.save()
-    return InstalledCheck(tuple(problems), len(dists), n_files, n_hashed, full)
+    return InstalledCheck(tuple(problems), len(dists), n_files, n_hashed, full, n_builds, tuple(sorted(unknown)),
+                          sum(j.st.st_size for j in jobs), len(jobs))
 
 
-__all__ = ["DistProblem", "InstalledCheck", "check_installed", "is_library", "recorded_files", "remember_installed"]
+__all__ = ["DistProblem", "InstalledCheck", "builds", "check_installed", "is_library", "recorded_files",
+           "remember_installed", "written_since"]

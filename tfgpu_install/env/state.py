@@ -62,3 +62,13 @@ def _env_named_in(f: Path) -> Optional[str]:
     except (OSError, ValueError, AttributeError):
         return None
     return None
+
+
+def hash_cache(ctx: Context, env: Path) -> Path:
+    """Where the file check remembers digests by identity (env/integrity.HashCache)."""
+    return env_state_dir(ctx, env) / "file-hashes.json"
+
+
+def written_list(ctx: Context, env: Path) -> Path:
+    """Where an install lists the files it wrote from hash-checked wheels (integrity.written_since)."""
+    return env_state_dir(ctx, env) / "installed-files.json"

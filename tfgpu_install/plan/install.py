@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.plan.options import InstallOptions
@@ -11,9 +11,12 @@ from tfgpu_install.resolver.model import Resolution
 from tfgpu_install.steps.base import Step
 
 
-def build_steps(resolution: Resolution, options: InstallOptions, facts: Optional[Facts] = None) -> list[Step]:
+def build_steps(resolution: Resolution, options: InstallOptions, facts: Optional[Facts] = None,
+                expected: Optional[Mapping[str, tuple[str, str]]] = None) -> list[Step]:
     """The ordered steps for this resolution: env.create, packages.install, libraries.check,
     [cudnn.*], activation.write, [shell-rc.write], [ldconfig.system], verify.run, snapshot.record.
+    expected: what each distribution's files must be by the env's known-good snapshot (a re-run
+    reinstalls another build of the same version; snapshot.model.known_builds).
 
     Pure: it builds step objects and runs nothing. Rollback rebuilds the same list from the
     journaled plan (plan/journaled.py) to find each step's undo."""
@@ -53,7 +56,7 @@ def build_steps(resolution: Resolution, options: InstallOptions, facts: Optional
     steps += [
         CreateEnv(target, choice.python, Path(base_python) if base_python else None, seed_pip=options.seed_pip,
                   channel=options.conda_channel),
-        InstallPackages.from_choice(target, choice, options),
+        InstallPackages.from_choice(target, choice, options, expected),
     ]
     cuda_steps, cuda_libs = _system_cuda_steps(choice, options, target.path)
     steps += cuda_steps

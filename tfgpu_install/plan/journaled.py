@@ -28,7 +28,8 @@ class RestoreRecord:
 
     def to_json(self) -> dict[str, object]:
         return {"snapshot": self.snapshot, "require_hashes": self.require_hashes, "offline": self.offline,
-                "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages]}
+                "packages": [{"name": p.name, "version": p.version, "hashes": list(p.hashes),
+                              **({"content": p.content} if p.content else {})} for p in self.packages]}
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ def read_plan(data: object) -> Optional[JournaledPlan]:
 def _restore(raw: Any) -> Optional[RestoreRecord]:
     if not isinstance(raw, dict):
         return None
-    pkgs = tuple(Package(str(p["name"]), str(p["version"]), tuple(p.get("hashes") or ()))
+    pkgs = tuple(Package(str(p["name"]), str(p["version"]), tuple(p.get("hashes") or ()),
+                         str(p["content"]) if p.get("content") else None)  # the build (env/builds.py)
                  for p in raw.get("packages") or ())
     return RestoreRecord(str(raw.get("snapshot") or ""), bool(raw.get("require_hashes")), str(raw.get("offline") or ""),
                          pkgs)

@@ -41,6 +41,7 @@ def restore_steps(resolution: Resolution, options: InstallOptions, packages: Seq
         find_links=[u for u in extra.get("find_links", "").split() if u],
         no_index=bool(extra.get("no_index")),
         full_check=True,  # the same versions are not enough: the same bytes (code swapped in place)
+        expected={p.key: (p.version, p.content) for p in packages if p.content},  # and the recorded builds
     )
     conda = _pinned_conda_cuda(choice, options, target.path)
     lib_dirs = [target.path / "lib"] if conda else []

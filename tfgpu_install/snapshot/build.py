@@ -13,7 +13,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.snapshot.document import Verification
 from tfgpu_install.snapshot.envstate import EnvState, capture
-from tfgpu_install.snapshot.model import EnvRecord, HostContract, RecordedResolution, Snapshot, new_id, now_iso
+from tfgpu_install.snapshot.model import EnvRecord, HostContract, Package, RecordedResolution, Snapshot, new_id, now_iso
 
 
 def host_contract(facts: Optional[Facts]) -> HostContract:
@@ -44,7 +44,7 @@ def build(
 ) -> Snapshot:
     env = Path(os.path.abspath(str(env)))
     state = state or capture(env)
-    packages = state.packages
+    packages = with_builds(env, state.packages)
     notes: list[str] = []
     if hashes and packages:
         from tfgpu_install.snapshot.pylock import compile_lock, with_hashes
@@ -70,6 +70,21 @@ def build(
         tool=f"tfgpu-install {__version__}",
         notes=tuple(notes),
     )
+
+
+def with_builds(env: Path, packages: tuple[Package, ...]) -> tuple[Package, ...]:
+    """Each package with what its installed files must be (env/builds.py: its RECORD's digest, as
+    the env holds it now: the known-good record is taken right after the install and its check)."""
+    from dataclasses import replace
+
+    from tfgpu_install.env.integrity import builds
+
+    found = builds(env)
+    out = []
+    for p in packages:
+        got = found.get(p.key)
+        out.append(replace(p, content=got[1]) if got is not None and got[0] == p.version else p)
+    return tuple(out)
 
 
 def conda_pins(env: Path) -> Optional[tuple[CondaRecord, ...]]:

@@ -29,6 +29,9 @@ class Package:
     name: str
     version: str
     hashes: tuple[str, ...] = ()  # "sha256:<hex>" of the files this version is published as
+    # What its installed files must be: "sha256:<hex>" over its RECORD (env/builds.py), taken when
+    # the snapshot was; None in snapshots older than that (the build is then unknown, not "identical").
+    content: Optional[str] = None
 
     @property
     def key(self) -> str:
@@ -132,6 +135,12 @@ class Snapshot:
     def package_map(self) -> dict[str, Package]:
         return {p.key: p for p in self.packages}
 
+    def builds(self) -> Optional[dict[str, tuple[str, str]]]:
+        """canonical name -> (version, content digest): what each package's files must be (the file
+        check's `expected`); None when the snapshot records no build at all (older than that)."""
+        found = {p.key: (p.version, p.content) for p in self.packages if p.content}
+        return found or None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["env"] = self.env.to_json()
@@ -139,7 +148,8 @@ class Snapshot:
         d["verification"] = self.verification.to_json() if self.verification is not None else None
         d["host"]["gpus"] = [dict(g) for g in self.host.gpus]
         d["packages"] = [
-            {"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in self.packages
+            {"name": p.name, "version": p.version, "hashes": list(p.hashes),
+             **({"content": p.content} if p.content else {})} for p in self.packages
         ]
         d["files"] = [asdict(f) for f in self.files]
         d["notes"] = list(self.notes)

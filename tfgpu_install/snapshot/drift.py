@@ -46,9 +46,10 @@ def _packages(a: Sequence[Package], b: Sequence[Package]) -> tuple[tuple[str, ..
     added = tuple(new[k].requirement() for k in sorted(new.keys() - old.keys()))
     removed = tuple(old[k].requirement() for k in sorted(old.keys() - new.keys()))
     changed = tuple(
-        f"{new[k].name}: {old[k].version} -> {new[k].version}"
+        f"{new[k].name}: {old[k].version} -> {new[k].version}" if old[k].version != new[k].version
+        else f"{new[k].name} {new[k].version}: another build (other files than recorded)"
         for k in sorted(old.keys() & new.keys())
-        if old[k].version != new[k].version
+        if old[k].version != new[k].version or (old[k].content and new[k].content and old[k].content != new[k].content)
     )
     return added, removed, changed
 

@@ -172,3 +172,14 @@ def latest_for_env(state_dir: Path, env: Path, kind: str = "known-good",
         if s.kind == kind and os.path.abspath(s.env.path or "") == target
     ]
     return found[-1] if found else None
+
+
+def known_builds(state_dir: Path, env: Path) -> Optional[dict[str, tuple[str, str]]]:
+    """What each distribution's files must be in `env` (Snapshot.builds()) by its latest known-good
+    snapshot; None for an env without one (a new env: nothing to compare, the store is not read)."""
+    import os
+
+    if not os.path.isdir(env):
+        return None
+    found = latest_for_env(state_dir, env)
+    return found[1].builds() if found else None

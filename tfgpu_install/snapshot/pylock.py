@@ -112,5 +112,5 @@ def with_hashes(packages: Sequence[Package], lock: Lock) -> tuple[Package, ...]:
     out = []
     for p in packages:
         entry = lock.packages.get(p.key)
-        out.append(Package(p.name, p.version, wheel_hashes(entry) if entry else p.hashes))
+        out.append(Package(p.name, p.version, wheel_hashes(entry) if entry else p.hashes, p.content))
     return tuple(out)

@@ -35,10 +35,10 @@ def _verification(ctx: Context, env: Path, res: Optional[UndoRecord]) -> Optiona
 def _refuse_damaged(ctx: Context, env: Path) -> None:
     """Never bless a damaged env: its installed files must match their records now."""
     from tfgpu_install.env.integrity import check_installed
-    from tfgpu_install.env.state import env_state_dir
+    from tfgpu_install.env.state import hash_cache
     from tfgpu_install.errors import StepFailed
 
-    found = check_installed(env, cache=env_state_dir(ctx, env) / "file-hashes.json")
+    found = check_installed(env, cache=hash_cache(ctx, env))
     if found.clean:
         return
     lines = found.lines()

@@ -379,8 +379,10 @@ def _package(c: Check, node: Node, path: str) -> Package:
     hashes = [c.typed(h, f"{path}.hashes[{i}]", "sha256") or ""
               for i, h in enumerate(c.seq(m["hashes"], f"{path}.hashes", "a list of strings"))] \
         if "hashes" in m and m["hashes"].value is not None else []
+    # what its files must be (env/builds.py); absent in older snapshots
+    content = c.typed(m["content"], f"{path}.content", "sha256") if _present(m, "content") else None
     return Package(c.typed(m["name"], f"{path}.name", "project") or "",
-                   c.typed(m["version"], f"{path}.version", "version") or "", tuple(hashes))
+                   c.typed(m["version"], f"{path}.version", "version") or "", tuple(hashes), content)
 
 
 def _relative(c: Check, node: Node, path: str) -> str:

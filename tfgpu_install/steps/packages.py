@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -162,6 +163,11 @@ def index_flags(
     return args
 
 
+# Files the installer writes get a ctime from the kernel's coarse clock, which may lag time_ns() by
+# a tick: "written since" starts a little earlier (a file of ours written just before is rewritten anyway).
+_CLOCK_SLACK_NS = 50_000_000
+
+
 class InstallPackages(Step):
     id = "packages.install"
     needs = ("env.create",)
@@ -178,11 +184,15 @@ class InstallPackages(Step):
         find_links: Sequence[str] = (),
         no_index: bool = False,
         full_check: bool = False,
+        expected: Optional[Mapping[str, tuple[str, str]]] = None,
     ) -> None:
         """hashes: canonical name -> ["sha256:..."]. require_hashes: pass --require-hashes
         (default: when every requirement has hashes, i.e. the pins are a complete lock).
         full_check: every installed file hashed against its RECORD (a restore: code swapped at
-        the same version is reinstalled), not only sizes and the shared libraries."""
+        the same version is reinstalled), not only sizes and the shared libraries.
+        expected: canonical name -> (version, content digest) from a snapshot (env/builds.py): a
+        distribution of that version whose RECORD is another build is reinstalled, and one still
+        another build after the install fails the step (the index served other bytes)."""
         self.env = env
         self.requirements = list(requirements)
         # PEP 503 names without `packaging` (its import is ~10 ms of every `plan`, which builds
@@ -194,9 +204,11 @@ class InstallPackages(Step):
         self.find_links = list(find_links)
         self.no_index = no_index
         self.full_check = full_check
+        self.expected = dict(expected or {})
 
     @classmethod
-    def from_choice(cls, env: TargetEnv, choice: Any, options: Any = None) -> "InstallPackages":
+    def from_choice(cls, env: TargetEnv, choice: Any, options: Any = None,
+                    expected: Optional[Mapping[str, tuple[str, str]]] = None) -> "InstallPackages":
         """From a resolver Choice and the InstallOptions (index_url; extra["find_links"],
         extra["extra_index_url"], extra["no_index"] for mirrors and offline wheelhouses)."""
         extra: Mapping[str, str] = getattr(options, "extra", None) or {}
@@ -211,6 +223,7 @@ class InstallPackages(Step):
             extra_index_urls=[u for u in extra.get("extra_index_url", "").split() if u],
             find_links=[u for u in extra.get("find_links", "").split() if u],
             no_index=truthy(extra.get("no_index")),
+            expected=expected,
         )
 
     def describe(self) -> str:
@@ -237,13 +250,36 @@ class InstallPackages(Step):
         """Distributions whose installed files no longer match their RECORD (a file missing,
         resized, a shared library changed): the versions are right, the bytes are not."""
         from tfgpu_install.env.integrity import check_installed
-        from tfgpu_install.env.state import env_state_dir
+        from tfgpu_install.env.state import hash_cache
 
         if not self.env.path.is_dir():
             return []
-        found = check_installed(self.env.path, full=self.full_check,
-                                cache=env_state_dir(ctx, self.env.path) / "file-hashes.json")
+        found = check_installed(self.env.path, full=self.full_check, cache=hash_cache(ctx, self.env.path),
+                                expected=self.expected or None)
         return found.names()
+
+    def _verified_names(self, tool: str, use_hashes: bool) -> set[str]:
+        """The distributions whose wheel's sha256 the installer checks in this run."""
+        return {n for n, h in self.hashes.items() if h and (use_hashes or tool == "uv")}
+
+    def _refuse_other_builds(self) -> None:
+        """After the install: every distribution the snapshot describes is its recorded build."""
+        from tfgpu_install.env.integrity import builds
+
+        if not self.expected:
+            return
+        now = builds(self.env.path)
+        other = sorted(f"{n} {v}" for n, (v, content) in self.expected.items()
+                       if n in now and now[n][0] == v and now[n][1] != content)
+        if other:
+            raise DownloadError(
+                f"the installed {', '.join(other[:5])} {'is' if len(other) == 1 else 'are'} another build than "
+                "the snapshot recorded (the same version with other files): the index or a cache served other "
+                "bytes for that version",
+                hint="install from the index the snapshot was taken with (--index-url) or from its bundle "
+                "(`snapshot bundle`, then restore --offline); the step is undone",
+                ref="other-build",
+            )
 
     # the installer command ----------------------------------------------------------------
 
@@ -340,6 +376,7 @@ class InstallPackages(Step):
         if damaged:  # the same versions again, from the (hashed) pins: the recorded bytes back
             argv += ([a for n in damaged for a in ("--reinstall-package", n)] if tool == "uv"
                      else ["--force-reinstall"])
+        since_ns = time.time_ns() - _CLOCK_SLACK_NS
         shown = InstallProgress(ctx.progress, f"installing {len(self.requirements)} requirements with {tool}")
         shown.start()
         donor = None
@@ -359,10 +396,12 @@ class InstallPackages(Step):
                 hint="run again; if it persists, report it with the output of --debug",
             )
         after = installed_versions(self.env, have)
+        self._refuse_other_builds()
         from tfgpu_install.env.integrity import remember_installed
-        from tfgpu_install.env.state import env_state_dir
+        from tfgpu_install.env.state import hash_cache, written_list
 
-        remember_installed(self.env.path, env_state_dir(ctx, self.env.path) / "file-hashes.json")
+        remember_installed(self.env.path, hash_cache(ctx, self.env.path), since_ns=since_ns,
+                           verified=self._verified_names(tool, use_hashes), written=written_list(ctx, self.env.path))
         if donor is not None:
             from tfgpu_install.steps.bytecode import link_from
 
