@@ -4,8 +4,10 @@ Dockerfile lines), and the OCI layout writer/reader (a hostile base layout is re
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +111,75 @@ def test_resolution_added_is_typed_in_the_schema() -> None:
     bad = S.dumps(snap).replace("- rich", "- {evil: 1}")
     with pytest.raises(BadInputError, match=r"resolution\.added\[1\]"):
         S.loads(bad)
+
+
+def _repack(layout: Path, change: Any) -> None:
+    """The layout's image config changed by `change(config)` (in place), with a new config blob,
+    manifest and index naming it: a well-formed layout whose config holds what the test put there."""
+    import hashlib
+
+    def put(doc: Any) -> str:
+        data = json.dumps(doc).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        (layout / "blobs" / "sha256" / digest).write_bytes(data)
+        return f"sha256:{digest}"
+
+    index = json.loads((layout / "index.json").read_text())
+    entry = index["manifests"][0]
+    manifest = json.loads((layout / "blobs" / "sha256" / entry["digest"].split(":")[1]).read_text())
+    config = json.loads((layout / "blobs" / "sha256" / manifest["config"]["digest"].split(":")[1]).read_text())
+    change(config)
+    manifest["config"]["digest"] = put(config)
+    entry["digest"] = put(manifest)
+    (layout / "index.json").write_text(json.dumps(index))
+
+
+def _set(key: str, value: Any) -> Any:
+    return lambda c: c.__setitem__(key, value)
+
+
+@pytest.mark.parametrize("change, what", [
+    (_set("config", ["Env"]), "'config' is not a mapping"),
+    (_set("history", {"created_by": "x"}), "'history' is not a list"),
+    (_set("rootfs", "layers"), "'rootfs' is not a mapping"),
+    (lambda c: c["config"].__setitem__("Env", "PATH=/bin"), "config.Env is not a list of strings"),
+    (lambda c: c["config"].__setitem__("Labels", ["a"]), "config.Labels"),
+    (lambda c: c["rootfs"]["diff_ids"].append("sha256:" + "0" * 64), "2 layer diff_ids, its manifest 1"),
+    (_set("architecture", 7), "'architecture' is not a string"),
+])
+def test_a_malformed_base_config_is_refused_when_it_is_read(tmp_path: Path, change: Any, what: str) -> None:
+    """Issue #39 item 17: read_base (which `snapshot image` calls before the bundle work) refuses each
+    with BAD_INPUT; before, write_image met them after the bundle was made (exit 1)."""
+    layout = _layout(tmp_path)
+    assert oci.read_base(layout, "base").config["config"]["Env"]  # control: the untouched layout reads
+    _repack(layout, change)
+    with pytest.raises(BadInputError, match=re.escape(what)):
+        oci.read_base(layout, "base")
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "longer than its descriptor"])
+def test_a_base_layer_that_is_not_its_file_is_refused_not_read_for_ever(tmp_path: Path, kind: str) -> None:
+    """Issue #39 item 14: a layer blob that links to /dev/zero (or is a FIFO, or has grown) was
+    copied without limit; now it is refused (a link is not followed, the size must be the
+    descriptor's). Guarded by an alarm: the broken version hangs."""
+    import os
+    import signal
+
+    layout = _layout(tmp_path)
+    base = oci.read_base(layout, "base")
+    oci.write_image(tmp_path / "control", base, tmp_path / "tree", {}, ["true"], "t", created_by="test")
+    blob = layout / "blobs" / "sha256" / base.layers[0].digest.split(":")[1]
+    blob.unlink()
+    if kind == "fifo":
+        os.mkfifo(blob)
+    elif kind == "link to /dev/zero":
+        os.symlink("/dev/zero", blob)
+    else:
+        blob.write_bytes(b"\0" * (base.layers[0].size + 1))
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail(f"{kind}: still reading after 20 s"))
+    signal.alarm(20)
+    try:
+        with pytest.raises(BadInputError, match="layer sha256:"):
+            oci.write_image(tmp_path / "out", base, tmp_path / "tree", {}, ["true"], "t", created_by="test")
+    finally:
+        signal.alarm(0)

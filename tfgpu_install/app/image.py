@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -62,10 +61,12 @@ def image(ctx: Context, req: ImageRequest) -> Result:
         base = oci.read_base(layout, tag)
     if not oci.REF.match(req.tag):
         raise UsageError(f"--tag {req.tag!r} is not a plain name", "use letters, digits, '.', '_', '-'")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    stage = Path(tempfile.mkdtemp(prefix="tfgpu-image-"))
-    try:
+    from tfgpu_install.snapshot.partial import building
+
+    # The build dir (and the layer's staging tree inside it) is locked while this runs: a killed run's
+    # is removed by the next one beside DIR (snapshot/partial.py).
+    with building(out) as tmp:
+        stage = tmp / ".stage"
         manifest = bundle.make(ctx, snap, tmp / "bundle", index_url=req.index_url)
         checks = tmp / "gpucheck"
         checks.mkdir()
@@ -82,14 +83,10 @@ def image(ctx: Context, req: ImageRequest) -> Result:
                                 labels={"org.tfgpu-install.snapshot": snap.id,
                                         "org.tfgpu-install.tensorflow": spec.tensorflow})
             layer_note = f"{len(m['layers'])} layers ({len(base.layers)} from the base)"
+        shutil.rmtree(stage, ignore_errors=True)
         if out.is_dir():
             out.rmdir()
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
     data: dict[str, Any] = {"path": str(out), "snapshot": snap.id, "base": spec.base,
                             "dockerfile": str(out / "Dockerfile"),
                             "bundle": str(out / "bundle"), "wheels": len(manifest["files"]) - 2,

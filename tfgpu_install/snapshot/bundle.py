@@ -1,7 +1,8 @@
 """Offline bundles: every wheel a snapshot needs, hash-checked, for a machine without internet.
 
-Layout of DIR (written to a temp dir beside it and renamed into place, so a failed or
-killed bundle leaves nothing that looks complete):
+Layout of DIR (written to a build dir beside it and renamed into place, so a failed or
+killed bundle leaves nothing that looks complete; a killed one's build dir is removed by the
+next bundle or image beside it: snapshot/partial.py):
 
     DIR/snapshot.yaml       the snapshot
     DIR/requirements.txt    its pins with --hash lines (what pip downloaded)
@@ -18,9 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -117,9 +116,9 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not empty", "give -o a new or empty directory", ref="bundle-exists")
     py = _python(snap)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
+    from tfgpu_install.snapshot.partial import building
+
+    with building(out) as tmp:
         atomic_write(tmp / SNAPSHOT, dumps(snap))
         atomic_write(tmp / "requirements.txt", requirements_txt(snap))
         argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "-q",
@@ -153,9 +152,6 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
         if out.is_dir():
             out.rmdir()  # empty (checked above); rename needs it gone
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

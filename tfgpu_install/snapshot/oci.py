@@ -8,6 +8,7 @@ hashed while they are copied. Layers are written deterministically (sorted, mtim
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -106,23 +107,81 @@ def read_base(layout: Path, ref: Optional[str] = None) -> BaseImage:
             raise _bad("a layer descriptor is damaged")
         _blob_path(layout, item.get("digest"))
         layers.append(Blob(str(item["digest"]), int(item["size"]), str(item.get("mediaType") or LAYER)))
-    if not isinstance(config, dict):
-        raise _bad("the image config is not a mapping")
+    _check_config(config, len(layers))
     return BaseImage(layout, config, tuple(layers))
 
 
+def _check_config(config: Any, layers: int) -> None:
+    """The base image config's fields this tool reads or extends, of the types the OCI image spec
+    gives them (checked before any bundle work: a list for `config` was an internal error after it)."""
+    if not isinstance(config, dict):
+        raise _bad("the image config is not a mapping")
+    cfg = config.get("config")
+    if cfg is not None:
+        if not isinstance(cfg, dict):
+            raise _bad("the image config's 'config' is not a mapping")
+        for key in ("Env", "Cmd", "Entrypoint"):
+            if cfg.get(key) is not None and not _strings(cfg[key]):
+                raise _bad(f"the image config's config.{key} is not a list of strings")
+        labels = cfg.get("Labels")
+        if labels is not None and not (isinstance(labels, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+            raise _bad("the image config's config.Labels is not a mapping of strings")
+    history = config.get("history")
+    if history is not None and not (isinstance(history, list) and all(isinstance(h, dict) for h in history)):
+        raise _bad("the image config's 'history' is not a list of mappings")
+    rootfs = config.get("rootfs")
+    if rootfs is not None:
+        diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+        if not isinstance(diff_ids, list) or not all(isinstance(d, str) and DIGEST.match(d) for d in diff_ids):
+            raise _bad("the image config's 'rootfs' is not a mapping with a list of sha256 diff_ids")
+        if len(diff_ids) != layers:
+            raise _bad(f"the image config lists {len(diff_ids)} layer diff_ids, its manifest {layers} layers")
+    for key in ("architecture", "os"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise _bad(f"the image config's '{key}' is not a string")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _open_blob(layout: Path, blob: Blob) -> int:
+    """The blob file, opened without following a link, which must be a regular file of the size its
+    descriptor gives (a link to /dev/zero or a FIFO would be read for ever)."""
+    path = _blob_path(layout, blob.digest)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "a link (blobs must be files)" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise _bad(f"cannot read layer {blob.digest[:19]}...: {why}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size != blob.size:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else \
+            f"{st.st_size} bytes, its descriptor says {blob.size}"
+        raise _bad(f"layer {blob.digest[:19]}...: {what}")
+    return fd
+
+
 def _copy_blob(src_layout: Path, blob: Blob, dest_layout: Path) -> None:
-    src = _blob_path(src_layout, blob.digest)
     dst = _blob_path(dest_layout, blob.digest)
     h = hashlib.sha256()
+    fd = _open_blob(src_layout, blob)
+    left = blob.size
     try:
-        with open(src, "rb") as fin, open(dst, "wb") as fout:
-            for chunk in iter(lambda: fin.read(1 << 20), b""):
+        with os.fdopen(fd, "rb") as fin, open(dst, "wb") as fout:
+            while left > 0:  # never more than the descriptor's size, whatever the file does meanwhile
+                chunk = fin.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
                 h.update(chunk)
                 fout.write(chunk)
     except OSError as exc:
+        dst.unlink(missing_ok=True)
         raise _bad(f"cannot copy layer {blob.digest[:19]}: {exc.strerror or exc}") from None
-    if "sha256:" + h.hexdigest() != blob.digest:
+    if left or "sha256:" + h.hexdigest() != blob.digest:
         dst.unlink(missing_ok=True)
         raise _bad(f"layer {blob.digest[:19]}... does not match its digest")
 
