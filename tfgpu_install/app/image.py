@@ -33,6 +33,7 @@ class ImageRequest:
     base_layout: Optional[str] = None  # DIR or DIR:TAG of a local OCI layout (with --oci)
     tag: str = "latest"
     index_url: Optional[str] = None
+    bundle: Optional[str] = None  # an existing bundle to take the wheels from (--bundle DIR)
 
 
 def _layout_ref(text: str) -> tuple[Path, Optional[str]]:
@@ -63,11 +64,14 @@ def image(ctx: Context, req: ImageRequest) -> Result:
         raise UsageError(f"--tag {req.tag!r} is not a plain name", "use letters, digits, '.', '_', '-'")
     from tfgpu_install.snapshot.partial import building
 
+    # verified against its manifest by bundle.make before anything is built (a bad one: nothing left)
+    sources = [Path(os.path.abspath(os.path.expanduser(req.bundle)))] if req.bundle else []
+
     # The build dir (and the layer's staging tree inside it) is locked while this runs: a killed run's
     # is removed by the next one beside DIR (snapshot/partial.py).
     with building(out) as tmp:
         stage = tmp / ".stage"
-        manifest = bundle.make(ctx, snap, tmp / "bundle", index_url=req.index_url)
+        manifest = bundle.make(ctx, snap, tmp / "bundle", index_url=req.index_url, sources=sources)
         checks = tmp / "gpucheck"
         checks.mkdir()
         for f in sorted(CHECK_SCRIPT.parent.glob("*.py")):
@@ -90,6 +94,7 @@ def image(ctx: Context, req: ImageRequest) -> Result:
     data: dict[str, Any] = {"path": str(out), "snapshot": snap.id, "base": spec.base,
                             "dockerfile": str(out / "Dockerfile"),
                             "bundle": str(out / "bundle"), "wheels": len(manifest["files"]) - 2,
+                            "made_from": manifest.get("made_from"),
                             "oci": str(out / "oci") if base is not None else None, "tag": req.tag,
                             "env": spec.env(), "verify": spec.verify_argv()}
     items = [f"build: podman build -t tf-{spec.tensorflow} {out}   (base {spec.base})"]

@@ -325,11 +325,13 @@ def bundle(ctx: Context, req: BundleRequest) -> Result:
     out = Path(os.path.abspath(req.output))
     manifest = bundle_mod.make(ctx, snap, out, index_url=req.index_url)
     wheels = sorted(k for k in manifest["files"] if k.startswith("wheels/"))
+    made = manifest.get("made_from") or {}
     blocks: list[Block] = [
         Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
              f"({', '.join(manifest['platforms'])})", "ok"),
+        Text(bundle_mod.sources_line(made), "dim"),
         Text("on the offline machine: "
              f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', str(out), '--offline', str(out))}`"),
     ]
-    return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json")},
-                  blocks)
+    return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json"),
+                   "made_from": made}, blocks)

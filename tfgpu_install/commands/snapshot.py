@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     im.add_argument("--tag", default="latest", help="with --oci: the image's name in the layout")
     im.add_argument("--index-url", metavar="URL", type=argtypes.url,
                     help="package index for the wheels (default: as pip/uv are set)")
+    im.add_argument("--bundle", metavar="DIR", type=non_empty,
+                    help="take the wheels from this bundle (`snapshot bundle`), verified against its manifest and "
+                    "the snapshot's hashes; only what it lacks is fetched")
     for sp in (ex, re_, ls, sh, df, bu, im):
         sp.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
         sp.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         from tfgpu_install.app.image import ImageRequest, image
 
         return image(ctx, ImageRequest(file=args.file, output=args.output, base=args.base, oci=args.oci,
-                                       base_layout=args.base_layout, tag=args.tag, index_url=args.index_url))
+                                       base_layout=args.base_layout, tag=args.tag, index_url=args.index_url,
+                                       bundle=args.bundle))
     if args.snapshot_command == "export":
         return snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
             env=args.env, output=args.output, format=args.format, no_hashes=args.no_hashes, index_url=args.index_url,

@@ -9,9 +9,11 @@ next bundle or image beside it: snapshot/partial.py):
     DIR/wheels/*.whl        one wheel per package, for the snapshot's Python and platform
     DIR/manifest.json       sha256 of each file above (checked before an offline restore)
 
-The wheels come from the pip of the tool's own interpreter (independent of any env), with
---require-hashes and --platform/--python-version set to the snapshot's, so a bundle made
-on one machine installs on the snapshot's kind of machine.
+The wheels come from what this machine has already (another bundle, the tool's wheel store, uv's
+cache: snapshot/wheelsource.py), each proven to be the recorded build; only the rest is fetched,
+by the pip of the tool's own interpreter (independent of any env), with --require-hashes and
+--platform/--python-version set to the snapshot's, so a bundle made on one machine installs on
+the snapshot's kind of machine.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.errors import BadInputError, DownloadError, UsageError
 from tfgpu_install.files import atomic_write, sha256_file
 from tfgpu_install.guard.shellquote import command
-from tfgpu_install.snapshot.model import Snapshot, dumps, now_iso
+from tfgpu_install.snapshot.model import Package, Snapshot, dumps, now_iso
 
 MANIFEST = "manifest.json"
 SNAPSHOT = "snapshot.yaml"
@@ -101,9 +103,14 @@ def _norm_version(v: str) -> str:
         return v
 
 
-def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = None) -> dict[str, Any]:
-    from tfgpu_install.env.tools import last_lines, tool_env
+def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = None,
+         sources: Sequence[Path] = ()) -> dict[str, Any]:
+    """The bundle of `snap` in `out`. Its wheels come from `sources` (other bundles, each verified
+    against its manifest first), the tool's wheel store, uv's cache, and only then pip download
+    (snapshot/wheelsource.py); the manifest's `made_from` says which, and how many bytes were fetched."""
+    from tfgpu_install.snapshot import wheelsource
     from tfgpu_install.snapshot.exports import requirements_txt
+    from tfgpu_install.snapshot.partial import building
 
     unhashed = [p.requirement() for p in snap.packages if not p.hashes]
     if unhashed:
@@ -116,43 +123,78 @@ def make(ctx: Context, snap: Snapshot, out: Path, index_url: Optional[str] = Non
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not empty", "give -o a new or empty directory", ref="bundle-exists")
     py = _python(snap)
-    from tfgpu_install.snapshot.partial import building
-
+    verified: dict[str, str] = {}
+    for src in sources:  # a damaged or altered bundle is refused before anything is written
+        _, m = verify(src)
+        verified.update({str(Path(src) / k): v for k, v in m["files"].items() if k.startswith(WHEELS + "/")})
     with building(out) as tmp:
-        atomic_write(tmp / SNAPSHOT, dumps(snap))
-        atomic_write(tmp / "requirements.txt", requirements_txt(snap))
-        argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "-q",
-                "--no-deps", "--require-hashes", "--only-binary=:all:", "--implementation", "cp",
-                "--python-version", py, "-r", str(tmp / "requirements.txt"), "-d", str(tmp / WHEELS)]
-        for tag in platform_tags(snap):
-            argv += ["--platform", tag]
-        if index_url:
-            argv += ["--index-url", index_url]
-        done = ctx.runner.run(argv, desc=f"download {len(snap.packages)} wheels for the bundle", env=tool_env(ctx),
-                              timeout=3600)
-        if not done.ok:
-            text = done.stderr + done.stdout
-            if "No module named pip" in text:
-                raise DownloadError("the tool's own Python has no pip, which bundles are downloaded with",
-                                    f"install pip for {sys.executable} "
-                                    f"(`{command(ctx, sys.executable, '-m', 'ensurepip')}`)",
-                                    ref="pip-missing")
-            raise DownloadError(f"pip could not download the snapshot's wheels: {last_lines(text, 6)}",
-                                "check the index is reachable (--index-url, PIP_INDEX_URL) and has wheels for "
-                                f"Python {py} on {', '.join(platform_tags(snap))}", ref="bundle-download")
-        files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
-        bad = wheel_problems(snap, {Path(k).name: v for k, v in files.items() if k.startswith(WHEELS + "/")})
+        got = wheelsource.gather(ctx, snap, tmp / WHEELS, bundles=[Path(s) / WHEELS for s in sources],
+                                 verified=verified,
+                                 download=lambda missing: _download(ctx, snap, missing, tmp, py, index_url))
+        bsnap = wheelsource.with_added_hashes(snap, got.added_hashes)
+        atomic_write(tmp / SNAPSHOT, dumps(bsnap))
+        atomic_write(tmp / "requirements.txt", requirements_txt(bsnap))
+        files = {f"{WHEELS}/{w.path.name}": w.sha256 for w in got.wheels}
+        files.update({n: sha256_file(tmp / n) for n in (SNAPSHOT, "requirements.txt")})
+        for n in sorted(set(os.listdir(tmp / WHEELS)) - {w.path.name for w in got.wheels}):
+            files[f"{WHEELS}/{n}"] = sha256_file(tmp / WHEELS / n)  # what pip fetched besides: judged below
+        bad = wheel_problems(bsnap, {Path(k).name: v for k, v in files.items() if k.startswith(WHEELS + "/")})
         if bad:
             raise DownloadError("the downloaded wheels do not match the snapshot: " + "; ".join(bad[:5]),
                                 "make the bundle from the index the snapshot was exported from (--index-url)",
                                 ref="bundle-mismatch")
         manifest = {"format": FORMAT, "snapshot_id": snap.id, "created": now_iso(), "python": py,
-                    "platforms": platform_tags(snap), "files": files}
+                    "platforms": platform_tags(snap), "files": dict(sorted(files.items())),
+                    "made_from": wheelsource.summary(got)}
         atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         if out.is_dir():
             out.rmdir()  # empty (checked above); rename needs it gone
         os.replace(tmp, out)
     return manifest
+
+
+_SOURCE_WORDS = {"bundle": "from the bundle given", "store": "from the tool's wheel store",
+                 "uv-cache": "packed again from uv's cache (every file checked against the recorded build)",
+                 "download": "downloaded"}
+
+
+def sources_line(made: dict[str, Any]) -> str:
+    """Where a bundle's wheels came from, for a person: '3 downloaded (1.2 MiB), 12 from the store'."""
+    from tfgpu_install.report import human_bytes
+
+    raw = made.get("sources")
+    sources: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    parts = [f"{n} {_SOURCE_WORDS.get(k, k)}" + (f" ({human_bytes(made.get('fetched_bytes') or 0)})"
+                                                 if k == "download" else "") for k, n in sorted(sources.items())]
+    return "wheels: " + (", ".join(parts) if parts else "none") + (
+        "; nothing fetched" if not made.get("fetched_bytes") else "")
+
+
+def _download(ctx: Context, snap: Snapshot, missing: Sequence[Package], tmp: Path, py: str,
+              index_url: Optional[str]) -> None:
+    """pip download of the packages no local source had, hash-checked, into tmp/wheels."""
+    from dataclasses import replace
+
+    from tfgpu_install.env.tools import last_lines, tool_env
+    from tfgpu_install.snapshot import wheelsource
+    from tfgpu_install.snapshot.exports import requirements_txt
+
+    reqs = tmp / ".download.txt"  # not part of the bundle: removed after
+    atomic_write(reqs, requirements_txt(replace(snap, packages=tuple(missing))))
+    argv = wheelsource.pip_download_argv(reqs, tmp / WHEELS, py, platform_tags(snap), index_url)
+    done = ctx.runner.run(argv, desc=f"download {len(missing)} wheels for the bundle", env=tool_env(ctx),
+                          timeout=3600)
+    reqs.unlink()
+    if not done.ok:
+        text = done.stderr + done.stdout
+        if "No module named pip" in text:
+            raise DownloadError("the tool's own Python has no pip, which bundles are downloaded with",
+                                f"install pip for {sys.executable} "
+                                f"(`{command(ctx, sys.executable, '-m', 'ensurepip')}`)",
+                                ref="pip-missing")
+        raise DownloadError(f"pip could not download the snapshot's wheels: {last_lines(text, 6)}",
+                            "check the index is reachable (--index-url, PIP_INDEX_URL) and has wheels for "
+                            f"Python {py} on {', '.join(platform_tags(snap))}", ref="bundle-download")
 
 
 _MANIFEST_NAME = re.compile(r"(snapshot\.yaml|requirements\.txt|wheels/[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.whl)")
