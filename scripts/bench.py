@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("ours", "uv", "pip")
-SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk", "check")
+SCENARIOS = ("cold", "warm", "noop", "restore", "plan", "disk", "check", "restore-warm", "bundle", "image")
 # --assume flags: probe + plan measured without touching a driver (the real probe is also timed)
 ASSUME = ["--assume-driver", "570.86.10", "--assume-gpu", "8.9", "--assume-glibc", "2.35"]
 
@@ -80,17 +80,27 @@ def evaluate(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     disk = ratio(med(r, "disk", "ours.second"), med(r, "disk", "ours.first"))
     restore = ratio(med(r, "restore", "ours"), med(r, "restore", "cold"))
     check = ratio(med(r, "check", "ours"), med(r, "check", "stat"))
-    check_full = ratio(med(r, "check", "ours.full"), med(r, "check", "sha256sum"))
+    # --full against as many sha256sum processes as CPUs (xargs -P); older results: one sha256sum
+    check_full = ratio(med(r, "check", "ours.full"), med(r, "check", "sha256sum.xargs") or med(r, "check", "sha256sum"))
+    restore_warm = ratio(med(r, "restore-warm", "ours"), med(r, "restore-warm", "install"))
+    restore_uv = ratio(med(r, "restore-warm", "ours"), med(r, "restore-warm", "uv"))
     rows = [
-        ("cold provision", "ours / uv", cold, 1.3),
-        ("warm provision minus verification", "(ours - its verify.run) / uv", warm, 1.5),
-        ("no-op re-run", "ours / python -c pass", noop, 3.0),
+        ("cold provision", "ours / uv", cold, 1.2),
+        ("warm provision minus verification", "(ours - its verify.run) / uv", warm, 1.2),
+        ("no-op re-run", "ours / python -c pass", noop, 2.0),
         ("probe + plan", "ours / python -c pass", plan, 5.0),
         ("probe + plan (real probe)", "ours / python -c pass", probed, 6.0),
         ("second env on disk", "second / first", disk, 0.01),
         ("restore from snapshot", "restore / cold provision", restore, None),
         ("check (installed files)", "check / stat of the same files", check, 2.0),
-        ("check --full", "check --full / sha256sum of the same files", check_full, 1.5),
+        ("check --full", "check --full / xargs -P<cpus> sha256sum of the same files", check_full, 1.2),
+        ("restore from a warm cache", "restore / a fresh install of the same env", restore_warm, 1.3),
+        ("restore from a warm cache vs uv", "restore / (uv venv + uv pip sync + the same TF import)", restore_uv,
+         None),
+        ("bundle from a warm cache: bytes fetched", "bytes", med(r, "bundle", "ours.fetched"), 0.0),
+        ("bundle from a warm cache vs pip download", "bundle / pip download of the same lock",
+         ratio(med(r, "bundle", "ours"), med(r, "bundle", "pip")), None),
+        ("image from a bundle: bytes fetched", "bytes", med(r, "image", "ours.fetched"), 0.0),
     ]
     return [{"target": t, "ratio_of": of, "value": v, "limit": lim,
              "met": None if v is None or lim is None else v <= lim} for t, of, v, lim in rows]
@@ -141,6 +151,29 @@ def _check_rows(results: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _pair(results: Mapping[str, Any], label: str, measure: str, a: str, b: str) -> list[str]:
+    m = results.get("measures", {}).get(measure) or {}
+    if not m.get(a):
+        return []
+    return [f"| {label} | {_cell(m.get(a), 's')} | {_cell(m.get(b), 's')} | "
+            f"{_r(ratio(med(results, measure, a), med(results, measure, b)))} |"]
+
+
+def _long_rows(results: Mapping[str, Any]) -> list[str]:
+    """The commands users wait minutes for (issue 44): restore, bundle and image from warm caches."""
+    return [
+        *_pair(results, "restore from a warm cache vs a fresh install of the same env", "restore-warm", "ours",
+               "install"),
+        *_pair(results, "restore from a warm cache vs uv venv + uv pip sync + the same TF import", "restore-warm",
+               "ours", "uv"),
+        *_pair(results, "`check --full` (the command) vs xargs -P<cpus> sha256sum", "check", "ours.cli.full",
+               "sha256sum.xargs"),
+        *_pair(results, "snapshot bundle (warm caches) vs pip download of the same lock (its cache warm)", "bundle",
+               "ours", "pip"),
+        *_pair(results, "snapshot image --bundle vs cp -r of the bundle", "image", "ours", "cp"),
+    ]
+
+
 def render_markdown(results: Mapping[str, Any]) -> str:
     """The BENCHMARKS.md table: medians (min–max) per contender, the ratios, then the targets."""
     m = results.get("measures", {})
@@ -182,11 +215,16 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                          f"{_cell(p.get('bare'), 's')} | "
                          f"{_r(ratio(med(results, 'plan', 'ours.probed'), med(results, 'plan', 'bare')))} |")
     lines += _check_rows(results)
+    lines += _long_rows(results)
     lines += ["", "| target | ratio | measured | limit | met |", "|---|---|---|---|---|"]
     for t in evaluate(results):
         if t["value"] is None and t["limit"] is None:
             continue
         met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
+        if t["ratio_of"] == "bytes":
+            lines.append(f"| {t['target']} | bytes | {_fmt(t['value'], 'bytes')} | {_fmt(t['limit'], 'bytes')} "
+                         f"| {met} |")
+            continue
         lim = "–" if t["limit"] is None else (f"< {t['limit']:.0%}" if t["limit"] < 0.1 else f"≤ {t['limit']:.2f}×")
         share = t["limit"] and t["limit"] < 0.1
         val = "–" if t["value"] is None else (f"{t['value'] * 100:.3f}%" if share else f"{t['value']:.2f}×")
@@ -278,6 +316,7 @@ class Bench:
     failures: list[dict[str, Any]] = field(default_factory=list)
     requirements: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    spaces: dict[str, dict[str, str]] = field(default_factory=dict)  # the warm workspaces, once primed
     _n: int = 0
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # other work skews times
 
@@ -423,6 +462,7 @@ class Bench:
         a new env (warm), the same install again on it (no-op); disk of the second env.
         Returns ours' snapshot file (for restore)."""
         spaces = {who: self.workspace(f"warm-{who}") for who in CONTENDERS}
+        self.spaces = spaces
         first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in CONTENDERS}
         for who in CONTENDERS:
             print(f"prime: {who}", file=sys.stderr)
@@ -492,11 +532,21 @@ class Bench:
             fn()
             return time.perf_counter() - start
 
+        listing = Path(env["BENCH_WS"]) / "files.nul"
+        listing.write_bytes(b"".join(f.encode() + b"\0" for f in files))
+        cpus = str(len(os.sched_getaffinity(0)))
+
+        def xargs_sha256sum() -> None:  # the reference of issue 44: as many sha256sum processes as CPUs
+            with open(listing, "rb") as fh:
+                subprocess.run(["xargs", "-0", "-P", cpus, "-n", "64", "sha256sum", "--"], stdin=fh,
+                               capture_output=True, check=False)
+
         cmds: dict[str, Callable[[], Any]] = {
             "stat": lambda: coreutils(["stat", "--printf=%s %Y\\n"]),
             "stat.loop": stat_loop,
             "ours": lambda: check_installed(env_dir, cache=cache),
             "sha256sum": lambda: coreutils(["sha256sum"]),
+            "sha256sum.xargs": xargs_sha256sum,
             "ours.full": lambda: check_installed(env_dir, full=True),
         }
         coreutils(["sha256sum"])  # the page cache warm for both readers
@@ -504,12 +554,92 @@ class Bench:
         for i in range(max(5, 5 * self.reps)):
             for who in rotations(list(cmds), i):
                 self.add("check", who, timed(cmds[who]))
-            for who in rotations(["bare", "ours.cli"], i):
+            for who in rotations(["bare", "ours.cli", "ours.cli.full"], i):
                 argv = ([sys.executable, "-c", "pass"] if who == "bare"
-                        else self.tool("check", "--env", str(env_dir)))
+                        else self.tool("check", "--env", str(env_dir), *(["--full"] if who == "ours.cli.full" else [])))
                 took = self.run(argv, env, f"check {who}", timeout)
                 if took is not None:
                     self.add("check", who, took)
+
+    def measure_restore_warm(self, space: Mapping[str, str], snapshot: Path, timeout: float) -> None:
+        """restore of the primed install's known-good snapshot into a new env, uv's cache warm, against
+        (a) a fresh install of the same env and (b) uv venv + uv pip sync of the same pins + the same
+        TF import; interleaved, in the primed workspace (its caches)."""
+        lock = Path(space["BENCH_WS"]) / "restore-lock.txt"
+        pins = [line.split()[0] for line in _snapshot_pins(snapshot)]
+        lock.write_text("\n".join(pins) + "\n")
+        cpu = ["--allow-cpu"] if self.allow_cpu else []
+        for i in range(self.reps):
+            for who in rotations(["ours", "install", "uv"], i):
+                target = Path(space["BENCH_WS"]) / f"restore-{who}-{i}"
+                print(f"restore (warm) {i + 1}/{self.reps}: {who}", file=sys.stderr)
+                if who == "ours":
+                    took = self.run(self.tool("snapshot", "restore", str(snapshot), "--env", str(target), "-y", *cpu),
+                                    space, "restore (warm)", timeout)
+                elif who == "install":
+                    took = self.run(self.install_args(target), space, "fresh install (warm)", timeout)
+                else:
+                    took = self.uv_sync(space, target, lock, timeout)
+                if took is not None:
+                    self.add("restore-warm", who, took)
+                shutil.rmtree(target, ignore_errors=True)
+
+    def uv_sync(self, space: Mapping[str, str], target: Path, lock: Path, timeout: float) -> Optional[float]:
+        start = time.perf_counter()
+        py = str(target / "bin" / "python")
+        for argv, what in (([self.uv, "venv", "--quiet", "--python", self.python, str(target)], "uv venv"),
+                           ([self.uv, "pip", "sync", "--python", py, str(lock)], "uv pip sync"),
+                           ([py, "-c", "import tensorflow"], "the same TF import")):
+            if self.run(argv, space, what, timeout) is None:
+                return None
+        return time.perf_counter() - start
+
+    def measure_bundle_image(self, space: Mapping[str, str], pip_space: Mapping[str, str], env_dir: Path,
+                             timeout: float, scenarios: Sequence[str]) -> None:
+        """snapshot bundle of the primed env's export (uv's cache warm) against pip download of the same
+        lock (pip's cache warm: the pip contender's workspace); then snapshot image --bundle against
+        cp -r of that bundle. Bytes fetched are counted from the bundle's manifest."""
+        ws = Path(space["BENCH_WS"])
+        export = ws / "export.yaml"
+        if self.run(self.tool("snapshot", "export", "--env", str(env_dir), "-o", str(export)), space, "export",
+                    timeout) is None:
+            return
+        reqs = ws / "bundle-requirements.txt"
+        reqs.write_text("".join(line + "\n" for line in _snapshot_pins(export, hashes=True)))
+        first = None
+        for i in range(self.reps):
+            for who in rotations(["ours", "pip"], i):
+                out = ws / f"bundle-{who}-{i}"
+                print(f"bundle {i + 1}/{self.reps}: {who}", file=sys.stderr)
+                if who == "ours":
+                    took = self.run(self.tool("snapshot", "bundle", str(export), "-o", str(out)), space, "bundle",
+                                    timeout)
+                    made = _made_from(out)
+                    if made is not None:
+                        self.add("bundle", "ours.fetched", float(made.get("fetched_bytes") or 0))
+                else:
+                    took = self.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
+                                     "-r", str(reqs), "-d", str(out)], pip_space, "pip download", timeout)
+                if took is not None and "bundle" in scenarios:
+                    self.add("bundle", who, took)
+                if who == "ours" and first is None and took is not None:
+                    first = out
+                else:
+                    shutil.rmtree(out, ignore_errors=True)
+        if first is None or "image" not in scenarios:
+            return
+        for i in range(self.reps):
+            for who in rotations(["ours", "cp"], i):
+                out = ws / f"image-{who}-{i}"
+                argv = (self.tool("snapshot", "image", str(export), "-o", str(out), "--bundle", str(first))
+                        if who == "ours" else ["cp", "-r", str(first), str(out)])
+                took = self.run(argv, space, f"image {who}", timeout)
+                if took is not None:
+                    self.add("image", who, took)
+                made = _made_from(out / "bundle") if who == "ours" else None
+                if made is not None:
+                    self.add("image", "ours.fetched", float(made.get("fetched_bytes") or 0))
+                shutil.rmtree(out, ignore_errors=True)
 
     def measure_noop(self, spaces: Mapping[str, Mapping[str, str]], i: int, timeout: float) -> None:
         """The same install again on rep i's env, each contender and Python's bare start interleaved."""
@@ -541,6 +671,28 @@ class Bench:
             "measures": {m: {w: summarize(v) for w, v in by.items()} for m, by in self.samples.items()},
             "failures": self.failures, "load": [self.load_start, os.getloadavg()[0]],
         }
+
+
+def _snapshot_pins(path: Path, hashes: bool = False) -> list[str]:
+    """name==version of each package of a snapshot file (with --hash options when asked)."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    out = []
+    for p in doc.get("packages") or []:
+        line = f"{p['name']}=={p['version']}"
+        if hashes:
+            line += "".join(f" --hash={h}" for h in p.get("hashes") or [])
+        out.append(line)
+    return out
+
+
+def _made_from(bundle: Path) -> Optional[dict[str, Any]]:
+    try:
+        made = json.loads((bundle / "manifest.json").read_text()).get("made_from")
+    except (OSError, ValueError):
+        return None
+    return made if isinstance(made, dict) else None
 
 
 def with_targets(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -627,8 +779,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if "plan" in scenarios:
             b.measure_plan()
         snapshot = None
-        if {"warm", "noop", "disk", "restore"} & set(scenarios):
+        if {"warm", "noop", "disk", "restore", "restore-warm", "bundle", "image"} & set(scenarios):
             snapshot = b.measure_warm(timeout, scenarios)
+            if snapshot is not None and "restore-warm" in scenarios:
+                b.measure_restore_warm(b.spaces["ours"], snapshot, timeout)
+            if {"bundle", "image"} & set(scenarios):
+                b.measure_bundle_image(b.spaces["ours"], b.spaces["pip"], Path(b.spaces["ours"]["BENCH_WS"]) / "env-0",
+                                       timeout, scenarios)
         if {"cold", "restore"} & set(scenarios):
             b.measure_cold(timeout, snapshot if "restore" in scenarios else None)
         if "check" in scenarios:
