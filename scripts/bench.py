@@ -461,15 +461,17 @@ class Bench:
         """One workspace per contender, its caches primed by a first (untimed) env; then each rep
         a new env (warm), the same install again on it (no-op); disk of the second env.
         Returns ours' snapshot file (for restore)."""
-        spaces = {who: self.workspace(f"warm-{who}") for who in CONTENDERS}
+        # only ours is needed for restore-warm / bundle / image alone (priming pip costs minutes in the full mode)
+        contenders = CONTENDERS if {"warm", "noop", "disk"} & set(scenarios) else ("ours",)
+        spaces = {who: self.workspace(f"warm-{who}") for who in contenders}
         self.spaces = spaces
-        first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in CONTENDERS}
-        for who in CONTENDERS:
+        first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in contenders}
+        for who in contenders:
             print(f"prime: {who}", file=sys.stderr)
             self.provision(who, spaces[who], first[who], timeout)
             if who == "ours":
                 self.check_pins(Path(spaces[who]["TFGPU_STATE_DIR"]))
-        for i in range(self.reps):
+        for i in range(self.reps if contenders == CONTENDERS else 0):
             for who in rotations(list(CONTENDERS), i):
                 env_dir = Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}"
                 print(f"warm {i + 1}/{self.reps}: {who}", file=sys.stderr)
@@ -594,10 +596,10 @@ class Bench:
                 return None
         return time.perf_counter() - start
 
-    def measure_bundle_image(self, space: Mapping[str, str], pip_space: Mapping[str, str], env_dir: Path,
-                             timeout: float, scenarios: Sequence[str]) -> None:
+    def measure_bundle_image(self, space: Mapping[str, str], env_dir: Path, timeout: float,
+                             scenarios: Sequence[str]) -> None:
         """snapshot bundle of the primed env's export (uv's cache warm) against pip download of the same
-        lock (pip's cache warm: the pip contender's workspace); then snapshot image --bundle against
+        lock (pip's cache warm: a first pip download, untimed); then snapshot image --bundle against
         cp -r of that bundle. Bytes fetched are counted from the bundle's manifest."""
         ws = Path(space["BENCH_WS"])
         export = ws / "export.yaml"
@@ -606,6 +608,9 @@ class Bench:
             return
         reqs = ws / "bundle-requirements.txt"
         reqs.write_text("".join(line + "\n" for line in _snapshot_pins(export, hashes=True)))
+        pip_download = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes", "-r", str(reqs)]
+        self.run([*pip_download, "-d", str(ws / "pip-prime")], space, "pip download (prime its cache)", timeout)
+        shutil.rmtree(ws / "pip-prime", ignore_errors=True)
         first = None
         for i in range(self.reps):
             for who in rotations(["ours", "pip"], i):
@@ -618,8 +623,7 @@ class Bench:
                     if made is not None:
                         self.add("bundle", "ours.fetched", float(made.get("fetched_bytes") or 0))
                 else:
-                    took = self.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
-                                     "-r", str(reqs), "-d", str(out)], pip_space, "pip download", timeout)
+                    took = self.run([*pip_download, "-d", str(out)], space, "pip download", timeout)
                 if took is not None and "bundle" in scenarios:
                     self.add("bundle", who, took)
                 if who == "ours" and first is None and took is not None:
@@ -784,8 +788,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if snapshot is not None and "restore-warm" in scenarios:
                 b.measure_restore_warm(b.spaces["ours"], snapshot, timeout)
             if {"bundle", "image"} & set(scenarios):
-                b.measure_bundle_image(b.spaces["ours"], b.spaces["pip"], Path(b.spaces["ours"]["BENCH_WS"]) / "env-0",
-                                       timeout, scenarios)
+                b.measure_bundle_image(b.spaces["ours"], Path(b.spaces["ours"]["BENCH_WS"]) / "env-0", timeout,
+                                       scenarios)
         if {"cold", "restore"} & set(scenarios):
             b.measure_cold(timeout, snapshot if "restore" in scenarios else None)
         if "check" in scenarios:
