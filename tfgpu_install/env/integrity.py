@@ -524,11 +524,13 @@ def recorded_files(env: Path) -> list[str]:
     return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env), *_conda_dists(env)] for f in d.files]
 
 
-def builds(env: Path) -> dict[str, tuple[str, str]]:
+def builds(env: Path, cache: Optional[Path] = None) -> dict[str, tuple[str, str]]:
     """canonical name -> (version, content digest) of each pip distribution in the env whose RECORD
-    could be read: what a snapshot records as what each distribution's files must be."""
+    could be read: what a snapshot records as what each distribution's files must be. cache: the
+    file check's memo, whose parsed RECORDs are taken back while they are the same files."""
     env = Path(os.path.abspath(str(env)))
-    return {d.name: (d.version, d.content) for d in _pip_dists(env) if d.content is not None}
+    memo = HashCache(cache) if cache is not None else None
+    return {d.name: (d.version, d.content) for d in _pip_dists(env, memo) if d.content is not None}
 
 
 @dataclass

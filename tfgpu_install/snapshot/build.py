@@ -44,7 +44,9 @@ def build(
 ) -> Snapshot:
     env = Path(os.path.abspath(str(env)))
     state = state or capture(env)
-    packages = with_builds(env, state.packages)
+    from tfgpu_install.env.state import hash_cache
+
+    packages = with_builds(env, state.packages, hash_cache(ctx, env))
     notes: list[str] = []
     if hashes and packages:
         from tfgpu_install.snapshot.pylock import compile_lock, with_hashes
@@ -72,14 +74,14 @@ def build(
     )
 
 
-def with_builds(env: Path, packages: tuple[Package, ...]) -> tuple[Package, ...]:
+def with_builds(env: Path, packages: tuple[Package, ...], cache: Optional[Path] = None) -> tuple[Package, ...]:
     """Each package with what its installed files must be (env/builds.py: its RECORD's digest, as
     the env holds it now: the known-good record is taken right after the install and its check)."""
     from dataclasses import replace
 
     from tfgpu_install.env.integrity import builds
 
-    found = builds(env)
+    found = builds(env, cache)
     out = []
     for p in packages:
         got = found.get(p.key)
