@@ -230,6 +230,9 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: 
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
 
+    from tfgpu_install.env.hashing import workers
+    from tfgpu_install.report import human_bytes
+
     env = _env_path(ctx, env_given)
     # The last known-good record; an env never installed by this tool can be watched from an export.
     store = snap_mod.scan(ctx.state_dir)
@@ -256,7 +259,8 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: 
             "own_files_changed": own}
     data["clean"] = d.clean and files.clean and not own
     what = (f"{files.files} installed files of {files.dists} distributions ("
-            + ("every file hashed" if full else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
+            + (f"every file hashed: {human_bytes(files.read_bytes)} read on {workers()} threads" if full
+               else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
     if data["clean"]:
         said = (f"{env} matches its known-good snapshot {good.id}" if good.builds() is not None else
                 f"{env} matches its known-good snapshot {good.id} in packages, versions and files against "

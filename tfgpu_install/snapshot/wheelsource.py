@@ -243,39 +243,30 @@ def wheel_content(path: Path) -> Optional[str]:
     return _mapped_digest(rows, records[0].filename.split("/")[0][: -len(".dist-info")] + ".data")
 
 
-def _files_match(unpacked: Path, rows: list[list[str]]) -> bool:
-    """Every file the RECORD lists is a regular file there with that sha256 and size, and nothing
-    else is there (the wheel packed again holds exactly the recorded build)."""
+def _listed(unpacked: Path, rows: list[list[str]]) -> Optional[dict[str, tuple[str, Optional[int]]]]:
+    """{path: (RECORD hash, size)} when every file the RECORD lists is a regular file there of that
+    size and nothing else is there (no link either); None otherwise. The hashes are checked by pack()."""
     listed: dict[str, tuple[str, Optional[int]]] = {}
     for row in rows:
         rel = row[0] if row else ""
         if not rel or rel.startswith("/") or ".." in rel.split("/"):
-            return False
+            return None
         digest = row[1] if len(row) > 1 else ""
-        size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
-        listed[rel] = (digest, size)
+        if digest and not digest.startswith("sha256="):
+            return None
+        listed[rel] = (digest, int(row[2]) if len(row) > 2 and row[2].isdigit() else None)
     present = []
     for dirpath, dirnames, filenames in os.walk(unpacked):
-        for d in dirnames:
-            if os.path.islink(os.path.join(dirpath, d)):
-                return False
-        for n in filenames:
-            present.append(os.path.relpath(os.path.join(dirpath, n), unpacked))
+        if any(os.path.islink(os.path.join(dirpath, d)) for d in dirnames):
+            return None
+        present += [os.path.relpath(os.path.join(dirpath, n), unpacked) for n in filenames]
     if sorted(present) != sorted(listed):
-        return False
-    jobs, want = [], []
-    for rel, (digest, size) in listed.items():
+        return None
+    for rel, (_, size) in listed.items():
         p = unpacked / rel
-        st = p.lstat()
-        if not p.is_file() or p.is_symlink() or (size is not None and st.st_size != size):
-            return False
-        if digest:  # the RECORD's own row has none
-            if not digest.startswith("sha256="):
-                return False
-            jobs.append((str(p), st.st_size))
-            want.append(base64.urlsafe_b64decode(digest[7:] + "=" * (-len(digest[7:]) % 4)).hex())
-    got = hash_files(jobs)
-    return all(g == w for g, w in zip(got, want))
+        if p.is_symlink() or not p.is_file() or (size is not None and p.stat().st_size != size):
+            return None
+    return listed
 
 
 def _wheel_filename(info: Path, version: str) -> Optional[str]:
@@ -294,36 +285,68 @@ def _wheel_filename(info: Path, version: str) -> Optional[str]:
     return name if _WHEEL_NAME.match(name) else None
 
 
-def pack(unpacked: Path, rows: list[list[str]], dest: Path) -> None:
-    """A wheel (zip) of the unpacked files, in the RECORD's order, RECORD last."""
-    record = [r[0] for r in rows if r and r[0]]
-    first = [r for r in record if not r.endswith(".dist-info/RECORD")]
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for rel in first + [r for r in record if r.endswith(".dist-info/RECORD")]:
-            src = unpacked / rel
-            info = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = (src.stat().st_mode & 0o777 | 0o100000) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with open(src, "rb") as fin, zf.open(info, "w", force_zip64=True) as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
+def pack(unpacked: Path, listed: dict[str, tuple[str, Optional[int]]], dest: Path) -> bool:
+    """A wheel (zip) of the unpacked files, RECORD last, each file hashed as it is read (one read):
+    False (and no file) when one is not what the RECORD says."""
+    import hashlib
+
+    order = sorted(listed, key=lambda r: (r.endswith(".dist-info/RECORD"), r))
+    try:
+        with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+            for rel in order:
+                src = unpacked / rel
+                info = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = (src.stat().st_mode & 0o777 | 0o100000) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                h = hashlib.sha256()
+                with open(src, "rb") as fin, zf.open(info, "w", force_zip64=True) as fout:
+                    for chunk in iter(lambda: fin.read(1 << 20), b""):
+                        h.update(chunk)
+                        fout.write(chunk)
+                want = listed[rel][0]
+                if want and base64.urlsafe_b64decode(want[7:] + "=" * (-len(want[7:]) % 4)) != h.digest():
+                    raise ValueError(rel)
+    except (OSError, ValueError):
+        dest.unlink(missing_ok=True)
+        return False
+    return True
 
 
-def _from_uv(p: Package, archives: dict[tuple[str, str], list[Path]], dest_dir: Path) -> Optional[Path]:
-    """The package's recorded build packed again from uv's cache, or None."""
+@dataclass(frozen=True)
+class _Unpacked:
+    package: Package
+    path: Path
+    listed: dict[str, tuple[str, Optional[int]]]
+    filename: str
+
+    @property
+    def size(self) -> int:
+        return sum(size or 0 for _, size in self.listed.values())
+
+
+def _uv_candidate(p: Package, archives: dict[tuple[str, str], list[Path]]) -> Optional[_Unpacked]:
+    """An unpacked wheel in uv's cache whose RECORD is the package's recorded build and whose files
+    are those the RECORD lists (their hashes are checked while packing), or None."""
     if not p.content:
         return None  # nothing to prove the unpacked files against
     for unpacked in _matching(archives, p):
         info = _dist_info(unpacked)
         got = unpacked_content(unpacked, info) if info is not None else None
-        if info is None or got is None or got[0] != p.content or not _files_match(unpacked, got[1]):
+        if info is None or got is None or got[0] != p.content:
             continue
+        listed = _listed(unpacked, got[1])
         name = _wheel_filename(info, p.version)
-        if name is None:
-            continue
-        out = dest_dir / name
-        pack(unpacked, got[1], out)
-        return out
+        if listed is not None and name is not None:
+            return _Unpacked(p, unpacked, listed, name)
     return None
+
+
+def _rebuild(found: _Unpacked, dest_dir: Path) -> Optional[Wheel]:
+    out = dest_dir / found.filename
+    if not pack(found.path, found.listed, out):
+        return None
+    digest = str(hash_files([(str(out), out.stat().st_size)], threads=1)[0])
+    return Wheel(found.package, out, digest, "uv-cache")
 
 
 def _matching(archives: dict[tuple[str, str], list[Path]], p: Package) -> list[Path]:
@@ -357,23 +380,36 @@ def gather(ctx: Context, snap: Snapshot, dest: Path, *, bundles: Sequence[Path] 
     known = _candidates([*bundles, *_store_dirs(ctx)])
     digests = dict(verified or {})
     archives: Optional[dict[tuple[str, str], list[Path]]] = None
+    candidates: list[_Unpacked] = []
     for p in snap.packages:
         wheel = _from_files(p, known, dest, digests)
-        if wheel is not None and wheel.sha256 not in _published(p):
-            out.added_hashes[p.key] = wheel.sha256
+        found = None
         if wheel is None and p.content:
             if archives is None:
                 archives = _index_archives(uv_archives(ctx))
-            built = _from_uv(p, archives, dest)
-            if built is not None:
-                digest = str(hash_files([(str(built), built.stat().st_size)])[0])
-                wheel = Wheel(p, built, digest, "uv-cache")
-                if digest not in _published(p):
-                    out.added_hashes[p.key] = digest
-        if wheel is None:
+            found = _uv_candidate(p, archives)
+        if found is not None:
+            candidates.append(found)
+        elif wheel is None:
             missing.append(p)
         else:
             out.wheels.append(wheel)
+    # packed on as many threads as CPUs, the largest first (deflate and sha256 release the GIL)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tfgpu_install.env.hashing import workers
+
+    candidates.sort(key=lambda c: -c.size)
+    with ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="tfgpu-pack") as pool:
+        built = list(pool.map(lambda c: _rebuild(c, dest), candidates))
+    for c, wheel in zip(candidates, built):
+        if wheel is None:
+            missing.append(c.package)  # a file was not what its RECORD says: not this build
+        else:
+            out.wheels.append(wheel)
+    for wheel in out.wheels:
+        if wheel.sha256 not in _published(wheel.package):
+            out.added_hashes[wheel.package.key] = wheel.sha256
     if missing:
         before = {n for n in os.listdir(dest)}
         download(missing)
