@@ -226,12 +226,11 @@ def own_files_changed(ctx: Context, env: Path) -> list[str]:
 def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: bool = False) -> Result:
     """Drift between the live env and its last known-good snapshot, and its installed files
     against their records (exit DRIFT when either differs)."""
+    from tfgpu_install.env.hashing import workers
+    from tfgpu_install.report import human_bytes
     from tfgpu_install.snapshot.build import host_contract
     from tfgpu_install.snapshot.drift import compare, to_jsonable
     from tfgpu_install.snapshot.envstate import capture
-
-    from tfgpu_install.env.hashing import workers
-    from tfgpu_install.report import human_bytes
 
     env = _env_path(ctx, env_given)
     # The last known-good record; an env never installed by this tool can be watched from an export.
