@@ -133,6 +133,7 @@ class AddRequest:
 
 def add(ctx: Context, req: AddRequest) -> Result:
     from tfgpu_install.app.envs import target_env
+    from tfgpu_install.app.package_plan import package_blocks, planned_changes
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.env.target import TargetEnv, env_python_version
     from tfgpu_install.plan.install import build_steps
@@ -172,9 +173,14 @@ def add(ctx: Context, req: AddRequest) -> Result:
     facts = _facts(ctx)
     steps = build_steps(resolution, options, facts, expected=known_builds(ctx.state_dir, env))
 
+    planned: dict[int, Any] = {}
+
     def head(preview: Any) -> list[Block]:
+        # every package it adds, changes or removes, with versions, while the packages step is to do
+        planned[id(preview)] = changes = planned_changes(ctx, steps, preview)
         return [Heading(f"add {', '.join(new)} to {env}"),
-                table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps])]
+                table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
+                *package_blocks(changes)]
 
     done = provision(ctx, ProvisionRequest(
         env=env, steps=steps, plan=JournaledPlan(resolution, options).to_json(), head=head, facts=facts,
@@ -193,6 +199,9 @@ def add(ctx: Context, req: AddRequest) -> Result:
     }
     blocks: list[Block] = [*head(report)]
     if req.dry_run:
+        changes = planned.get(id(report))
+        if changes is not None:
+            data["packages"] = changes.to_json()
         blocks.append(Text("dry run: nothing was changed", "dim"))
     elif done.report is None:
         blocks.append(Text(f"{env} already has {', '.join(new)}: nothing to do", "ok"))

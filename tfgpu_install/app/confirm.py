@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import Callable, Union
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import UsageError
 from tfgpu_install.report import Block, Result
 
 
-def confirm(ctx: Context, yes: bool, blocks: list[Block]) -> None:
-    """Ask before a change (install, restore over an env, rollback); -y skips the question."""
+def confirm(ctx: Context, yes: bool, blocks: Union[list[Block], Callable[[], list[Block]]]) -> None:
+    """Ask before a change (install, restore over an env, rollback); -y skips the question. `blocks` may be
+    a function: what only a person reads (sizes, package changes) is then worked out only when asked."""
     if yes:
         return
     stdin = ctx.input()
@@ -22,7 +24,7 @@ def confirm(ctx: Context, yes: bool, blocks: list[Block]) -> None:
         )
     from tfgpu_install.console import render  # the console is the only printer
 
-    render(Result(data={}, blocks=blocks), as_json=False, stream=sys.stderr)
+    render(Result(data={}, blocks=blocks() if callable(blocks) else blocks), as_json=False, stream=sys.stderr)
     sys.stderr.write("Proceed? [y/N] ")
     sys.stderr.flush()
     answer = stdin.readline().strip().lower()

@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.app.envs import default_env_path
+from tfgpu_install.app.package_plan import (
+    changed_in_env_blocks,
+    changes_made,
+    package_blocks,
+    planned_changes,
+    target_python,
+)
 from tfgpu_install.app.provision import ProvisionRequest, provision
 from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
 from tfgpu_install.context import Context
@@ -72,18 +79,23 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
         head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env)
-        + _download(ctx, steps, preview),
+        + _download(ctx, steps, preview) + package_blocks(planned_changes(ctx, steps, preview)),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
         make_default=True,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
+    changes = planned_changes(ctx, steps, done.preview) if req.dry_run else None
     if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
-        head[-1:-1] = _download(ctx, steps, done.preview)
+        head[-1:-1] = _download(ctx, steps, done.preview) + package_blocks(changes)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
         out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
     else:
         out = _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+        changes = changes_made(done.results)
+        out.blocks[-2:-2] = changed_in_env_blocks(changes)
+    if changes is not None:
+        out.data["packages"] = changes.to_json()
     assert resolution.choice is not None
     if before is not None and before != resolution.choice.tensorflow:
         out.data["tensorflow_change"] = {"from": before, "to": resolution.choice.tensorflow}
@@ -330,18 +342,8 @@ def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block
     if "--no-index" in flags:
         return [Text("download: none from an index (--no-index); size on disk unknown", "dim")]
     index = flags[flags.index("--index-url") + 1] if "--index-url" in flags else PYPI_SIMPLE
-    sizes = lookup(step.requirements, index, _target_python(steps), context=ssl_context(ctx.environ))
+    sizes = lookup(step.requirements, index, target_python(steps), context=ssl_context(ctx.environ))
     return [Text(sizes.line(), "dim")]
-
-
-def _target_python(steps: list[Any]) -> Optional[str]:
-    """The env's Python X.Y (its wheels' tags), from the env.create step; None: the tool's own."""
-    from tfgpu_install.steps.env import CreateEnv
-
-    for s in steps:
-        if isinstance(s, CreateEnv) and isinstance(s.python_version, str):
-            return s.python_version
-    return None
 
 
 def installed_tensorflow(env: Path) -> Optional[str]:

@@ -70,7 +70,7 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
     if not any(s.status == "pending" for s in preview.steps):
         ex.mark_finished()  # a run killed after its last step: every check passes, so it ended
         return Provisioned(preview, None)
-    confirm(ctx, req.yes, list(req.head(preview)))
+    confirm(ctx, req.yes, lambda: list(req.head(preview)))
     progress = None
     if req.progress:
         from tfgpu_install.console import Progress  # the console is the only printer

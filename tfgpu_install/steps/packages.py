@@ -30,6 +30,7 @@ from tfgpu_install.errors import DownloadError, StepFailed
 from tfgpu_install.files import atomic_write
 from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 from tfgpu_install.steps.install_progress import InstallProgress
+from tfgpu_install.steps.package_changes import PackageChanges
 
 _NETWORK_SIGNS = (
     "Failed to fetch",
@@ -292,6 +293,53 @@ class InstallPackages(Step):
         names = [canonicalize_name(Requirement(r).name) for r in self.requirements]
         return bool(names) and all(self.hashes.get(n) for n in names)
 
+    def _lines(self, tool: str, use_hashes: bool) -> list[str]:
+        """The requirements file's lines: each requirement with its hashes where they are used."""
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        lines = []
+        for req in self.requirements:
+            hashes = self.hashes.get(canonicalize_name(Requirement(req).name), [])
+            # pip turns on hash-checking for everything as soon as one line has a hash, so
+            # it only gets hashes for a complete lock; uv checks the hashes it is given.
+            if hashes and (use_hashes or tool == "uv"):
+                lines.append(req + "".join(f" --hash={h}" for h in hashes))
+            else:
+                lines.append(req)
+        return lines
+
+    def preview_changes(self, ctx: Context, python_version: Optional[str] = None) -> PackageChanges:
+        """What apply() would do to the env's packages, with versions, asking uv and changing nothing:
+        `uv pip install --dry-run` on the env, or `uv pip compile` for an env not made yet (python_version:
+        its Python X.Y). Unknown (with the reason) without uv, or when uv cannot answer."""
+        import tempfile
+
+        from tfgpu_install.steps.package_changes import parse_compiled, parse_dry_run
+
+        uv = find_uv(ctx)
+        if uv is None:
+            return PackageChanges(unknown="uv is not available to work them out")
+        exists = self.env.python.exists()
+        if not exists and not python_version:
+            return PackageChanges(unknown="the new env's Python is not known yet")
+        use_hashes = self._use_hashes()
+        with tempfile.TemporaryDirectory(prefix="tfgpu-preview-") as tmp:
+            reqfile = Path(tmp) / "requirements.txt"
+            lines = self._lines("uv", use_hashes) if exists else self.requirements
+            reqfile.write_text("\n".join(lines) + "\n")
+            if exists:
+                argv = [uv, "pip", "install", "--python", str(self.env.python), "--dry-run",
+                        *self._index_args(ctx, "uv"), *(["--require-hashes"] if use_hashes else []), "-r", str(reqfile)]
+            else:
+                argv = [uv, "pip", "compile", "-q", "--no-header", "--no-annotate", "--python-version",
+                        str(python_version), *self._index_args(ctx, "uv"), str(reqfile)]
+            done = ctx.runner.run(argv, desc="work out the package changes (changes nothing)", env=tool_env(ctx),
+                                  timeout=600)
+        if not done.ok:
+            return PackageChanges(unknown="uv: " + last_lines(done.stderr or done.stdout, 3))
+        return parse_dry_run(done.stderr + "\n" + done.stdout) if exists else parse_compiled(done.stdout)
+
     def _index_args(self, ctx: Context, tool: str) -> list[str]:
         return index_flags(ctx, tool, self.index_url, self.extra_index_urls, self.find_links, self.no_index)
 
@@ -356,20 +404,8 @@ class InstallPackages(Step):
         if tool == "pip":
             self._ensure_pip(ctx)
         use_hashes = self._use_hashes()
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-
-        lines = []
-        for req in self.requirements:
-            hashes = self.hashes.get(canonicalize_name(Requirement(req).name), [])
-            # pip turns on hash-checking for everything as soon as one line has a hash, so
-            # it only gets hashes for a complete lock; uv checks the hashes it is given.
-            if hashes and (use_hashes or tool == "uv"):
-                lines.append(req + "".join(f" --hash={h}" for h in hashes))
-            else:
-                lines.append(req)
         reqfile = before_file.parent / "requirements.txt"
-        atomic_write(reqfile, "\n".join(lines) + "\n")
+        atomic_write(reqfile, "\n".join(self._lines(tool, use_hashes)) + "\n")
         argv = (install + self._index_args(ctx, tool) + (["--require-hashes"] if use_hashes else [])
                 + ["-r", str(reqfile)])
         damaged = self._damaged(ctx)
