@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("knowledge", "env"),  # env: the environment's own room (layout, journal, integrity, tools)
     ("console",),
     ("report", "guard", "files", "context"),
-    ("runner", "dirs"),
+    ("runner", "dirs", "transfer_rate"),  # transfer_rate: a pure estimate of bytes per second
     ("errors",),
     ("<root>",),
 )

@@ -19,8 +19,9 @@ from tfgpu_install.console import Progress
 pytestmark = pytest.mark.e2e  # a real pty and a child that feeds progress with real pauses (seconds each)
 
 REPO = Path(__file__).resolve().parents[1]
-# uv's own lines (as captured in tests/steps/test_install_progress.py), fed with pauses so the rates
-# are measured over real time; the assertions never depend on how long anything took.
+# uv's own lines and, as it draws them on a terminal (tests/fixtures/uv), its frames with each download's
+# bytes so far, fed with pauses so the rates are measured over real time (about 6 s of bytes: past the
+# smoothed rate's warm-up); the assertions never depend on how long anything took.
 FEED = """
 import sys, time
 from tfgpu_install.console import Progress
@@ -28,11 +29,16 @@ from tfgpu_install.steps.install_progress import InstallProgress
 p = Progress(enabled=True)
 p("provisioning: packages.install: install 2 requirements", 1, 5)
 shown = InstallProgress(p, "installing 2 requirements with uv")
-for line in ["Resolved 2 packages in 295ms", "Downloading numpy (16.1MiB)", "Downloading scipy (33.7MiB)",
-             " Downloaded numpy", " Downloaded scipy", "Installed 2 packages in 282ms"]:
-    time.sleep(0.4)
-    shown.feed(line)
-    time.sleep(0.4)
+shown.feed("Resolved 2 packages in 295ms")
+BAR = "------------------------------"
+for i in range(1, 13):
+    time.sleep(0.5)
+    shown.feed(f"\u2819 Preparing packages... (0/2)   numpy   {BAR} {i * 1.3:.2f} MiB/16.10 MiB   "
+               f"scipy   {BAR} {i * 2.5:.2f} MiB/33.70 MiB")
+time.sleep(0.5)
+shown.feed(f"\u2819 Preparing packages... (1/2)   numpy   {BAR} 16.10 MiB/16.10 MiB   "
+           f"scipy   {BAR} 33.70 MiB/33.70 MiB")
+shown.feed("Installed 2 packages in 282ms")
 p("provisioning: verify.run: verify", 2, 5)
 time.sleep(1.3)
 p("provisioning: done", 5, 5)
@@ -65,7 +71,7 @@ def test_rich_rows_in_a_real_pty_show_bytes_rate_and_time_left(tmp_path: Path) -
 def test_a_pipe_gets_plain_lines_with_the_step_times() -> None:
     out = _run([sys.executable, "-c", FEED])
     assert "plain" in out and "\x1b[" not in out
-    assert "  ... download numpy: 16.1 MiB" in out
+    assert "  ... download numpy: 16.1 MiB: 1.3 MiB of 16.1 MiB" in out  # its bytes as they came
     assert re.search(r"  \.\.\. download scipy: 33\.7 MiB: 33\.7 MiB of 33\.7 MiB \([\d.]+ MiB/s\)", out), out
     assert re.search(r"  \.\.\. installing 2 requirements with uv: 2/2 downloads, 49\.8 MiB of 49\.8 MiB, "
                      r"[\d.]+ MiB/s\n", out), out

@@ -72,3 +72,45 @@ def test_a_detached_grandchild_holding_the_pipe_does_not_hang_a_streamed_run(tmp
         os.kill(pid, 0)  # still running: we did not wait for it
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+# --- a pseudo-terminal for stderr (uv draws each download's bytes only on one) -------------------------
+
+UV_ON_A_TERMINAL = Path(__file__).parent / "fixtures" / "uv" / "install-on-a-terminal.txt"
+
+
+def test_a_terminal_run_gets_a_terminal_and_hands_over_each_frame() -> None:
+    """The child sees a terminal on stderr (`test -t 2`) that can draw (TERM not dumb); the frames it
+    draws with carriage returns reach on_line one by one, and the result's stderr keeps what stayed on
+    the screen. Control: the same command through a pipe sees no terminal."""
+    script = ('if [ -t 2 ]; then echo "tty $TERM" >&2; else echo pipe >&2; fi; '
+              'printf "\\033[2mdl 1/3\\033[0m\\r\\033[2Kdl 2/3\\r\\033[2Kdl 3/3\\r\\033[2KDone 3\\n" >&2; echo out')
+    seen: list[str] = []
+    done = SubprocessRunner().run(["sh", "-c", script], on_line=seen.append, timeout=20, terminal=True,
+                                  env={"TERM": "dumb"})
+    assert done.returncode == 0 and done.stdout == "out\n"
+    assert seen == ["tty xterm", "dl 1/3", "dl 2/3", "dl 3/3", "Done 3"]
+    assert done.stderr == "tty xterm\nDone 3\n"
+    piped: list[str] = []
+    SubprocessRunner().run(["sh", "-c", script], on_line=piped.append, timeout=20)
+    assert piped[0] == "pipe"
+
+
+def test_a_terminal_run_past_its_time_is_killed() -> None:
+    done = SubprocessRunner().run(["sh", "-c", "sleep 30 & echo started >&2; wait"], timeout=0.5,
+                                  on_line=lambda line: None, terminal=True)
+    assert done.returncode == TIMED_OUT and "timed out" in done.stderr
+
+
+def test_uvs_drawing_read_back_as_frames_and_lines() -> None:
+    """uv 0.13.9 installing numpy, six and packaging on a terminal (recorded with util-linux script)."""
+    from tfgpu_install.runner import TerminalText
+
+    screen = TerminalText()
+    frames, lines = screen.feed(UV_ON_A_TERMINAL.read_bytes().decode())  # CRs kept: no read_text()
+    more, last = screen.close()
+    assert any("numpy" in f and "1.86 MiB/15.58 MiB" in f for f in frames)
+    assert not any("\x1b" in f for f in frames + more)
+    assert lines + last == ["Using Python 3.11.2 environment at: e3\n", "Resolved 3 packages in 210ms\n",
+                            "Prepared 3 packages in 1.37s\n", "Installed 3 packages in 54ms\n", " + numpy==2.1.3\n",
+                            " + packaging==24.2\n", " + six==1.17.0\n"]

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, TextIO
 from tfgpu_install.errors import TfgpuError
 from tfgpu_install.guard.names import printable
 from tfgpu_install.report import Bullets, Heading, Result, Table, Text, human_bytes
+from tfgpu_install.transfer_rate import TransferRate
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
 
@@ -154,34 +155,48 @@ class Progress:
         self._bar: Any = None
         self._tasks: dict[str, Any] = {}
         self._last: dict[str, tuple[float, tuple[str, float]]] = {}
-        self._start: dict[str, float] = {}
         self._step: dict[str, tuple[str, float]] = {}  # counter task -> (its current line, since when)
+        self._rates: dict[str, TransferRate] = {}  # bytes task -> its smoothed rate (transfer_rate.py)
 
     def __call__(self, what: str, done: float, total: Optional[float]) -> None:
         if not self.enabled:
             return
         what = printable(what)
         key = what.split(": ", 1)[0]
+        counter = total is not None and total <= 100  # steps or layers, not bytes
+        if not counter:
+            self._rates.setdefault(key, TransferRate()).add(self._clock(), done)
         if not self.rich:
             return self._plain(key, what, done, total)
         if self._bar is None:
             self._bar = _rich_progress(self.stream)
             self._bar.start()
-        counter = total is not None and total <= 100
+        amount = None if counter else self._amount(key, done, total)
         if key not in self._tasks:
-            self._tasks[key] = self._bar.add_task(what, total=total, counter=counter)
+            self._tasks[key] = self._bar.add_task(what, total=total, counter=counter, amount=amount)
         elif counter and self._bar.tasks[self._tasks[key]].description != what:
             # a new step: its own elapsed time
             self._bar.reset(self._tasks[key], total=total, completed=done, description=what, counter=counter)
             return
-        self._bar.update(self._tasks[key], completed=done, total=total, description=what, counter=counter)
+        self._bar.update(self._tasks[key], completed=done, total=total, description=what, counter=counter,
+                         amount=amount)
         if not counter and total and done >= total and key.startswith("download "):
             self._bar.remove_task(self._tasks.pop(key))  # a row per *active* download
+
+    def _amount(self, key: str, done: float, total: Optional[float]) -> str:
+        """A bytes row's numbers: done/total, the smoothed rate and the time left once there is one."""
+        rate = self._rates[key].rate()
+        left = self._rates[key].left(done, total)
+        text = f"{human_bytes(done)}/{human_bytes(total)}" if total else human_bytes(done)
+        if rate:
+            text += f" {human_bytes(rate)}/s"
+        if left is not None:
+            text += f" ETA {_duration(left)}"
+        return text
 
     def _plain(self, key: str, what: str, done: float, total: Optional[float]) -> None:
         now = self._clock()
         last = self._last.get(key)
-        start = self._start.setdefault(key, now)
         counter = total is not None and total <= 100  # steps or layers, not bytes
         finished = total is not None and done >= total
         if counter:
@@ -193,11 +208,11 @@ class Progress:
         self._last[key] = (now, (what, done))
         if counter:
             line = f"{what} [{done:.0f}/{total:.0f}]"
-        elif done > 0 and "/s" not in what:  # bytes: how many, how fast, how long still
-            rate = done / max(now - start, 1e-3)
-            line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "") + \
-                f" ({human_bytes(rate)}/s" + (f", {_duration((total - done) / rate)} left" if total and
-                                              not finished and rate > 0 else "") + ")"
+        elif done > 0 and "/s" not in what:  # bytes: how many, how fast, how long still (smoothed)
+            rate, left = self._rates[key].rate(), self._rates[key].left(done, total)
+            line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "")
+            if rate:
+                line += f" ({human_bytes(rate)}/s" + (f", {_duration(left)} left" if left is not None else "") + ")"
         else:
             line = what
         self.stream.write(f"  ... {printable(line)}\n")
@@ -240,15 +255,8 @@ def _rich_progress(stream: TextIO) -> Any:
                 return RichText("")
             if task.fields.get("counter"):
                 return RichText(f"[{task.completed:.0f}/{task.total:.0f}]")
-            # measured: rich's recent samples, else all bytes so far over the row's elapsed time
-            speed = task.finished_speed or task.speed or (
-                task.completed / task.elapsed if task.completed and task.elapsed else None)
-            text = f"{human_bytes(task.completed)}/{human_bytes(task.total)}"
-            if speed:
-                text += f" {human_bytes(speed)}/s"
-                if not task.finished and task.total > task.completed:
-                    text += f" ETA {_duration((task.total - task.completed) / speed)}"
-            return RichText(text)
+            # the numbers Progress worked out (a smoothed rate, no time left until it is sure: transfer_rate.py)
+            return RichText(str(task.fields.get("amount") or ""))
 
     # the numbers never wrap or get cut: the description gives way (ellipsis) to fit the terminal's width
     return RichProgress(

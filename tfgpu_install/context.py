@@ -27,6 +27,11 @@ def _no_progress(what: str, done: float, total: Optional[float]) -> None:
     return None
 
 
+def shows_progress(ctx: "Context") -> bool:
+    """Someone watches this run's progress (a live display or a log: never --json)."""
+    return ctx.progress is not _no_progress and bool(getattr(ctx.progress, "enabled", True))
+
+
 @dataclass
 class Hooks:
     """The one test-only seam: fault injection and test speed knobs. Inert unless a test sets them:

@@ -9,12 +9,13 @@ No other module imports subprocess.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Protocol, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Protocol, Sequence
 
 from tfgpu_install.errors import RunnerError
 
@@ -43,12 +44,15 @@ class Runner(Protocol):
         input: Optional[str] = None,
         mutating: bool = False,
         on_line: Optional[Callable[[str], None]] = None,
+        terminal: bool = False,
     ) -> Completed:
         """Run argv; return its result. Raise RunnerError only when it cannot start
         or times out. `mutating` marks commands that change the system (dry runs
         and tests assert none reach the runner). `on_line` gets each line of the
         command's stderr as it is written (progress of long installs); the whole
-        stderr is still in the result."""
+        stderr is still in the result. `terminal` (with on_line): stderr is a pseudo-terminal,
+        for a program that shows its progress only on one (uv's per-file bytes); on_line then
+        gets each frame it draws, as text, and the result's stderr what stayed on the screen."""
         ...
 
     def which(self, name: str) -> Optional[str]:
@@ -83,11 +87,12 @@ class SubprocessRunner:
         input: Optional[str] = None,
         mutating: bool = False,
         on_line: Optional[Callable[[str], None]] = None,
+        terminal: bool = False,
     ) -> Completed:
         args = tuple(str(a) for a in argv)
         self.log.append(args)
         if on_line is not None:
-            return self._streamed(args, env, timeout, cwd, input, desc, on_line)
+            return self._streamed(args, env, timeout, cwd, input, desc, on_line, terminal)
         full_env = None
         if env is not None or self.base_env is not None:
             full_env = dict(self.base_env if self.base_env is not None else os.environ)
@@ -173,20 +178,13 @@ class SubprocessRunner:
 
     def _streamed(self, args: tuple[str, ...], env: Optional[Mapping[str, str]], timeout: Optional[float],
                   cwd: Optional[str], input: Optional[str], desc: str,
-                  on_line: Callable[[str], None]) -> Completed:
+                  on_line: Callable[[str], None], terminal: bool = False) -> Completed:
         """run() with stderr handed to `on_line` line by line as it comes. Both pipes are read by
         threads, so every wait stays bounded: the child's own (timeout), then the readers' (a
         detached grandchild may hold the pipes open long after the child is gone)."""
-        try:
-            proc = subprocess.Popen(
-                args, env=self._env(env), cwd=cwd, text=True, errors="replace",
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            )
-        except FileNotFoundError:
+        proc, master = _launch_streamed(args, self._env(env), cwd, input, terminal)
+        if proc is None:
             return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
-        except PermissionError as exc:
-            raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
         out: list[str] = []
         err: list[str] = []
         callback_errors: list[str] = []
@@ -195,14 +193,19 @@ class SubprocessRunner:
             assert proc.stdout is not None
             out.append(proc.stdout.read())
 
+        def hand_over(line: str) -> None:
+            try:
+                on_line(line)
+            except Exception as exc:  # noqa: BLE001 (progress is a courtesy: it never fails the command)
+                callback_errors.append(repr(exc))  # kept: the first one is noted in the result's stderr
+
         def pump_err() -> None:
+            if master is not None:
+                return _pump_terminal(master, err, hand_over)
             assert proc.stderr is not None
             for line in proc.stderr:
                 err.append(line)
-                try:
-                    on_line(line.rstrip("\n"))
-                except Exception as exc:  # noqa: BLE001 (progress is a courtesy: it never fails the command)
-                    callback_errors.append(repr(exc))  # kept: the first one is noted in the result's stderr
+                hand_over(line.rstrip("\n"))
 
         # A blocking waitpid on its own thread: Popen.wait(timeout) polls with sleeps of up to
         # 50 ms, which every streamed install paid after its child had already exited.
@@ -246,6 +249,144 @@ class SubprocessRunner:
                      "hung driver); it was left behind: check `dmesg`, a reboot may be needed"]
 
 
+def _open_pty() -> Optional[tuple[int, int]]:
+    """(master, slave) of a new pseudo-terminal, 200 columns wide (a program fits its progress to the
+    width), with no CR added before each LF; None where the system has none."""
+    try:
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.ONLCR
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        return master, slave
+    except (ImportError, OSError):
+        return None
+
+
+def _launch_streamed(args: tuple[str, ...], env: Optional[Mapping[str, str]], cwd: Optional[str],
+                     input: Optional[str], terminal: bool) -> "tuple[Optional[subprocess.Popen[str]], Optional[int]]":
+    """The child of a streamed run, in a session of its own, and (terminal) the master of the pseudo-terminal
+    its stderr is; (None, None) when the program does not exist."""
+    fds = _open_pty() if terminal else None
+    try:
+        proc = subprocess.Popen(
+            args, env=env if fds is None else _drawing_env(env), cwd=cwd, text=True, errors="replace",
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=fds[1] if fds else subprocess.PIPE, start_new_session=True,
+        )
+    except FileNotFoundError:
+        _close_fds(fds)
+        return None, None
+    except PermissionError as exc:
+        _close_fds(fds)
+        raise RunnerError(f"cannot run {args[0]}: {exc}", ref="command-not-executable") from exc
+    if fds is None:
+        return proc, None
+    os.close(fds[1])  # the child holds the slave; the master reads the end once every holder closed it
+    return proc, fds[0]
+
+
+def _drawing_env(env: Optional[Mapping[str, str]]) -> dict[str, str]:
+    """The child's environment on a terminal that can draw (TERM=dumb or none gets no progress bars)."""
+    out = dict(env if env is not None else os.environ)
+    if out.get("TERM", "dumb") in ("", "dumb"):
+        out["TERM"] = "xterm"
+    return out
+
+
+def _pump_terminal(fd: int, err: list[str], hand_over: Callable[[str], None]) -> None:
+    """Read a pseudo-terminal's master to its end: each frame drawn to hand_over, each finished line to err."""
+    screen = TerminalText()
+    try:
+        for chunk in _read_fd(fd):
+            frames, lines = screen.feed(chunk)
+            err.extend(lines)
+            for frame in frames:
+                hand_over(frame)
+        frames, lines = screen.close()
+        err.extend(lines)
+        for frame in frames:
+            hand_over(frame)
+    finally:
+        os.close(fd)
+
+
+def _close_fds(fds: Optional[tuple[int, int]]) -> None:
+    for fd in fds or ():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _read_fd(fd: int) -> "Iterator[str]":
+    """What a pseudo-terminal's master reads, decoded, until the last writer closes it (Linux: EIO)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield tail
+            return
+        yield decoder.decode(data)
+
+
+# What a program draws on a terminal: CSI sequences (colours, cursor moves, "erase line") and the
+# separators of one frame from the next (CR, LF, cursor up/down, erase line).
+_CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_FRAME_SEP = re.compile(r"\r|\n|\x1b\[\d*[ABK]|\x1b\[2K")
+
+
+class TerminalText:
+    """Text out of what a program draws on a terminal. feed(text) -> (frames, lines): every stretch of text
+    between two redraws, stripped of control sequences (for progress), and each line that ended with a
+    newline as it was left on the screen (the last text drawn on it: redraws replace what was there)."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._shown = ""  # the last non-empty text drawn since the last newline
+
+    def feed(self, text: str) -> tuple[list[str], list[str]]:
+        self._pending += text
+        frames: list[str] = []
+        lines: list[str] = []
+        while True:
+            m = _FRAME_SEP.search(self._pending)
+            if m is None:
+                break
+            segment = _plain(self._pending[:m.start()])
+            self._pending = self._pending[m.end():]
+            if segment.strip():
+                frames.append(segment)
+                self._shown = segment
+            if m.group() == "\n":
+                lines.append(self._shown + "\n")
+                self._shown = ""
+        return frames, lines
+
+    def close(self) -> tuple[list[str], list[str]]:
+        """The end of the output: what was drawn last without a newline after it."""
+        rest, self._pending = _plain(self._pending), ""
+        shown = rest if rest.strip() else self._shown
+        self._shown = ""
+        return ([rest] if rest.strip() else []), ([shown + "\n"] if shown.strip() else [])
+
+
+def _plain(text: str) -> str:
+    return _CSI.sub("", text).rstrip()
+
+
 @dataclass
 class ReplayRunner:
     """A runner fed with recorded outputs. Any command it was not given fails the test.
@@ -281,6 +422,7 @@ class ReplayRunner:
         input: Optional[str] = None,
         mutating: bool = False,
         on_line: Optional[Callable[[str], None]] = None,
+        terminal: bool = False,
     ) -> Completed:
         key = tuple(str(a) for a in argv)
         self.calls.append(key)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from tfgpu_install.context import Context
+from tfgpu_install.context import Context, shows_progress
 from tfgpu_install.env.layout import installed_dists, record_rows, site_packages_dirs
 from tfgpu_install.env.target import TargetEnv, env_python_version
 from tfgpu_install.env.tools import find_uv, last_lines, tool_env
@@ -368,8 +368,9 @@ class InstallPackages(Step):
             )
 
     def _run(self, ctx: Context, argv: list[str], what: str,
-             on_line: Optional[Callable[[str], None]] = None) -> None:
-        res = ctx.runner.run(argv, desc=what, env=tool_env(ctx), timeout=3600, mutating=True, on_line=on_line)
+             on_line: Optional[Callable[[str], None]] = None, terminal: bool = False) -> None:
+        res = ctx.runner.run(argv, desc=what, env=tool_env(ctx), timeout=3600, mutating=True, on_line=on_line,
+                             terminal=terminal)
         if res.ok:
             return
         detail = last_lines(res.stderr or res.stdout, 8)
@@ -422,7 +423,9 @@ class InstallPackages(Step):
 
             version = env_python_version(self.env) or ""
             donor = Background(lambda: donor_for(ctx, self.env.path, version))  # walked while uv works
-        self._run(ctx, argv, f"{tool} install into {self.env.path}", on_line=shown.feed)
+        # uv shows each download's bytes only on a terminal: given one while someone watches the progress
+        self._run(ctx, argv, f"{tool} install into {self.env.path}", on_line=shown.feed,
+                  terminal=tool == "uv" and shows_progress(ctx))
         checkpoint(ctx, self.id, "middle")
         have = installed(self.env)
         missing = unsatisfied(self.env, self.requirements, have)
