@@ -65,6 +65,10 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
     check_tool_dirs(ctx.state_dir, ctx.cache_dir, ctx.data_dir)  # exit 5, also in a dry run
     ex = Executor(ctx, req.env, plan=req.plan)
     preview = ex.run(req.steps, dry_run=True)
+    pending = {s.id for s in preview.steps if s.status == "pending"}
+    for step in req.steps:  # what the steps to run will need (a conda engine): the dry run fails as the run would
+        if step.id in pending:
+            step.preflight(ctx)
     if req.dry_run:
         return Provisioned(preview, None)
     if not any(s.status == "pending" for s in preview.steps):

@@ -17,9 +17,8 @@ from typing import Any, Optional, Sequence
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, StepFailed, UnsatisfiableError
 
-RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'`; scripts/install includes "
-                "it), "
-                "or conda/mamba/micromamba")
+RATTLER_HINT = ("install the embedded conda engine (`pip install 'tfgpu-install[conda]'` into the tool's "
+                "environment; from a checkout, `scripts/install --with-conda`), or conda/mamba/micromamba")
 
 
 def available() -> bool:

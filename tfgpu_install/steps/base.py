@@ -47,6 +47,12 @@ class Step(ABC):
     def touches(self, ctx: Context) -> list[str]:
         return []
 
+    def preflight(self, ctx: Context) -> None:
+        """What apply() will need that can be checked before any step changes anything (a tool that must be
+        there): raises the error apply() would. Run for every pending step before the first change, and under
+        --dry-run, so a dry run fails the way the real run would (app/provision.py)."""
+        return None
+
     def owns(self, ctx: Context, path: Any) -> bool:
         """Undo of a killed apply: may a path this step touched, that was not there before, be
         removed? (Yes by default; env.create says only while it is the directory it made.)"""

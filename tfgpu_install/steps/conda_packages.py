@@ -54,6 +54,11 @@ class InstallCondaCuda(Step):
         lib = self.env / "lib"
         return [so for so in self.recipe.libraries if not (lib / so).exists()]
 
+    def preflight(self, ctx: Context) -> None:
+        from tfgpu_install.steps.env import conda_engine
+
+        conda_engine(ctx)
+
     def check(self, ctx: Context) -> bool:
         if not (self.env / "conda-meta").is_dir():
             return False

@@ -152,7 +152,7 @@ class CreateEnv(Step):
         marker = self._marker(ctx)
         # Everything that can be known before acting is checked before the first change.
         if self.env.backend == "conda":
-            self._conda_exe(ctx)
+            conda_engine(ctx)
         else:
             self._check_base_version(ctx, self._base_interpreter())
         if marker.exists():
@@ -307,20 +307,11 @@ class CreateEnv(Step):
 
     @staticmethod
     def _conda_exe(ctx: Context) -> str:
-        """The conda tool, else "rattler" (py-rattler, the embedded engine), else refuse."""
-        exe = find_conda(ctx)
-        if exe is None:
-            from tfgpu_install.conda import rattler_engine
+        return conda_engine(ctx)
 
-            if rattler_engine.available():
-                return RATTLER
-            raise EnvironmentProblem(
-                "--backend conda needs conda, mamba, micromamba or the py-rattler package, and none was found",
-                hint="install miniforge (https://github.com/conda-forge/miniforge), the embedded engine "
-                "(`pip install 'tfgpu-install[conda]'`; scripts/install includes it), or use --backend venv",
-                ref="conda-missing",
-            )
-        return exe
+    def preflight(self, ctx: Context) -> None:
+        if self.env.backend == "conda":
+            conda_engine(ctx)  # no conda engine: the dry run says so, as the real run would
 
     def _create_rattler(self, ctx: Context) -> str:
         """No conda tool: py-rattler makes the prefix. On the planned interpreter when there is
@@ -405,3 +396,22 @@ def _empty_dir(path: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def conda_engine(ctx: Context) -> str:
+    """The conda tool (conda, mamba, micromamba), else "rattler" (py-rattler, the embedded engine), else
+    refuse (exit 6, conda-missing) with what installs one."""
+    exe = find_conda(ctx)
+    if exe is not None:
+        return exe
+    from tfgpu_install.conda import rattler_engine
+
+    if rattler_engine.available():
+        return RATTLER
+    raise EnvironmentProblem(
+        "--backend conda needs conda, mamba, micromamba or the py-rattler package, and none was found",
+        hint="install miniforge (https://github.com/conda-forge/miniforge) or the embedded engine (`pip install "
+        "'tfgpu-install[conda]'` into the tool's environment; from a checkout, `scripts/install --with-conda`), "
+        "or use --backend venv",
+        ref="conda-missing",
+    )
