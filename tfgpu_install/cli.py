@@ -204,6 +204,19 @@ def main(
         return _internal_error(exc, as_json, debug)
 
 
+def complete(environ: Mapping[str, str], output_stream: Optional[object] = None) -> int:
+    """Answer a shell's completion request from the whole parser (tfgpu_install/completion.py); what the
+    shell asks is in `environ` (argcomplete reads it from the process environment the shell set)."""
+    from tfgpu_install.completion import answer
+    from tfgpu_install.context import build_context
+
+    try:
+        answer(build_parser(), build_context(environ), COMMANDS, output_stream=output_stream)
+    except TfgpuError:
+        return int(ExitCode.USAGE)  # nothing to offer (an unreadable state dir): the shell offers nothing
+    return int(ExitCode.OK)
+
+
 def _internal_error(exc: Exception, as_json: bool, debug: bool) -> int:
     if debug:
         raise exc

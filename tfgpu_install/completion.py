@@ -1,129 +1,185 @@
-"""Shell completion scripts (bash, zsh, fish) from the command tree: pure text from plain data.
+"""Shell completion from the parser itself, through argcomplete (bash, zsh, fish).
 
-The tree is what argparse knows: each command's flags and sub-actions (`snapshot export`, ...),
-read by tfgpu_install/commands/completion.py. The scripts complete command and action names and
-flags; a flag's value falls back to the shell's file completion.
+`tfgpu-install completion SHELL` prints argcomplete's own script for the shell. On each TAB that script
+runs `tfgpu-install` with argcomplete's variables set (_ARGCOMPLETE, COMP_LINE, COMP_POINT); cli.main
+sees them and answers from the same parser `--help` shows (build_parser), so a new command, action or
+flag completes with no table to keep. Values come from completers (VALUES: one row per argument):
+profile names, `--tensorflow` release lines from the knowledge tables, the envs this tool made, stored
+snapshot ids; a path argument falls back to file names.
+
+The README's implied install (`tfgpu-install --profile stable` is `tfgpu-install install --profile
+stable`) completes too: a command line whose first word after the global flags is one of install's
+flags is completed as install's (implied_install).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+
+if TYPE_CHECKING:
+    import argparse
+
+    from tfgpu_install.context import Context
 
 PROG = "tfgpu-install"
-_WORD = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SHELLS = ("bash", "fish", "zsh")
+GLOBAL_FLAGS = ("--json", "--debug")
 
 
-@dataclass(frozen=True)
-class Node:
-    """One level of the command line: its flags and the words that open a deeper level."""
+def script(shell: str) -> str:
+    """argcomplete's completion script for `shell`, registered for tfgpu-install."""
+    from argcomplete.shell_integration import shellcode
 
-    flags: tuple[str, ...] = ()
-    subs: dict[str, "Node"] = field(default_factory=dict)
-    help: str = ""
+    return str(shellcode([PROG], shell=shell))
 
 
-def _paths(node: Node, prefix: str = "") -> list[tuple[str, Node]]:
-    """Every level by its path ("" the top, "/snapshot", "/snapshot/export"), depth first."""
-    out = [(prefix, node)]
-    for name, sub in node.subs.items():
-        out += _paths(sub, f"{prefix}/{name}")
-    return out
+def implied_install(words: Sequence[str], prefix: str, top_options: Iterable[str],
+                    commands: Iterable[str]) -> list[str]:
+    """The words argparse should complete: `words` (the program's name first, the word being completed
+    left out) with `install` put where the implied install begins: before the first word after the
+    global flags that is a flag of install's rather than a command, or at the end when the word being
+    completed is such a flag (`tfgpu-install --prof<TAB>`: no top-level option starts so)."""
+    words = list(words)
+    names = set(commands)
+    for i, word in enumerate(words[1:], start=1):
+        if word in GLOBAL_FLAGS:
+            continue
+        if word in names or not word.startswith("-") or word in ("-h", "--help", "--version"):
+            return words
+        return words[:i] + ["install"] + words[i:]
+    if prefix.startswith("-") and not any(o.startswith(prefix) for o in top_options):
+        return words + ["install"]
+    return words
 
 
-def _check(tree: Node) -> None:
-    """Only plain words reach a script (they come from our own parser, but a script is code)."""
-    for path, node in _paths(tree):
-        for word in list(node.flags) + list(node.subs):
-            if not _WORD.match(word):
-                raise ValueError(f"not a plain word for a completion script: {word!r} (at {path or 'top'})")
+# --- the values -----------------------------------------------------------------------------------
+
+Completer = Callable[..., list[str]]
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.replace("'", "").replace("\\", "").split())
+def _profiles(ctx: "Context") -> Completer:
+    def complete(prefix: str = "", **_: Any) -> list[str]:
+        from tfgpu_install.knowledge.model import BUILTIN_POLICIES
+
+        found = sorted(BUILTIN_POLICIES)
+        return found + _files(prefix, (".yaml", ".yml")) if ("/" in prefix or prefix.startswith(".")) else found
+    return complete
 
 
-def bash(tree: Node) -> str:
-    _check(tree)
-    words = [f'        "{p}") echo "{" ".join(list(n.subs) + list(n.flags))}" ;;' for p, n in _paths(tree)]
-    subs = [f'        "{p}") echo "{" ".join(n.subs)}" ;;' for p, n in _paths(tree) if n.subs]
-    return "\n".join([
-        f"# {PROG} completion for bash: eval \"$({PROG} completion bash)\" (e.g. in ~/.bashrc)",
-        "_tfgpu_install_words() {",
-        '    case "$1" in',
-        *words,
-        "    esac",
-        "}",
-        "_tfgpu_install_subs() {",
-        '    case "$1" in',
-        *subs,
-        "    esac",
-        "}",
-        "_tfgpu_install() {",
-        '    local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i',
-        "    for ((i = 1; i < COMP_CWORD; i++)); do",
-        '        w="${COMP_WORDS[i]}"',
-        '        case " $(_tfgpu_install_subs "$path") " in *" $w "*) path="$path/$w" ;; esac',
-        "    done",
-        '    COMPREPLY=($(compgen -W "$(_tfgpu_install_words "$path")" -- "$cur"))',
-        "}",
-        f"complete -o default -F _tfgpu_install {PROG}",
-        "",
-    ])
+def _tensorflow(ctx: "Context") -> Completer:
+    def complete(**_: Any) -> list[str]:
+        from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge
+
+        versions = {r.tensorflow for r in load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir).releases}
+        lines = {".".join(v.split(".")[:2]) for v in versions}
+        return sorted(lines | versions, key=_version_key, reverse=True)
+    return complete
 
 
-def zsh(tree: Node) -> str:
-    _check(tree)
-    words = [f'        "{p}") print -r -- "{" ".join(list(n.subs) + list(n.flags))}" ;;' for p, n in _paths(tree)]
-    subs = [f'        "{p}") print -r -- "{" ".join(n.subs)}" ;;' for p, n in _paths(tree) if n.subs]
-    return "\n".join([
-        f"#compdef {PROG}",
-        f"# {PROG} completion for zsh: eval \"$({PROG} completion zsh)\" (after compinit, e.g. in ~/.zshrc)",
-        "_tfgpu_install_words() {",
-        '    case "$1" in',
-        *words,
-        "    esac",
-        "}",
-        "_tfgpu_install_subs() {",
-        '    case "$1" in',
-        *subs,
-        "    esac",
-        "}",
-        "_tfgpu_install() {",
-        '    local level="" w i',
-        "    local -a known cands",
-        "    for ((i = 2; i < CURRENT; i++)); do",
-        '        w="${words[i]}"',
-        '        known=(${=$(_tfgpu_install_subs "$level")})',
-        '        (( ${known[(Ie)$w]} )) && level="$level/$w"',
-        "    done",
-        '    cands=(${=$(_tfgpu_install_words "$level")})',
-        "    compadd -a cands || _files  # nothing of ours matches (a flag's value): file names",
-        "}",
-        f"(( $+functions[compdef] )) && compdef _tfgpu_install {PROG}",
-        "",
-    ])
+def _envs(ctx: "Context") -> Completer:
+    def complete(prefix: str = "", **_: Any) -> list[str]:
+        from tfgpu_install.env.registry import default_env, live_envs
+
+        known = [str(p) for p in ([default_env(ctx)] + live_envs(ctx)) if p is not None]
+        home = str(ctx.home)
+        if prefix.startswith("~"):  # as typed: ~/envs/tf for an env under the home dir
+            known = ["~" + p[len(home):] for p in known if p == home or p.startswith(home + "/")]
+        return list(dict.fromkeys(known)) + _dirs(prefix)
+    return complete
 
 
-def fish(tree: Node) -> str:
-    _check(tree)
-    lines = [f"# {PROG} completion for fish: {PROG} completion fish > ~/.config/fish/completions/{PROG}.fish",
-             f"complete -c {PROG} -e"]
-    for path, node in _paths(tree):
-        parts = [p for p in path.split("/") if p]
-        seen = [f"__fish_seen_subcommand_from {p}" for p in parts]
-        if node.subs:
-            cond = seen + [f"not __fish_seen_subcommand_from {' '.join(node.subs)}"]
-            for name, sub in node.subs.items():
-                desc = f" -d '{_one_line(sub.help)}'" if sub.help else ""
-                lines.append(f"complete -c {PROG} -f -n '{'; and '.join(cond)}' -a {name}{desc}")
-        cond = seen or ["true"]
-        for flag in node.flags:
-            if flag.startswith("--"):
-                lines.append(f"complete -c {PROG} -n '{'; and '.join(cond)}' -l {flag[2:]}")
-            elif flag.startswith("-"):
-                lines.append(f"complete -c {PROG} -n '{'; and '.join(cond)}' -s {flag[1:]}")
-    return "\n".join(lines + [""])
+def _snapshots(ctx: "Context", files: bool) -> Completer:
+    def complete(prefix: str = "", **_: Any) -> list[str]:
+        from tfgpu_install.snapshot.model import store_dir
+
+        ids = sorted((p.stem for p in store_dir(ctx.state_dir).glob("*.yaml")), reverse=True)
+        return ids + (_files(prefix, (".yaml", ".yml")) if files and ("/" in prefix or prefix.startswith(".")) else [])
+    return complete
 
 
-SHELLS = {"bash": bash, "zsh": zsh, "fish": fish}
+def _directories(ctx: "Context") -> Completer:
+    def complete(prefix: str = "", **_: Any) -> list[str]:
+        return _dirs(prefix)
+    return complete
+
+
+def _files(prefix: str, suffixes: Sequence[str]) -> list[str]:
+    """Files (with these suffixes) and directories under the prefix's directory, as typed."""
+    return [p for p in _listing(prefix) if p.endswith("/") or p.endswith(tuple(suffixes))]
+
+
+def _dirs(prefix: str) -> list[str]:
+    return [p for p in _listing(prefix) if p.endswith("/")]
+
+
+def _listing(prefix: str) -> list[str]:
+    head = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+    where = Path(os.path.expanduser(head or "."))
+    try:
+        entries = sorted(where.iterdir())
+    except OSError:
+        return []
+    return [head + e.name + ("/" if e.is_dir() else "") for e in entries if not e.name.startswith(".")
+            or prefix.rsplit("/", 1)[-1].startswith(".")]
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else -1 for x in v.split("."))
+
+
+# (command path, argument dest) -> its values. The command path is the words before the argument
+# ("" the top, "snapshot show"); "*" matches any command.
+VALUES: dict[tuple[str, str], Callable[["Context"], Completer]] = {
+    ("*", "profile"): _profiles,
+    ("*", "tensorflow"): _tensorflow,
+    ("*", "env"): _envs,
+    ("envs remove", "path"): _envs,
+    ("envs default", "path"): _envs,
+    ("rollback", "to"): lambda ctx: _snapshots(ctx, files=False),
+    ("upgrade", "to"): _directories,
+    ("snapshot show", "id"): lambda ctx: _snapshots(ctx, files=False),
+    ("snapshot diff", "a"): lambda ctx: _snapshots(ctx, files=True),
+    ("snapshot diff", "b"): lambda ctx: _snapshots(ctx, files=True),
+    ("snapshot restore", "file"): lambda ctx: _snapshots(ctx, files=True),
+    ("snapshot bundle", "file"): lambda ctx: _snapshots(ctx, files=True),
+    ("snapshot image", "file"): lambda ctx: _snapshots(ctx, files=True),
+    ("fleet restore", "snapshot"): lambda ctx: _snapshots(ctx, files=True),
+    ("fleet install", "snapshot"): lambda ctx: _snapshots(ctx, files=True),
+}
+
+
+def attach(parser: "argparse.ArgumentParser", ctx: "Context", path: str = "") -> None:
+    """Give each argument VALUES names its completer (argcomplete reads `action.completer`)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                attach(sub, ctx, f"{path} {name}".strip())
+            continue
+        make = VALUES.get((path, action.dest)) or VALUES.get(("*", action.dest))
+        if make is not None:
+            action.completer = make(ctx)  # type: ignore[attr-defined]
+
+
+def answer(parser: "argparse.ArgumentParser", ctx: "Context", commands: Iterable[str],
+           output_stream: Optional[Any] = None) -> None:
+    """Answer the shell's completion request (argcomplete reads what it asks from the environment the
+    shell set for this process), with the implied install and the values above."""
+    from argcomplete.finders import CompletionFinder
+
+    attach(parser, ctx)
+    top = [o for a in parser._actions for o in a.option_strings]
+    names = list(commands)
+
+    class Finder(CompletionFinder):
+        def _get_completions(self, comp_words: list[str], cword_prefix: str, cword_prequote: str,
+                             last_wordbreak_pos: Optional[int]) -> list[str]:
+            words = implied_install(comp_words, cword_prefix, top, names)
+            return list(super()._get_completions(  # type: ignore[no-untyped-call]
+                words, cword_prefix, cword_prequote, last_wordbreak_pos))
+
+    # options only once a "-" is typed: `tfgpu-install <TAB>` offers the commands
+    Finder()(parser, always_complete_options=False, exit_method=lambda code: None, output_stream=output_stream)

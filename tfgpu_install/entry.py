@@ -7,6 +7,12 @@ import sys
 
 
 def run() -> None:
+    import os
+
+    if "_ARGCOMPLETE" in os.environ:  # a shell's completion request (tfgpu_install/completion.py)
+        from tfgpu_install.cli import complete
+
+        sys.exit(complete(os.environ))
     from tfgpu_install.cli import main
 
     sys.exit(main())
