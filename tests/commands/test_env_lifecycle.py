@@ -185,3 +185,29 @@ def test_self_uninstall_with_shared_parents_removes_only_what_the_tool_wrote(
     assert not made.exists() and not (state / "envs").exists() and not (state / "snapshots").exists()
     assert not (state / "last-env").exists() and not (cache / "knowledge").exists()
     assert sorted(os.listdir(share / "envs")) == ["theirs"]
+
+
+def test_env_sizes_are_own_and_shared_and_remove_says_what_it_freed(two_envs: dict[str, Any]) -> None:
+    """#43 item 4, on envs uv installed from one cache (it links the cache's files into each): each env's
+    size is its own bytes plus what it shares, measured alone (the listing order used to decide which env
+    a linked file was counted for), and `envs remove` says it freed the env's own bytes, not its apparent
+    size (it said "5.2 GiB freed" for an env listed at 93 MiB)."""
+    from tfgpu_install.env.disksize import tree_usage
+
+    env, first, second = two_envs["env"], two_envs["first"], two_envs["second"]
+    rows = {r["path"]: r for r in json.loads(run_cli(["envs", "--json"], env).stdout)["envs"]}
+    for path in (first, second):
+        row, alone = rows[str(path)], tree_usage(path)
+        assert (row["own_bytes"], row["shared_bytes"]) == (alone.own, alone.shared)
+        assert row["shared_bytes"] > 0 and row["size_bytes"] == row["own_bytes"] + row["shared_bytes"]
+    human = run_cli(["envs"], {**env, "COLUMNS": "200"})
+    assert "shared" in human.stdout
+    planned = json.loads(run_cli(["envs", "remove", str(first), "--dry-run", "--json"], env).stdout)
+    assert (planned["own_bytes"], planned["shared_bytes"]) == (rows[str(first)]["own_bytes"],
+                                                              rows[str(first)]["shared_bytes"])
+    done = run_cli(["envs", "remove", str(first), "-y", "--json"], env)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["removed"] is True, done.stderr
+    assert doc["freed_bytes"] == rows[str(first)]["own_bytes"] < rows[str(first)]["size_bytes"]
+    # what it shared is still on disk: the other env's files (linked from the same cache) are whole
+    assert tree_usage(second).total == rows[str(second)]["size_bytes"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.httpserver import LoopbackServer
 from tests.support.wheelhouse import WheelSpec, build_wheelhouse
-from tfgpu_install.fetch.wheelsizes import JSON_TYPE, UNPACK_RATIO, lookup, split_pins, target_tags
+from tfgpu_install.fetch.wheelsizes import JSON_TYPE, UNPACK_RATIO, estimate, lookup, split_pins, target_tags
 
 TAG = target_tags("3.11")[0]  # cp311-cp311-<this machine's best platform>
 
@@ -80,3 +80,24 @@ def test_without_exact_pins_nothing_is_asked_and_the_size_is_unknown() -> None:
         sizes = lookup(["numpy<2", "tensorflow>=2.16"], srv.url("/simple"), "3.11")
         assert srv.requests == []
     assert sizes.line() == "download: unknown (no exact pins: uv picks the versions as it installs)"
+
+
+def test_a_warm_cache_is_no_download_and_linked_files_no_new_space() -> None:
+    """#43 item 4: with a warm cache the confirmation said "download: 2.3 GiB ... ~4.7 GiB on disk" while
+    77 MiB were fetched. uv names what it has to download; only that is asked of the index and counted,
+    and the cached wheels' files, linked into the env from uv's cache, take no new space."""
+    with LoopbackServer() as srv:
+        srv.add("/simple/tensorflow/", _page([{"filename": f"tensorflow-2.16.1-{TAG}.whl", "url": "/f/tf.whl",
+                                               "size": 600_000_000}]), content_type=JSON_TYPE)
+        srv.add("/simple/six/", _page([{"filename": "six-1.17.0-py2.py3-none-any.whl", "url": "/f/six.whl",
+                                        "size": 11_000}]), content_type=JSON_TYPE)
+        warm = estimate(["six==1.17.0"], ["tensorflow==2.16.1"], True, srv.url("/simple"), "3.11")
+        asked = {r.path for r in srv.requests}
+        copied = estimate(["six==1.17.0"], ["tensorflow==2.16.1"], False, srv.url("/simple"), "3.11")
+        all_cached = estimate([], ["tensorflow==2.16.1", "six==1.17.0"], True, srv.url("/simple"), "3.11")
+    assert warm.download == 11_000 and "/simple/tensorflow/" not in asked
+    assert warm.line() == ("download: 10.7 KiB for 1 wheel(s) not in uv's cache (1 more in it already); ~21.5 KiB "
+                           "more on disk (estimate: 2x the download; the cached wheels' files are linked into the "
+                           "env from uv's cache: already on disk)")
+    assert "~1.1 GiB more on disk" in copied.line() and "uv copies its cache's files" in copied.line()
+    assert all_cached.line().startswith("download: none (all 2 wheel(s) are in uv's cache); ~0 B more on disk")

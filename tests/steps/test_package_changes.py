@@ -55,3 +55,19 @@ def test_what_a_run_did() -> None:
     assert got.lines() == ["+ six 1.17.0", "~ protobuf 5.0.0 -> 4.25.9", "- old 1"]
     assert got.to_json()["changed"] == [{"name": "protobuf", "from": "5.0.0", "to": "4.25.9"}]
     assert PackageChanges(unknown="uv: offline").summary() == "packages: unknown (uv: offline)"
+
+
+def test_uvs_verbose_dry_run_says_which_wheels_it_would_download() -> None:
+    """Recorded: uv 0.13.9, `uv pip install -v --dry-run` of numpy, scipy and six with numpy and scipy in
+    its cache (tests/fixtures/uv/dry-run-verbose.txt)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "fixtures" / "uv" / "dry-run-verbose.txt").read_text()
+    got = parse_dry_run(text)
+    assert got.uncached == ("six==1.17.0",)
+    assert got.installs() == ["numpy==2.1.3", "scipy==1.14.1", "six==1.17.0"]
+    # nothing to download: uv prints no "Would download" line
+    assert parse_dry_run(text.replace("DEBUG Identified uncached distribution: six==1.17.0\n", "")
+                         .replace("Would download 1 package\n", "")).uncached == ()
+    # a count the debug lines do not match (another uv's wording): which ones is unknown, never guessed
+    assert parse_dry_run(text.replace("Would download 1 package", "Would download 2 packages")).uncached is None

@@ -34,9 +34,11 @@ class EnvRow:
     verified_ok: Optional[bool]
     drift: str  # "clean", "N package(s) differ", or "unknown (...)"
     drift_lines: tuple[str, ...]
-    size_bytes: int
+    size_bytes: int  # own + shared: the env's files on disk, each once (order-independent)
     sources: dict[str, str] = field(default_factory=dict)  # value -> where it was read
     incomplete: bool = False  # a run stopped before the env was verified: run it again to resume
+    own_bytes: int = 0  # linked only from inside the env: what removing it frees
+    shared_bytes: int = 0  # also linked from outside it (uv's cache, another env): stays when it goes
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,8 +83,8 @@ def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool
     return str(report.get("when") or "?"), bool(report.get("ok"))
 
 
-def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[int, int]]) -> EnvRow:
-    from tfgpu_install.env.disksize import disk_usage
+def env_row(ctx: Context, env: Path, default: Optional[Path]) -> EnvRow:
+    from tfgpu_install.env.disksize import TreeUsage, tree_usage
     from tfgpu_install.env.registry import incomplete
     from tfgpu_install.snapshot.drift import compare
     from tfgpu_install.snapshot.envstate import env_python_version, installed_packages
@@ -117,10 +119,12 @@ def env_row(ctx: Context, env: Path, default: Optional[Path], seen: set[tuple[in
         drift = "clean" if not lines else f"{len(lines)} package(s) differ"
         sources["drift"] = f"packages vs snapshot {snap.id}"
     same_default = default is not None and os.path.abspath(str(default)) == os.path.abspath(str(env))
+    size = tree_usage(env) if exists else TreeUsage(0, 0)
     return EnvRow(
         path=str(env), exists=exists, default=same_default, tensorflow=tf, cuda=cuda, cudnn=cudnn, python=python,
         verified=when, verified_ok=ok, drift=drift, drift_lines=lines,
-        size_bytes=disk_usage(env, seen) if exists else 0, sources=sources, incomplete=incomplete(ctx, env),
+        size_bytes=size.total, sources=sources, incomplete=incomplete(ctx, env), own_bytes=size.own,
+        shared_bytes=size.shared,
     )
 
 
@@ -131,8 +135,7 @@ def env_rows(ctx: Context, include_missing: bool = False) -> list[EnvRow]:
     from tfgpu_install.env.state import known_envs
 
     default = default_env(ctx)
-    seen: set[tuple[int, int]] = set()
-    rows = [env_row(ctx, env, default, seen) for env in known_envs(ctx)]
+    rows = [env_row(ctx, env, default) for env in known_envs(ctx)]
     return [r for r in rows if r.exists or r.incomplete or include_missing]
 
 
@@ -142,9 +145,19 @@ def _state(r: EnvRow) -> str:
     return "" if r.exists else " (gone)"
 
 
+def _size(r: EnvRow) -> Optional[str]:
+    """An env's size as removing it would see it: its own bytes, then what it shares (uv's cache, other envs)."""
+    if not r.exists:
+        return None
+    return human_bytes(r.own_bytes) + (f" + {human_bytes(r.shared_bytes)} shared" if r.shared_bytes else "")
+
+
 def list_envs(ctx: Context, include_missing: bool = False) -> Result:
+    from tfgpu_install.env.disksize import disk_usage
+
     rows = env_rows(ctx, include_missing)
-    total = sum(r.size_bytes for r in rows)
+    seen: set[tuple[int, int]] = set()  # every env together, each file once
+    total = sum(disk_usage(Path(r.path), seen) for r in rows if r.exists)
     data: dict[str, Any] = {"envs": [r.to_json() for r in rows], "total_bytes": total}
     if not rows:
         return Result(data=data, blocks=[Text("no envs yet: tfgpu-install --profile stable makes one", "warn")])
@@ -158,15 +171,16 @@ def list_envs(ctx: Context, include_missing: bool = False) -> Result:
         "environments made by tfgpu-install (* = the default)",
         ("", "path", "TF", "CUDA", "cuDNN", "Python", "last verified", "drift", "size"),
         [("*" if r.default else "", r.path + _state(r), r.tensorflow, r.cuda, r.cudnn,
-          r.python, verified(r), r.drift, human_bytes(r.size_bytes) if r.exists else None) for r in rows],
+          r.python, verified(r), r.drift, _size(r)) for r in rows],
     )]
     stopped = [r for r in rows if r.incomplete]
     if stopped:
         blocks.append(Text(f"incomplete: {', '.join(r.path for r in stopped)}: a run stopped before the env was "
                            "verified; run the same command again to finish it, or `tfgpu-install envs remove PATH`",
                            "warn"))
-    blocks.append(Text(f"{len(rows)} env(s), {human_bytes(total)} on disk; remove one with "
-                       "`tfgpu-install envs remove PATH`", "dim"))
+    blocks.append(Text(f"{len(rows)} env(s), {human_bytes(total)} on disk together (each file once); an env's "
+                       "size is its own bytes (what removing it frees) + what it shares with uv's cache or other "
+                       "envs; remove one with `tfgpu-install envs remove PATH`", "dim"))
     return Result(data=data, blocks=blocks)
 
 

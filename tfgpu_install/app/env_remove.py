@@ -59,7 +59,7 @@ def not_the_env(entries: list[Any], env: Path) -> Optional[str]:
 def remove_env(ctx: Context, req: RemoveRequest) -> Result:
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
-    from tfgpu_install.env.disksize import disk_usage
+    from tfgpu_install.env.disksize import tree_usage
     from tfgpu_install.env.journal import Journal, open_entries
     from tfgpu_install.env.layout import user_path
     from tfgpu_install.env.registry import forget_env, last_env
@@ -86,13 +86,15 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
                                 "the env it made is gone; move this directory away yourself if it is not yours",
                                 ref="env-replaced")
         todo = open_entries(entries)
-        size = disk_usage(env)
+        size = tree_usage(env)
+        kept = f"; {human_bytes(size.shared)} it shares with uv's cache or other envs stays" if size.shared else ""
         blocks: list[Block] = [
-            Heading(f"remove {env}: {human_bytes(size)} on disk, {len(todo)} journaled change(s) to undo"),
+            Heading(f"remove {env}: frees {human_bytes(size.own)}{kept}; {len(todo)} journaled change(s) to undo"),
             Text("the env, everything installed in it and its activation (shell rc block, ld.so.conf.d entry) go; "
                  "its snapshots stay (`tfgpu-install snapshot restore` rebuilds it)", "warn"),
         ]
-        data: dict[str, Any] = {"env": str(env), "size_bytes": size, "dry_run": req.dry_run}
+        data: dict[str, Any] = {"env": str(env), "size_bytes": size.total, "own_bytes": size.own,
+                                "shared_bytes": size.shared, "dry_run": req.dry_run}
         if req.dry_run:
             return Result(data={**data, "removed": False, "undone": []}, blocks=blocks)
         from tfgpu_install.app.confirm import confirm
@@ -100,14 +102,16 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
         confirm(ctx, req.yes, blocks)
         report = ex.rollback(journal_steps(ctx, entries))
     gone = not env.exists()
+    # what went: its own bytes (every link of them was inside it), less any of them still there
+    freed = size.own if gone else max(0, size.own - tree_usage(env).own)
     was_default = False
     if gone:  # the default moves to the newest verified env still there (env/registry.py), or there is none
         last = last_env(ctx)
         was_default = last is not None and os.path.abspath(str(last)) == str(env)
         forget_env(ctx, env)
     return Result(
-        data={**data, "removed": gone, "undone": report.to_json(), "was_default": was_default},
+        data={**data, "removed": gone, "undone": report.to_json(), "was_default": was_default, "freed_bytes": freed},
         blocks=[table(f"removed {env}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
-                Text(f"{env} removed ({human_bytes(size)} freed)" if gone else f"{env} is still there", "ok" if gone
-                     else "warn")],
+                Text(f"{env} removed: {human_bytes(freed)} freed{kept}" if gone
+                     else f"{env} is still there ({human_bytes(freed)} freed)", "ok" if gone else "warn")],
     )

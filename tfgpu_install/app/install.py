@@ -20,6 +20,7 @@ from tfgpu_install.app.package_plan import (
     package_blocks,
     planned_changes,
     target_python,
+    uv_links,
 )
 from tfgpu_install.app.provision import ProvisionRequest, provision
 from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
@@ -32,6 +33,7 @@ from tfgpu_install.guard.shellquote import activate_command, command, shell_of
 from tfgpu_install.plan.options import InstallOptions, options_to_json
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.resolver.model import Resolution
+from tfgpu_install.steps.package_changes import PackageChanges
 
 
 @dataclass(frozen=True)
@@ -78,15 +80,15 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
-        head=lambda preview: _plan_blocks(resolution, options, preview, before) + _space(options.env)
-        + _download(ctx, steps, preview) + package_blocks(planned_changes(ctx, steps, preview)),
+        head=lambda preview: _question(ctx, steps, preview, _plan_blocks(resolution, options, preview, before),
+                                       options.env),
         facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
         make_default=True,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)
     changes = planned_changes(ctx, steps, done.preview) if req.dry_run else None
     if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
-        head[-1:-1] = _download(ctx, steps, done.preview) + package_blocks(changes)
+        head[-1:-1] = _download(ctx, steps, done.preview, changes, options.env) + package_blocks(changes)
     if done.report is None:
         results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
         out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
@@ -327,11 +329,21 @@ def _space(env: Path) -> list[Block]:
 PYPI_SIMPLE = "https://pypi.org/simple"
 
 
-def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block]:
-    """For the confirmation only (never the no-op path or --json): the pinned wheels' download
-    size as the index states it, and an estimate of their size on disk (fetch/wheelsizes.py)."""
+def _question(ctx: Context, steps: list[Any], preview: ExecReport, plan: list[Block], env: Path) -> list[Block]:
+    """What the confirmation shows: the plan, the free space, the download and what it takes on disk (counting
+    what uv's cache holds), and every package it adds, changes or removes (uv's dry run, asked once)."""
+    changes = planned_changes(ctx, steps, preview)
+    return plan + _space(env) + _download(ctx, steps, preview, changes, env) + package_blocks(changes)
+
+
+def _download(ctx: Context, steps: list[Any], preview: ExecReport, changes: Optional[PackageChanges] = None,
+              env: Optional[Path] = None) -> list[Block]:
+    """For the confirmation only (never the no-op path or --json): the download size as the index states
+    it and an estimate of the size on disk (fetch/wheelsizes.py). With uv's dry run (`changes`): every wheel
+    the run installs, less those in uv's cache, on disk less what uv links from its cache; else the pinned
+    requirements' wheels as if none were cached."""
     from tfgpu_install.fetch.trust import ssl_context
-    from tfgpu_install.fetch.wheelsizes import lookup
+    from tfgpu_install.fetch.wheelsizes import estimate, lookup
     from tfgpu_install.steps.packages import InstallPackages, index_flags
 
     pending = {s.id for s in preview.steps if s.status == "pending"}
@@ -342,7 +354,13 @@ def _download(ctx: Context, steps: list[Any], preview: ExecReport) -> list[Block
     if "--no-index" in flags:
         return [Text("download: none from an index (--no-index); size on disk unknown", "dim")]
     index = flags[flags.index("--index-url") + 1] if "--index-url" in flags else PYPI_SIMPLE
-    sizes = lookup(step.requirements, index, target_python(steps), context=ssl_context(ctx.environ))
+    trust = ssl_context(ctx.environ)
+    if changes is not None and changes.uncached is not None and not changes.unknown and env is not None:
+        fetch = set(changes.uncached)
+        cached = [p for p in changes.installs() if p not in fetch]
+        sizes = estimate(sorted(fetch), cached, uv_links(ctx, env), index, target_python(steps), context=trust)
+    else:
+        sizes = lookup(step.requirements, index, target_python(steps), context=trust)
     return [Text(sizes.line(), "dim")]
 
 

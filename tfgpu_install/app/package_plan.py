@@ -3,11 +3,12 @@ says it would add, change and remove) and after (what the run did to the package
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
-from tfgpu_install.report import Block, Bullets, Text
+from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.steps.package_changes import PackageChanges
 
 
@@ -33,8 +34,8 @@ def package_blocks(changes: Optional[PackageChanges]) -> list[Block]:
     blocks: list[Block] = []
     mine = changes.of_installed()
     if not mine.empty:
-        blocks.append(Bullets("this changes packages the env has now", tuple(mine.lines()), "warn"))
-    blocks.append(Bullets(changes.summary(), tuple(changes.lines())))
+        blocks.append(Bullets("this changes packages the env has now", tuple(mine.described()), "warn"))
+    blocks.append(table(changes.summary(), ("", "package", "now", "then"), changes.rows()))
     return blocks
 
 
@@ -54,7 +55,7 @@ def changed_in_env_blocks(changes: Optional[PackageChanges]) -> list[Block]:
     """After a run: the packages the env had that it changed or removed (with -y nobody was asked first)."""
     if changes is None or changes.of_installed().empty:
         return []
-    return [Bullets("changed packages the env had", tuple(changes.of_installed().lines()), "warn")]
+    return [Bullets("changed packages the env had", tuple(changes.of_installed().described()), "warn")]
 
 
 def target_python(steps: Sequence[Any]) -> Optional[str]:
@@ -65,3 +66,32 @@ def target_python(steps: Sequence[Any]) -> Optional[str]:
         if isinstance(s, CreateEnv) and isinstance(s.python_version, str):
             return s.python_version
     return None
+
+
+def uv_links(ctx: Context, env: Path) -> Optional[bool]:
+    """Whether uv links its cache's files into `env` (so a cached wheel takes no new space there): its cache
+    and the env on one filesystem, and no UV_LINK_MODE=copy. None when uv cannot say where its cache is."""
+    from tfgpu_install.env.tools import find_uv, tool_env
+
+    if (ctx.env("UV_LINK_MODE") or "").lower() == "copy":
+        return False
+    uv = find_uv(ctx)
+    if uv is None:
+        return None
+    done = ctx.runner.run([uv, "cache", "dir"], desc="where uv's cache is", env=tool_env(ctx), timeout=60)
+    if not done.ok or not done.stdout.strip():
+        return None
+    cache, target = _existing(Path(done.stdout.strip())), _existing(env)
+    if cache is None or target is None:
+        return None
+    return cache.stat().st_dev == target.stat().st_dev
+
+
+def _existing(path: Path) -> Optional[Path]:
+    """The path, or its nearest parent that exists (where a new dir would be made)."""
+    import os
+
+    probe = Path(os.path.abspath(str(path)))
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe if probe.exists() else None

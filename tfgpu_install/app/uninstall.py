@@ -134,7 +134,7 @@ def _plan_blocks(req: UninstallRequest, targets: list[Target], made: list[EnvRow
     blocks: list[Block] = [Heading(f"uninstall tfgpu-install: {human_bytes(total)} to free")]
     listed = [(t.what, str(t.path), human_bytes(t.size) if t.size else "-") for t in targets]
     if req.envs:
-        listed += [("env (through its journal)", r.path, human_bytes(r.size_bytes)) for r in made]
+        listed += [("env (through its journal)", r.path, human_bytes(r.own_bytes)) for r in made]
     blocks.append(table("what goes", ("what", "path", "size"), listed))
     if kept:
         blocks.append(Text(f"kept: {len(kept)} env(s), {human_bytes(sum(r.size_bytes for r in kept))} "
@@ -184,7 +184,8 @@ def uninstall(ctx: Context, req: UninstallRequest) -> Result:
     targets = _targets(ctx, req, seen)
     # an env inside a dir that goes is already in that dir's size
     outside = [r for r in made if not any(Path(r.path).is_relative_to(t.path) for t in targets)]
-    total = sum(t.size for t in targets) + (sum(r.size_bytes for r in outside) if req.envs else 0)
+    # an env's own bytes: what it shares with uv's cache (kept) is not freed by removing it
+    total = sum(t.size for t in targets) + (sum(r.own_bytes for r in outside) if req.envs else 0)
     kept = [r for r in rows if r not in made or not req.envs]
     blocks = _plan_blocks(req, targets, made, kept, total)
     data = _data(req, targets, made, kept, total)

@@ -7,7 +7,11 @@ What is not: their unpinned dependencies and requirements with ranges (uv picks 
 installs); those are reported as "not counted", never guessed. The size on disk is an estimate
 (`UNPACK_RATIO` times the download, labelled "~" and "estimate"): a wheel is a deflated zip and
 shared libraries deflate to about half; the ratio is an assumption, not a measurement of these wheels.
-Wheels already in uv's cache are not told apart (they are counted as a download).
+
+With uv's own dry run (app/package_plan.py) the figures count what is already there (estimate()): every
+wheel the run installs is known with its version, and which of them uv has to download; the ones in its
+cache are no download, and when uv links its cache's files into the env (the same filesystem, link mode
+not `copy`) they take no new space either: the env's files are more hard links to inodes already on disk.
 """
 
 from __future__ import annotations
@@ -43,8 +47,13 @@ class Sizes:
     counted: list[str] = field(default_factory=list)  # name==version counted
     unknown: list[str] = field(default_factory=list)  # pins whose wheel or size was not found
     not_counted: list[str] = field(default_factory=list)  # ranges and unpinned: uv resolves them later
+    cached: Optional[list[str]] = None  # name==version already in uv's cache (None: not known)
+    linked: Optional[bool] = None  # uv links its cache's files into the env (None: not known)
+    cached_size: int = 0  # the cached wheels' download size, counted when uv copies them (not linked)
 
     def line(self) -> str:
+        if self.cached is not None:
+            return self._line_with_cache(self.cached)
         from tfgpu_install.report import human_bytes
 
         if not self.counted and not self.unknown:
@@ -59,6 +68,44 @@ class Sizes:
             text += (f"; not counted: {len(self.not_counted)} requirement(s) with ranges, and all unpinned "
                      "dependencies (uv resolves them as it installs)")
         return text
+
+
+    def _line_with_cache(self, cached: list[str]) -> str:
+        from tfgpu_install.report import human_bytes
+
+        wheels = len(self.counted) + len(self.unknown)
+        if wheels == 0:
+            text = f"download: none (all {len(cached)} wheel(s) are in uv's cache)"
+        else:
+            text = f"download: {human_bytes(self.download)} for {len(self.counted)} wheel(s) not in uv's cache"
+            if cached:
+                text += f" ({len(cached)} more in it already)"
+        if self.unknown:
+            text += f"; unknown for {', '.join(self.unknown)}"
+        new = int(self.download * UNPACK_RATIO)
+        if self.linked:
+            text += (f"; ~{human_bytes(new)} more on disk (estimate: {UNPACK_RATIO:g}x the download; the cached "
+                     "wheels' files are linked into the env from uv's cache: already on disk)")
+        elif self.linked is False:
+            both = int((self.download + self.cached_size) * UNPACK_RATIO)
+            text += (f"; ~{human_bytes(both)} more on disk (estimate: {UNPACK_RATIO:g}x the download of all "
+                     "of them: uv copies its cache's files into the env, on another filesystem or with "
+                     "UV_LINK_MODE=copy)")
+        else:
+            text += f"; ~{human_bytes(new)} more on disk for the downloads (estimate); the cached ones: unknown"
+        return text
+
+
+def estimate(to_download: Sequence[str], cached: Sequence[str], linked: Optional[bool], index_url: str,
+             python: Optional[str], timeout: float = 10, context: Optional["ssl.SSLContext"] = None) -> Sizes:
+    """The download and new disk space of a run whose wheels uv named (name==version): `to_download`
+    is not in its cache, `cached` is; `linked` whether uv links the cache's files into the env. Only the
+    downloads are asked of the index (and the cached ones too when uv copies them)."""
+    sizes = lookup(list(to_download), index_url, python, timeout, context)
+    sizes.cached, sizes.linked = list(cached), linked
+    if linked is False and cached:
+        sizes.cached_size = lookup(list(cached), index_url, python, timeout, context).download
+    return sizes
 
 
 def split_pins(requirements: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:

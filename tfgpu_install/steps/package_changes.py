@@ -37,6 +37,8 @@ class PackageChanges:
     changed: tuple[tuple[str, str, str], ...] = ()  # (name, version now, version after)
     removed: tuple[tuple[str, str], ...] = ()  # (name, version now)
     unknown: Optional[str] = None  # why the changes could not be worked out (then the tuples are empty)
+    # what uv has to download (name==version): the rest is in its cache already; None when uv did not say
+    uncached: Optional[tuple[str, ...]] = None
 
     @property
     def empty(self) -> bool:
@@ -45,6 +47,21 @@ class PackageChanges:
     def lines(self) -> list[str]:
         return ([f"+ {n} {v}" for n, v in self.added] + [f"~ {n} {a} -> {b}" for n, a, b in self.changed]
                 + [f"- {n} {v}" for n, v in self.removed])
+
+    def rows(self) -> list[tuple[str, str, Optional[str], Optional[str]]]:
+        """One row per package: (+ ~ -, name, version now, version after; None: none)."""
+        return ([("+", n, None, v) for n, v in self.added] + [("~", n, a, b) for n, a, b in self.changed]
+                + [("-", n, v, None) for n, v in self.removed])
+
+    def described(self) -> list[str]:
+        """One line per package in words: "protobuf: 5.0.0 -> 4.25.9", "six 1.17.0 (added)"."""
+        return ([f"{n} {v} (added)" for n, v in self.added] + [f"{n}: {a} -> {b}" for n, a, b in self.changed]
+                + [f"{n} {v} (removed)" for n, v in self.removed])
+
+    def installs(self) -> list[str]:
+        """The name==version pins the run installs (added, and changed to), from an index (not `@ URL`)."""
+        return [f"{n}=={v}" for n, v in self.added if not v.startswith("@")] + [
+            f"{n}=={b}" for n, _, b in self.changed if not b.startswith("@")]
 
     def summary(self) -> str:
         if self.unknown:
@@ -65,8 +82,22 @@ class PackageChanges:
                 "removed": [f"{n}=={v}" for n, v in self.removed], "unknown": self.unknown}
 
 
+_UNCACHED = re.compile(r"\bIdentified uncached distribution: (\S+)")
+_DOWNLOADS = re.compile(r"^\s*Would download (\d+) packages?\b", re.M)
+
+
+def uncached(text: str) -> Optional[tuple[str, ...]]:
+    """What `uv pip install --dry-run -v` says it would download: its count ("Would download N packages";
+    none said: nothing to download) and, from its debug lines, which; None when the two disagree (another uv
+    that words its debug lines otherwise): then which wheels are cached is unknown."""
+    named = tuple(dict.fromkeys(_UNCACHED.findall(text)))
+    m = _DOWNLOADS.search(text)
+    count = int(m.group(1)) if m else 0
+    return named if len(named) == count else None
+
+
 def parse_dry_run(text: str) -> PackageChanges:
-    """`uv pip install --dry-run`'s +/- lines."""
+    """`uv pip install --dry-run`'s +/- lines (and with -v, what it would download)."""
     plus: dict[str, tuple[str, str]] = {}
     minus: dict[str, tuple[str, str]] = {}
     for line in text.splitlines():
@@ -81,6 +112,7 @@ def parse_dry_run(text: str) -> PackageChanges:
         added=tuple(plus[k] for k in sorted(plus.keys() - minus.keys())),
         changed=changed,
         removed=tuple(minus[k] for k in sorted(minus.keys() - plus.keys())),
+        uncached=uncached(text),
     )
 
 

@@ -315,7 +315,7 @@ class InstallPackages(Step):
         its Python X.Y). Unknown (with the reason) without uv, or when uv cannot answer."""
         import tempfile
 
-        from tfgpu_install.steps.package_changes import parse_compiled, parse_dry_run
+        from tfgpu_install.steps.package_changes import parse_dry_run
 
         uv = find_uv(ctx)
         if uv is None:
@@ -326,19 +326,18 @@ class InstallPackages(Step):
         use_hashes = self._use_hashes()
         with tempfile.TemporaryDirectory(prefix="tfgpu-preview-") as tmp:
             reqfile = Path(tmp) / "requirements.txt"
-            lines = self._lines("uv", use_hashes) if exists else self.requirements
-            reqfile.write_text("\n".join(lines) + "\n")
-            if exists:
-                argv = [uv, "pip", "install", "--python", str(self.env.python), "--dry-run",
-                        *self._index_args(ctx, "uv"), *(["--require-hashes"] if use_hashes else []), "-r", str(reqfile)]
-            else:
-                argv = [uv, "pip", "compile", "-q", "--no-header", "--no-annotate", "--python-version",
-                        str(python_version), *self._index_args(ctx, "uv"), str(reqfile)]
+            reqfile.write_text("\n".join(self._lines("uv", use_hashes)) + "\n")
+            # an env not made yet: into a directory that is never created (--target with the env's Python
+            # version), so uv says the same of it, every package added, and which it has to download (-v)
+            where = (["--python", str(self.env.python)] if exists
+                     else ["--target", str(Path(tmp) / "new-env"), "--python-version", str(python_version)])
+            argv = [uv, "pip", "install", "--dry-run", "-v", *where, *self._index_args(ctx, "uv"),
+                    *(["--require-hashes"] if use_hashes else []), "-r", str(reqfile)]
             done = ctx.runner.run(argv, desc="work out the package changes (changes nothing)", env=tool_env(ctx),
                                   timeout=600)
         if not done.ok:
             return PackageChanges(unknown="uv: " + last_lines(done.stderr or done.stdout, 3))
-        return parse_dry_run(done.stderr + "\n" + done.stdout) if exists else parse_compiled(done.stdout)
+        return parse_dry_run(done.stderr + "\n" + done.stdout)
 
     def _index_args(self, ctx: Context, tool: str) -> list[str]:
         return index_flags(ctx, tool, self.index_url, self.extra_index_urls, self.find_links, self.no_index)
