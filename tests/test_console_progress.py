@@ -83,3 +83,13 @@ def test_a_table_on_a_terminal_is_drawn_by_rich() -> None:
     render(_steps_result(), as_json=False, stream=out)
     text = out.getvalue()
     assert "┏━" in text and "│ env.create" in text and "TensorFlow 2.99.0" in text
+
+
+def test_a_line_that_says_its_bytes_is_not_followed_by_them_again() -> None:
+    """The install's own line names its bytes ("9.8 KiB of 9.8 KiB"): the log printed them twice."""
+    p, out, clock = plain()
+    p("installing 15 requirements with uv: 1/1 downloads, 9.8 KiB of 9.8 KiB", 10035.2, 10035.2)
+    p("download numpy: 16.1 MiB", 4 * 2**20, 16.1 * 2**20)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  ... installing 15 requirements with uv: 1/1 downloads, 9.8 KiB of 9.8 KiB"
+    assert lines[1] == "  ... download numpy: 16.1 MiB: 4.0 MiB of 16.1 MiB"  # a row: its bytes so far added

@@ -56,3 +56,15 @@ def test_a_count_that_goes_back_starts_afresh_and_a_finished_one_has_no_time_lef
     assert r.left(10e6, 10e6) is None and r.left(5e6, None) is None
     r.add(10.0, 0)
     assert r.rate() is None
+
+
+def test_bytes_after_a_long_silence_say_nothing_about_the_rate() -> None:
+    """A small file's bar vanished between two of uv's redraws; its end is only known when the whole
+    install says so, a minute later: 800 KiB over that minute is not its rate (the log said 4.6 KiB/s)."""
+    r = TransferRate()
+    r.add(0.0, 0)
+    for t in range(1, 6):
+        r.add(float(t), t * 64 * 1024)
+    assert r.rate() is not None
+    r.add(65.0, 874.7 * 1024)
+    assert r.rate() is None and r.left(874.7 * 1024, 2e6) is None

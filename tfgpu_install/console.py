@@ -208,7 +208,8 @@ class Progress:
         self._last[key] = (now, (what, done))
         if counter:
             line = f"{what} [{done:.0f}/{total:.0f}]"
-        elif done > 0 and "/s" not in what:  # bytes: how many, how fast, how long still (smoothed)
+        elif done > 0 and "/s" not in what and f"{human_bytes(done)} of " not in what:
+            # bytes, where the line does not say them itself: how many, how fast, how long still (smoothed)
             rate, left = self._rates[key].rate(), self._rates[key].left(done, total)
             line = f"{what}: {human_bytes(done)}" + (f" of {human_bytes(total)}" if total else "")
             if rate:

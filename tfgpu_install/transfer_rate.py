@@ -16,12 +16,16 @@ from typing import Optional
 
 TAU = 8.0  # seconds: how quickly the average follows a change of speed
 WARMUP = 3.0  # seconds of moving bytes before a rate is given at all
+# seconds without a sample after which the next one says nothing about the rate (a file whose end was only
+# inferred when the whole install finished, a stall): the measurement starts again from it
+MAX_GAP = 10.0
 
 
 class TransferRate:
-    def __init__(self, tau: float = TAU, warmup: float = WARMUP) -> None:
+    def __init__(self, tau: float = TAU, warmup: float = WARMUP, max_gap: float = MAX_GAP) -> None:
         self.tau = tau
         self.warmup = warmup
+        self.max_gap = max_gap
         self._last: Optional[tuple[float, float]] = None  # (time, bytes) of the last sample
         self._first_moved: Optional[float] = None  # when bytes first moved
         self._avg: Optional[float] = None
@@ -29,7 +33,7 @@ class TransferRate:
     def add(self, now: float, done: float) -> None:
         """A sample: at `now` (seconds, any clock), `done` bytes in all."""
         last = self._last
-        if last is None or done < last[1]:  # the first sample, or a restart: measure afresh
+        if last is None or done < last[1] or now - last[0] > self.max_gap:  # first, restarted, after a silence
             self._last, self._first_moved, self._avg = (now, done), None, None
             return
         dt = now - last[0]

@@ -36,7 +36,8 @@ _UV_RESOLVED = re.compile(r"^\s*Resolved (\d+) packages?")
 _UV_BAR = re.compile(r"(?:^|\s)([A-Za-z0-9][\w.+-]*)\s+[-━─]{5,}\s+([\d.]+)\s?([KMGT]?i?B)/([\d.]+)\s?([KMGT]?i?B)")
 _PIP_DOWNLOADING = re.compile(r"^\s*Downloading (\S+?)(?:-[\d.]+[^ ]*)? \(([\d.]+)\s*([kMG]?B)\)\s*$", re.I)
 _PIP_COLLECTING = re.compile(r"^\s*Collecting (\S+)")
-_DONE = re.compile(r"^\s*(Installed \d+ packages?|Successfully installed)")
+# uv's "Prepared" comes once every download is in (the bars of small files may vanish between redraws)
+_DONE = re.compile(r"^\s*(Prepared \d+ packages?|Installed \d+ packages?|Successfully installed)")
 
 
 def size_bytes(number: str, unit: str) -> float:
