@@ -1,11 +1,12 @@
 """`accept`: a `pip install` the user chose becomes the env's new known-good, for real (#43 item 6).
 
 A venv provisioned by the real install command from the local wheelhouse, then changed the way a user
-changes it (uv pip install from the same index): `check` exits 11 and names `accept`; `accept` runs the
-whole verification on the env as it is and records a new known-good snapshot (the old one kept);
-`check` then exits 0 and a re-run of the same install is a no-op. The attacks: a change that breaks
-TensorFlow (a numpy that cannot be imported) is refused with exit 9 and nothing recorded; a damaged
-file (bytes that no longer match their RECORD) is refused with exit 11, before any verification."""
+changes it (`pip install six` with the env's own pip, from the same index): `check` exits 11 and names
+`accept`; `accept` runs the whole verification on the env as it is and records a new known-good
+snapshot (the old one kept); `check` then exits 0 and a re-run of the same install is a no-op. The
+attacks: a change that breaks TensorFlow (a numpy that cannot be imported) is refused with exit 9 and
+nothing recorded; a damaged file (bytes that no longer match their RECORD) is refused with exit 11,
+before any verification."""
 
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ def _provision(tmp: Path, index_url: str, name: str) -> Provisioned:
 
 
 def _pip_install(p: Provisioned, req: str) -> None:
-    """What the user does: uv pip install from the index, outside the tool."""
-    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(p.env / "bin" / "python"),
-                    "--index-url", p.index_url, req], check=True, capture_output=True, text=True, timeout=600)
+    """What the user does (the issue's own words: `pip install six`): the env's own pip, from the index."""
+    subprocess.run([str(p.env / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "--index-url",
+                    p.index_url, req], check=True, capture_output=True, text=True, timeout=600,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(p.tmp)})
 
 
 def _known_good(p: Provisioned) -> S.Snapshot:
