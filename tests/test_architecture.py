@@ -45,6 +45,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("<root>",),
 )
 FACE = ("__main__", "entry", "cli", "commands", "completion")  # the command line
+# Documents are typed inside the code (design.md): `dict[str, Any]` is left only at the edges (a
+# json.loads result before it is validated). Every one counts, also through an alias
+# (`JSON = dict[str, Any]` is the same thing); `Mapping[str, Any]` may not grow either (a dict
+# renamed into one is not typed).
+ANY_DICTS_MAX = 440
+ANY_MAPPINGS_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,42 @@ def circles() -> list[list[str]]:
     return comps
 
 
+def _is_any_dict(node: ast.AST, heads: tuple[str, ...]) -> bool:
+    """`dict[str, Any]` (or `Dict`, `typing.Dict`, a string annotation holding one) for heads ("dict", "Dict")."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if not isinstance(node, ast.Subscript):
+        return False
+    head = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", None)
+    args = node.slice.elts if isinstance(node.slice, ast.Tuple) else []
+    names = [a.id if isinstance(a, ast.Name) else getattr(a, "attr", None) for a in args]
+    return head in heads and names == ["str", "Any"]
+
+
+def any_dicts(root: Path = ROOT, heads: tuple[str, ...] = ("dict", "Dict")) -> list[str]:
+    """Every `dict[str, Any]` in the package's source (annotations, casts, alias definitions), and every
+    use of a name bound to one at a module's top (an alias, under whatever name it is imported as)."""
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in modules(root).items()}
+    aliases = {t.id for tree in trees.values() for n in tree.body
+               if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and _is_any_dict(n.value, heads)
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    found = []
+    for m, tree in trees.items():
+        local = set(aliases) | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                                for a in n.names if a.asname and a.name in aliases}
+        for n in ast.walk(tree):
+            if _is_any_dict(n, heads) or (isinstance(n, ast.Name) and n.id in local and isinstance(n.ctx, ast.Load)):
+                found.append(f"{m}:{getattr(n, 'lineno', 0)}")
+    return found
+
+
+def any_mappings(root: Path = ROOT) -> list[str]:
+    return any_dicts(root, ("Mapping", "MutableMapping"))
+
+
 # --- the tests ------------------------------------------------------------------------------
 
 
@@ -248,6 +290,26 @@ def test_the_command_line_knows_no_command_by_name() -> None:
     tree = ast.parse((ROOT / NAME / "cli.py").read_text())
     named = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in COMMANDS})
     assert named == []
+
+
+def test_documents_are_typed_inside_the_code() -> None:
+    """At most ANY_DICTS_MAX `dict[str, Any]` in the package (aliases counted), and none in the
+    snapshot's model or the resolver's output."""
+    found = any_dicts()
+    assert len(found) <= ANY_DICTS_MAX, f"{len(found)} dict[str, Any] (at most {ANY_DICTS_MAX}): type the document"
+    assert len(any_mappings()) <= ANY_MAPPINGS_MAX
+
+
+def test_the_any_dict_count_sees_each_form(tmp_path: Path) -> None:
+    """Each spelling and an alias's every use counts (a count that missed them could be met by renaming)."""
+    (tmp_path / NAME).mkdir()
+    (tmp_path / NAME / "__init__.py").write_text("")
+    (tmp_path / NAME / "a.py").write_text(
+        "import typing\nfrom typing import Any, Dict\nJSON = dict[str, Any]\n"
+        "def f(x: Dict[str, Any], y: 'dict[str, Any]') -> typing.Dict[str, Any]: ...\n"
+        "def g(z: JSON) -> dict[str, int]: ...\n")
+    (tmp_path / NAME / "b.py").write_text("from .a import JSON as Doc\ndef h(d: Doc) -> Doc: ...\n")
+    assert len(any_dicts(tmp_path)) == 7  # the alias's definition, 3 spellings, its use in a.py and 2 in b.py
 
 
 def test_the_checker_sees_what_it_looks_for(tmp_path: Path) -> None:
@@ -283,6 +345,8 @@ def report() -> str:
                          ("circles", [", ".join(c) for c in circles()])):
         lines.append(f"{title}: {len(found)}")
         lines += [f"  {f}" for f in found]
+    lines.append(f"dict[str, Any]: {len(any_dicts())} (at most {ANY_DICTS_MAX}); "
+                 f"Mapping[str, Any]: {len(any_mappings())} (at most {ANY_MAPPINGS_MAX})")
     return "\n".join(lines)
 
 
