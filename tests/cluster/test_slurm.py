@@ -48,6 +48,17 @@ def test_sbatch_argv_places_one_job_on_one_type() -> None:
     assert "--gres" not in slurm.sbatch_argv(t["cpu"], "/j.sh", "n", "/o", gpus=0)
 
 
+def test_squeue_says_where_a_job_runs() -> None:
+    """What the flow asks squeue (%i|%T|%N|%r), recorded on the demo cluster around a partition of o1."""
+    q = slurm.parse_squeue("9|RUNNING|o1|None\n10|PENDING||BeginTime\n11|PENDING||ReqNodeNotAvail, "
+                           "UnavailableNodes:a2\n12|RUNNING|o1;rm -rf /|None\n")
+    assert q["9"] == slurm.JobState("RUNNING", None, "o1") and q["9"].describe() == "RUNNING on o1"
+    assert q["10"].describe() == "PENDING (BeginTime)" and q["10"].nodes is None
+    assert q["11"].reason == "ReqNodeNotAvail, UnavailableNodes:a2"
+    assert q["12"].nodes is None  # not a node list: left out
+    assert slurm.SQUEUE_FORMAT == "%i|%T|%N|%r"
+
+
 def test_job_ids_queue_and_final_states() -> None:
     assert slurm.parse_job_id("42\n") == "42" and slurm.parse_job_id("42;cluster1") == "42"
     assert slurm.parse_job_id("Submitted batch job 42") is None
@@ -58,6 +69,9 @@ def test_job_ids_queue_and_final_states() -> None:
     rec = ("JobId=12 JobName=tfgpu-install-t4\n   UserId=root(0) Priority=1 JobState=FAILED Reason=NonZeroExitCode "
            "Dependency=(null)\n")
     assert slurm.parse_scontrol_job(rec) == slurm.JobState("FAILED", "NonZeroExitCode")
+    requeued = slurm.parse_scontrol_job("JobId=11 JobName=tfgpu-install-v100\n   JobState=PENDING Reason=BeginTime "
+                                        "Dependency=(null)\n   Requeue=1 Restarts=1 BatchFlag=1 Reboot=0\n")
+    assert requeued == slurm.JobState("PENDING", "BeginTime", restarts=1)
     assert slurm.parse_scontrol_job("slurm_load_jobs error: Invalid job id specified") is None
 
 
@@ -75,10 +89,14 @@ def _stand_in_python(tmp_path: Path, verify_ok: bool = True) -> Path:
     a real install / verify prints, and records its argv."""
     verified = ('{"ok": ' + str(verify_ok).lower() + ', "gpu_verified": false, "layers": '
                 '[{"name": "tensorflow", "status": "pass"}]}')
+    # install changes the env the first time (it leaves a mark there), then finds it in place; with
+    # KILL_THE_JOB set it answers, then kills the job's shell (a node lost mid-job: no .done).
     tool = f"""#!/bin/sh
 echo "$@" >> {tmp_path}/argv.log
 case "$1" in
-  install) echo '{{"changed": true, "resolution": {{"choice": {{"tensorflow": "2.99.0", "cuda": "12.3"}}}}}}' ;;
+  install) if [ -e "$4/.made" ]; then c=false; else mkdir -p "$4" && touch "$4/.made"; c=true; fi
+           echo '{{"changed": '$c', "resolution": {{"choice": {{"tensorflow": "2.99.0", "cuda": "12.3"}}}}}}'
+           if [ -n "${{KILL_THE_JOB:-}}" ]; then kill -KILL $PPID; sleep 5; fi ;;
   verify) echo '{verified}'
           {"" if verify_ok else "exit 9"} ;;
 esac
@@ -113,6 +131,64 @@ def test_the_job_script_runs_and_a_rerun_counts_once(tmp_path: Path) -> None:
                               "--allow-cpu --json")
     assert argv[1] == f"verify --env {spec.env} --cpu-ok --json"
     assert (spec.tool / ".tfgpu-complete").is_file()
+
+
+def _run_job(script: Path, restart: str, node: str = "o1", **extra: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "77", "SLURMD_NODENAME": node, **extra,
+           **({"SLURM_RESTART_COUNT": restart} if restart else {})}
+    subprocess.run(["sh", str(script)], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_requeued_job_keeps_what_its_earlier_run_did(tmp_path: Path) -> None:
+    """Slurm runs a job twice (a partition: the first run finished unseen, then the requeued one): one answer
+    set under the job's id, and the first run's answers kept under earlier/: it built the env (changed), the
+    rerun found it in place. Fails on a script that erased the earlier run (the job would read 'unchanged')."""
+    spec = _spec(tmp_path, python=str(_stand_in_python(tmp_path)))
+    script = tmp_path / "job.sh"
+    script.write_text(jobs.script(spec))
+    _run_job(script, "")
+    _run_job(script, "1", node="o2")
+    assert jobs.jobs_in(spec.results) == ["77"]  # counted once
+    runs = jobs.read_runs(spec.results, "77")
+    assert [(r.restarts, r.node, r.finished, r.changed) for r in runs] == [(0, "o1", True, True),
+                                                                          (1, "o2", True, False)]
+    assert jobs.read_job(spec.results, "77").restarts == 1  # the latest run's answers are where they were
+
+
+def test_a_single_run_has_no_earlier_runs(tmp_path: Path) -> None:
+    """The control: a job Slurm ran once reads as one run."""
+    spec = _spec(tmp_path, python=str(_stand_in_python(tmp_path)))
+    script = tmp_path / "job.sh"
+    script.write_text(jobs.script(spec))
+    _run_job(script, "")
+    assert [(r.restarts, r.node, r.changed) for r in jobs.read_runs(spec.results, "77")] == [(0, "o1", True)]
+    assert not (spec.results / "earlier").exists()
+
+
+def test_a_run_killed_mid_job_is_kept_as_unfinished(tmp_path: Path) -> None:
+    """The node's job dies mid-install (no .done); Slurm runs it again: the killed run reads 'did not finish'
+    with its restart count from the .run file it wrote first, the rerun finished."""
+    spec = _spec(tmp_path, python=str(_stand_in_python(tmp_path)))
+    script = tmp_path / "job.sh"
+    script.write_text(jobs.script(spec))
+    _run_job(script, "", KILL_THE_JOB="1")
+    assert not (spec.results / "77.done").exists()
+    _run_job(script, "1")
+    runs = jobs.read_runs(spec.results, "77")
+    assert [(r.restarts, r.finished, r.install_rc) for r in runs] == [(0, False, None), (1, True, 0)]
+
+
+def test_earlier_runs_are_read_bounded_and_typed(tmp_path: Path) -> None:
+    res = tmp_path / "res"
+    for name in ("0", "1", "x;rm", "unknown", "99999999999"):
+        d = res / "earlier" / "5" / name
+        d.mkdir(parents=True)
+        (d / "5.done").write_text('{"node": "../../etc", "restarts": "0"}')
+    (res / "5.done").write_text('{"node": "n1", "restarts": "2"}')
+    runs = jobs.read_runs(res, "5")
+    # 'unknown' first (its count lost), then 0 and 1; a non-number and an over-long number are left out
+    assert len(runs) == 4 and [r.node for r in runs] == [None, None, None, "n1"]
+    assert len(jobs.read_runs(res, "5", limit=1)) == 2
 
 
 def test_hostile_values_in_the_job_script_stay_data(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from tfgpu_install.cluster import jobs, modulefile, slurm
 from tfgpu_install.context import Context
@@ -51,6 +51,18 @@ class SlurmRequest:
     module_format: str = "lua"
 
 
+@dataclass(frozen=True)
+class RunEntry:
+    """One run of a job, from the answers it left (Slurm runs a requeued job again under the same id)."""
+
+    run: Optional[int]  # 1 = the first (SLURM_RESTART_COUNT + 1); None: not said
+    node: Optional[str]
+    finished: bool
+    changed: Optional[bool]  # what its install said; None: it did not say
+    install_rc: Optional[int]
+    verify_rc: Optional[int]
+
+
 @dataclass
 class TypeRow:
     type: str
@@ -76,9 +88,12 @@ class TypeRow:
     env: Optional[str] = None
     modulefile: Optional[str] = None
     unusable_nodes: dict[str, str] = field(default_factory=dict)
+    # Each run of the job whose answers are known, oldest first (more than one: Slurm requeued it).
+    job_runs: list[RunEntry] = field(default_factory=list)
+    job_states: list[str] = field(default_factory=list)  # what squeue said of the job while we waited, in order
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__) | {"job_runs": [asdict(r) for r in self.job_runs]}
 
 
 @dataclass
@@ -92,6 +107,24 @@ class ClusterReport:
 
 
 OnRow = Callable[[TypeRow], None]
+_MAX_STATES = 24  # job_states kept per job (a job requeued in a loop must not grow the row without bound)
+
+
+def keep_waiting(queued: Mapping[str, slurm.JobState], started: Collection[str], now: float, deadline: float,
+                 cap: float) -> bool:
+    """Poll again? While a job is queued, up to `cap`; past `deadline` (how long a job may stay pending) only
+    for a job that has started: running, or pending again because Slurm requeued it after it started (a lost
+    node: it runs again, and its answers are what the row is about)."""
+    if not queued or now >= cap:
+        return False
+    return now < deadline or any(s.state != "PENDING" or job in started for job, s in queued.items())
+
+
+def seen(states: list[str], state: slurm.JobState) -> None:
+    """Add what squeue said of a job to what was seen of it, when it differs from the last entry; bounded."""
+    now = state.describe()
+    if (not states or states[-1] != now) and len(states) < _MAX_STATES:
+        states.append(now)
 
 
 class _Slurm:
@@ -190,6 +223,11 @@ class _Cluster:
         else:
             self.base_key = "profile-" + hashlib.sha256(self._profile_text(req.profile).encode()).hexdigest()[:12]
         self.submitted: list[str] = []
+        self.started: set[str] = set()  # jobs seen running (or past it): a requeued one is still waited for
+        # A job still queued from an earlier run, reused: its restart count then. Its runs before that count
+        # were that earlier run's to report (what they changed is not this run's doing).
+        self.reused: dict[str, int] = {}
+        self.states: dict[str, list[str]] = {}  # job -> what squeue said of it, in order
 
     def _profile_text(self, profile: str) -> str:
         path = Path(profile)
@@ -216,6 +254,8 @@ class _Cluster:
         except OSError:
             earlier = ""
         if earlier.isdigit() and self.slurm.queue([earlier]).get(earlier):
+            now = self.slurm.final(earlier)
+            self.reused[earlier] = (now.restarts or 0) if now is not None else 0
             return earlier
         jobdir = self.req.shared / "jobs" / spec.key
         jobdir.mkdir(parents=True, exist_ok=True)
@@ -234,33 +274,42 @@ class _Cluster:
         return job
 
     def wait(self, launched: dict[str, str], deadline: float) -> dict[str, slurm.JobState]:
-        """Poll until every job has left the queue, or only pending ones are left past the deadline (a started
-        job is waited for up to its own bound); -> the jobs still queued, with state and reason."""
+        """Poll until every job has left the queue, or only jobs that never started are left past the deadline
+        (a started job is waited for up to its own bound, also when Slurm requeued it); -> the jobs still
+        queued, with state and reason."""
         cap = deadline + self.req.job_timeout_s + 60
         while True:
             queued = self.slurm.queue(sorted(set(launched.values())))
+            for job, state in queued.items():
+                seen(self.states.setdefault(job, []), state)
+                if state.state != "PENDING":
+                    self.started.add(job)
             queued = {j: s for j, s in queued.items() if s.state not in _NOT_QUEUED}
-            now = time.monotonic()
-            started = any(s.state != "PENDING" for s in queued.values())
-            if not queued or now >= cap or (now >= deadline and not started):
+            if not keep_waiting(queued, self.started, time.monotonic(), deadline, cap):
                 return queued
             time.sleep(POLL_S)
 
-    def round(self, mode: str, key: str, profile: Optional[str], deadline: float) -> list[TypeRow]:
+    def round(self, mode: str, key: str, profile: Optional[str]) -> list[TypeRow]:
         specs = {t.name: self.spec(t, mode, key, profile) for t in self.types}
         launched = {t.name: self.launch(t, specs[t.name]) for t in self.types}
-        queued = self.wait(launched, deadline)
+        # --wait counts from this round's submission: with --same, plan rounds come first.
+        queued = self.wait(launched, time.monotonic() + self.req.wait_s)
         return [self.row(t, specs[t.name], launched[t.name], queued.get(launched[t.name])) for t in self.types]
 
     def row(self, t: slurm.NodeType, spec: jobs.JobSpec, job: str, queued: Optional[slurm.JobState]) -> TypeRow:
         row = TypeRow(t.name, list(t.nodes), list(t.partitions), list(t.features), t.gpu_type, "unknown",
                       job_id=job, unusable_nodes=dict(t.down), env=str(spec.env))
         row.jobs_counted = len(jobs.jobs_in(spec.results))
+        row.job_states = list(self.states.get(job, []))
         if queued is not None:
             row.state = "pending" if queued.state == "PENDING" else "running"
             row.reason = queued.reason or queued.state
+            if queued.state == "PENDING" and job in self.started:
+                row.reason = f"requeued by Slurm after it started ({row.reason})"
             return row
-        got = jobs.read_job(spec.results, job)
+        runs = jobs.read_runs(spec.results, job)
+        any_changed, row.job_runs, note = runs_summary(job, runs, since=self.reused.get(job, 0))
+        got = runs[-1]
         if not got.finished:
             final = self.slurm.final(job)
             row.state = "failed"
@@ -270,7 +319,34 @@ class _Cluster:
             return row
         row.host, row.runs = got.host, (got.restarts or 0) + 1
         _fill(row, got, spec)
+        # A rerun finds in place the env its earlier run built: the job changed it all the same.
+        row.changed = row.changed or any_changed
+        if note is not None and row.state == "verified":
+            row.reason = note
         return row
+
+
+def runs_summary(job: str, runs: Sequence[jobs.JobResult],
+                 since: int = 0) -> tuple[bool, list[RunEntry], Optional[str]]:
+    """What the runs of one job say together (oldest first, the latest last): did any run from restart count
+    `since` on change the env (a job reused from an earlier `cluster slurm`: its earlier runs were reported
+    there), one entry per run that left answers (run number, node, finished, changed, exit codes), and for a
+    job Slurm ran more than once, a line that says so (the row's reason)."""
+    known = [r for r in runs if r.finished or r.restarts is not None]
+    entries = [RunEntry((r.restarts + 1) if r.restarts is not None else None, r.node or r.host, r.finished,
+                        r.changed, r.install_rc, r.verify_rc) for r in known]
+    changed = any(r.changed is True for r in known if r.restarts is None or r.restarts >= since)
+    last = runs[-1] if runs else None
+    times = (last.restarts or 0) + 1 if last is not None else 0
+    if times < 2:
+        return changed, entries, None
+    parts = []
+    for r in known:
+        what = "finished" if r.finished else "did not finish"
+        parts.append(f"run {(r.restarts + 1) if r.restarts is not None else '?'} on {r.node or r.host or '?'} {what}"
+                     + (", changed the env" if r.changed else ""))
+    return changed, entries, (f"requeued by Slurm: job {job} ran {times} times ({'; '.join(parts)}); its answers "
+                              "count once")
 
 
 def _str(value: Any) -> Optional[str]:
@@ -310,7 +386,7 @@ def _fill(row: TypeRow, got: jobs.JobResult, spec: jobs.JobSpec) -> None:
         row.reason = f"verification exit {got.verify_rc}: " + jobs.tail(spec.results / f"{got.job_id}.verify.log")
 
 
-def _same(c: _Cluster, deadline: float) -> tuple[str, dict[str, Any]]:
+def _same(c: _Cluster) -> tuple[str, dict[str, Any]]:
     """--same over node types: plan jobs per type under a falling ceiling until every type picks one release."""
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge, load_policy
 
@@ -319,7 +395,7 @@ def _same(c: _Cluster, deadline: float) -> tuple[str, dict[str, Any]]:
     limited: tuple[str, ...] = ()
     for n in range(len(c.types) + 1):
         key = f"{c.base_key}-plan-{hashlib.sha256(c._profile_text(profile).encode()).hexdigest()[:8]}"
-        rows = c.round("plan", key, profile, deadline)
+        rows = c.round("plan", key, profile)
         missing = [r for r in rows if not r.ok]
         if missing:
             raise UnsatisfiableError("--same: these node types could not plan: " + "; ".join(
@@ -343,15 +419,14 @@ def _same(c: _Cluster, deadline: float) -> tuple[str, dict[str, Any]]:
 
 def cluster_slurm(ctx: Context, req: SlurmRequest, on_row: OnRow) -> ClusterReport:
     c = _Cluster(ctx, req)
-    deadline = time.monotonic() + req.wait_s
     same: Optional[dict[str, Any]] = None
     profile: Optional[str] = req.profile
     mode = "restore" if req.snapshot is not None else "install"
     key = c.base_key
     if req.same and mode == "install":
-        profile, same = _same(c, deadline)
+        profile, same = _same(c)
         key = f"{c.base_key}-same-{hashlib.sha256(c._profile_text(profile).encode()).hexdigest()[:8]}"
-    rows = c.round(mode, key, profile, deadline)
+    rows = c.round(mode, key, profile)
     for row in rows:
         if req.modulefiles is not None and row.state == "verified":
             row.modulefile = str(_modulefile(req, row))

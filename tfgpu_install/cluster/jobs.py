@@ -13,11 +13,14 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
 _MAX_DOC = 4 << 20
+MAX_RUNS = 16  # earlier runs of one job read back (Slurm requeues a job a few times, not thousands)
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -100,8 +103,20 @@ def script(spec: JobSpec) -> str:
         f"res={_q(res)}",
         f"tool={_q(tool)}",
         'id="${SLURM_JOB_ID:-nojob}"',
+        'run="${SLURM_RESTART_COUNT:-0}"',
         'mkdir -p "$res"',
-        'rm -f "$res/$id".*',  # a requeued run writes its answers again, from scratch
+        # A requeued job runs again under the same id (Slurm runs a batch job at least once). This run writes
+        # its answers afresh; what an earlier run left goes to earlier/<id>/<its restart count>/, so what it
+        # did (changed the env, on which node, finished or not) stays known.
+        'set -- "$res/$id".*',
+        'if [ -e "$1" ]; then',
+        '  prev="$(head -c 12 "$res/$id.run" 2>/dev/null)"',
+        '  case "$prev" in ""|*[!0-9]*) prev=unknown ;; esac',
+        '  mkdir -p "$res/earlier/$id" && rm -rf "$res/earlier/$id/$prev" && mkdir "$res/earlier/$id/$prev" \\',
+        '    && mv "$@" "$res/earlier/$id/$prev/"',
+        'fi',
+        'rm -f "$res/$id".*',
+        'echo "$run" > "$res/$id.run"',
         # The tool's venv is made in place (a venv cannot move), under a lock, and marked complete last.
         'mkdir -p "$(dirname "$tool")"',
         "(",
@@ -122,7 +137,7 @@ def script(spec: JobSpec) -> str:
         '  echo $? > "$res/$id.install.rc"',
         *(("  " + line) for line in verify.splitlines()),
         "fi",
-        'printf \'{"host": "%s", "restarts": "%s"}\\n\' "$(hostname)" "${SLURM_RESTART_COUNT:-0}" '
+        'printf \'{"host": "%s", "node": "%s", "restarts": "%s"}\\n\' "$(hostname)" "${SLURMD_NODENAME:-}" "$run" '
         '> "$res/$id.done.tmp" && mv "$res/$id.done.tmp" "$res/$id.done"',
         "",
     ])
@@ -142,12 +157,19 @@ class JobResult:
     job_id: str
     finished: bool  # the job wrote its .done file
     host: Optional[str] = None
-    restarts: Optional[int] = None
+    restarts: Optional[int] = None  # SLURM_RESTART_COUNT of the run that wrote these answers
+    node: Optional[str] = None  # the Slurm node it ran on (SLURMD_NODENAME)
     tool_rc: Optional[int] = None
     install_rc: Optional[int] = None
     verify_rc: Optional[int] = None
     install: dict[str, Any] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> Optional[bool]:
+        """What this run's install said: it changed the env (True), found it in place (False), or unknown."""
+        said = self.install.get("changed")
+        return said if isinstance(said, bool) else None
 
 
 def _read(path: Path, limit: int = _MAX_DOC) -> Optional[bytes]:
@@ -174,6 +196,10 @@ def _doc(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _name(value: object) -> Optional[str]:
+    return value[:64] if isinstance(value, str) and _NODE_NAME.match(value) else None
+
+
 def read_job(res: Path, job_id: str) -> JobResult:
     done = _doc(res / f"{job_id}.done")
     restarts = done.get("restarts")
@@ -181,10 +207,29 @@ def read_job(res: Path, job_id: str) -> JobResult:
     return JobResult(
         job_id=job_id, finished=(res / f"{job_id}.done").is_file(),
         host=host[:64] if isinstance(host, str) else None,
-        restarts=int(restarts) if isinstance(restarts, str) and restarts.isdigit() else None,
+        # from the .done file; for a run that did not finish, from the .run file it wrote first
+        restarts=(int(restarts) if isinstance(restarts, str) and restarts.isdigit() and len(restarts) <= 9
+                  else _rc(res / f"{job_id}.run")),
+        node=_name(done.get("node")),
         tool_rc=_rc(res / f"{job_id}.tool.rc"), install_rc=_rc(res / f"{job_id}.install.rc"),
         verify_rc=_rc(res / f"{job_id}.verify.rc"),
         install=_doc(res / f"{job_id}.install.json"), verify=_doc(res / f"{job_id}.verify.json"))
+
+
+def read_runs(res: Path, job_id: str, limit: int = MAX_RUNS) -> list[JobResult]:
+    """Every run of one job whose answers are known, oldest first: the earlier runs the job script kept under
+    earlier/<id>/<restart count>/ (a requeue; at most `limit`, the newest), then the latest run's."""
+    earlier: list[tuple[int, Path]] = []
+    try:
+        for d in islice((res / "earlier" / job_id).iterdir(), 4 * limit):  # bounded: a shared path is not ours alone
+            if d.name.isdigit() and len(d.name) <= 9:
+                earlier.append((int(d.name), d))
+            elif d.name == "unknown":  # answers without their run's count: older than any counted run
+                earlier.append((-1, d))
+    except OSError:
+        pass
+    runs = [read_job(d, job_id) for _, d in sorted(earlier)[-limit:]]
+    return runs + [read_job(res, job_id)]
 
 
 def jobs_in(res: Path) -> list[str]:

@@ -12,10 +12,12 @@ from typing import Optional, Sequence
 # What the tool asks sinfo for: one line per node and partition, fields split by '|'.
 SINFO_FORMAT = "%N|%P|%f|%G|%T|%E"
 SINFO_ARGV = ("sinfo", "-h", "-N", "-o", SINFO_FORMAT)
-SQUEUE_FORMAT = "%i|%T|%r"
+# id, state, nodes (where it runs now), the scheduler's reason last (it is free text)
+SQUEUE_FORMAT = "%i|%T|%N|%r"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _GRES_GPU = re.compile(r"^gpu(?::(?P<type>[A-Za-z0-9._-]+))?:(?P<count>\d+)(?:\(.*\))?$")
 _JOB_ID = re.compile(r"^(\d{1,12})(?:;[A-Za-z0-9._-]+)?$")
+_NODES = re.compile(r"^[A-Za-z0-9._,\[\]-]+$")  # a hostlist: o1, a[1-2]
 # Node states in which a job placed there runs soon; any other (down, drained, not responding) is not usable.
 _USABLE = ("idle", "mixed", "allocated", "completing", "planned", "reserved")
 
@@ -131,23 +133,35 @@ def parse_job_id(text: str) -> Optional[str]:
 class JobState:
     state: str  # PENDING, RUNNING, COMPLETED, FAILED, ... (Slurm's words)
     reason: Optional[str]
+    nodes: Optional[str] = None  # where it runs now (squeue's %N; none while pending)
+    restarts: Optional[int] = None  # how often Slurm requeued it (scontrol's Restarts; squeue does not say)
+
+    def describe(self) -> str:
+        """'RUNNING on o1', 'PENDING (BeginTime)': one entry of what was seen of a job."""
+        return self.state + (f" on {self.nodes}" if self.nodes else "") + (f" ({self.reason})" if self.reason else "")
 
 
 def parse_squeue(text: str) -> dict[str, JobState]:
-    """`squeue -h -o '%i|%T|%r'` -> job id -> state and the scheduler's reason (None for 'None')."""
+    """`squeue -h -o '%i|%T|%N|%r'` (or the older '%i|%T|%r') -> job id -> state, the nodes it runs on and the
+    scheduler's reason (None for 'None')."""
     out: dict[str, JobState] = {}
     for line in text.splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) == 3 and cells[0].isdigit():
-            out[cells[0]] = JobState(cells[1][:40], None if cells[2] in ("", "None") else cells[2][:300])
+        cells = [c.strip() for c in line.split("|", 3)]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        nodes, reason = (cells[2], cells[3]) if len(cells) == 4 else (None, cells[2])
+        out[cells[0]] = JobState(cells[1][:40], None if reason in ("", "None") else reason[:300],
+                                 nodes[:200] if nodes and _NODES.match(nodes) else None)
     return out
 
 
 def parse_scontrol_job(text: str) -> Optional[JobState]:
-    """`scontrol show job ID` (one record, key=value words): its JobState and Reason."""
+    """`scontrol show job ID` (one record, key=value words): its JobState, Reason and Restarts."""
     fields = dict(w.split("=", 1) for w in text.split() if "=" in w)
     state = fields.get("JobState")
     if not state:
         return None
     reason = fields.get("Reason")
-    return JobState(state[:40], None if reason in (None, "", "None") else reason[:300])
+    restarts = fields.get("Restarts", "")
+    return JobState(state[:40], None if reason in (None, "", "None") else reason[:300],
+                    restarts=int(restarts) if restarts.isdigit() and len(restarts) <= 9 else None)
