@@ -14,8 +14,13 @@ Python. Fake GPUs are character devices in gres.conf (AutoDetect=off); node type
 
 Runs: `cluster slurm` (a100 and v100 verified on the CPU, said so; t4 pending with the scheduler's reason);
 then the a100 job is requeued (Slurm runs it twice, same id) and `cluster slurm` runs again: nothing changes,
-the requeued job is waited for and counted once. Prints one JSON document. Torn down in a finally block.
-Needs root, ip, unshare, nsenter, slurm-wlm, munge, debootstrap (apt-get where missing)."""
+the requeued job is waited for and counted once. Then `cluster slurm --same --partition gpu` (one release for
+a100 and v100: v100's Debian 11 pulls a100 down to 2.98.0) with a network partition: while v100's job runs
+(its tool stopped at the test suite's stop seam, so no fast job can race it), o1's namespace drops slurmd's
+traffic to and from slurmctld (iptables); Slurm marks o1 down and requeues the job; the stopped run finishes
+unseen behind the partition; the partition heals, o1 returns, Slurm runs the job again under the same id;
+the row counts it once and says so. A second `--same` run changes nothing. Prints one JSON document. Torn
+down in a finally block. Needs root, ip, unshare, nsenter, iptables, slurm-wlm, munge, debootstrap."""
 
 from __future__ import annotations
 
@@ -43,11 +48,19 @@ BRIDGE = "tfgpucd0"
 CTL_IP = f"{SUBNET}.1"
 NODE_ROOT = Path("/var/tmp/tfgpu-cluster-node-root")  # the same path in every node's mount namespace
 CTL_PORT, NODE_PORT = 6917, 6918
-SLURMD_TIMEOUT_S = 10
+SLURMD_TIMEOUT_S = 10  # a node silent this long is marked down (its jobs requeued): the partition case waits on it
+CRED_EXPIRE_S = 20  # also how long a requeued job waits before it runs again (Slurm's default: 120 s)
 # name, type, ip suffix, rootfs release, gpus, partition
 NODES = (("a1", "a100", 11, "bookworm", 2, "gpu"), ("a2", "a100", 12, "bookworm", 2, "gpu"),
          ("t1", "t4", 13, "bookworm", 1, "inference"), ("o1", "v100", 14, "bullseye", 1, "gpu"))
 KILLED, BUSY_TYPE = "a2", "t4"
+# The partition case: v100's only node loses slurmctld while its job runs. The job's tool stops itself at the
+# test suite's stop seam (tests/support/faultsite, armed through the job's environment) in the middle of its
+# install's verification step, so the partition always lands while the job runs, however fast it would be.
+PARTITIONED, PARTITIONED_TYPE, STOP_AT = "o1", "v100", "verify.run:middle"
+# What the partition drops in the node's namespace: slurmctld -> slurmd and slurmd -> slurmctld (the shared
+# directory and the package index stay reachable: the job can finish unseen).
+CUT = (("INPUT", "-p", "tcp", "--dport", str(NODE_PORT)), ("OUTPUT", "-p", "tcp", "--dport", str(CTL_PORT)))
 STEP_TIMEOUT_S = 1800
 sh = fd.sh
 
@@ -61,9 +74,9 @@ def why_not() -> Optional[str]:
     reason = fd.why_not()
     if reason:
         return reason
-    for tool in ("nsenter", "slurmctld", "slurmd", "munged", "sbatch"):
+    for tool in ("nsenter", "slurmctld", "slurmd", "munged", "sbatch", "iptables"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (apt-get install slurm-wlm munge)"
+            return f"{tool} is not installed (apt-get install slurm-wlm munge iptables)"
     return None
 
 
@@ -93,7 +106,8 @@ class Cluster:
         lines = [
             "ClusterName=tfgpudemo", f"SlurmctldHost={socket.gethostname().split('.')[0]}({CTL_IP})",
             f"SlurmctldPort={CTL_PORT}", f"SlurmdPort={NODE_PORT}", "AuthType=auth/munge", "CredType=cred/munge",
-            f"AuthInfo=socket={w / 'munge' / 'munge.sock'}", "SlurmUser=root", "SlurmdUser=root",
+            f"AuthInfo=socket={w / 'munge' / 'munge.sock'},cred_expire={CRED_EXPIRE_S}", "SlurmUser=root",
+            "SlurmdUser=root",
             f"StateSaveLocation={w / 'state'}", f"SlurmdSpoolDir={w / 'spool'}/%n",
             f"SlurmctldPidFile={w / 'slurmctld.pid'}", f"SlurmdPidFile={w / 'spool'}/slurmd-%n.pid",
             f"SlurmctldLogFile={w / 'slurmctld.log'}", f"SlurmdLogFile={w / 'spool'}/slurmd-%n.log",
@@ -101,7 +115,7 @@ class Cluster:
             "AccountingStorageType=accounting_storage/none", "SchedulerType=sched/backfill",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "GresTypes=gpu", "ReturnToService=2",
             f"SlurmdTimeout={SLURMD_TIMEOUT_S}", "MpiDefault=none", "MailProg=/bin/true", "MinJobAge=3600",
-            "DebugFlags=NO_CONF_HASH",
+            "DebugFlags=NO_CONF_HASH", "JobRequeue=1",
         ]
         gres = ["AutoDetect=off"]
         for name, typ, ip, release, gpus, _ in NODES:
@@ -181,6 +195,27 @@ class Cluster:
         self._wait_for(lambda: self.states().get(name, "").endswith("*"), f"{name} reported not responding",
                        SLURMD_TIMEOUT_S * 12)
 
+    def netns(self, name: str) -> str:
+        return f"{self.tag}{name}"
+
+    def in_node(self, pid: int, name: str) -> bool:
+        """Does process pid run in node `name`'s network namespace?"""
+        try:
+            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{self.netns(name)}").st_ino
+        except OSError:
+            return False
+
+    def cut(self, name: str, on: bool) -> None:
+        """The partition: node `name` and slurmctld no longer hear each other (on=False heals it)."""
+        for rule in CUT:
+            sh("ip", "netns", "exec", self.netns(name), "iptables", "-A" if on else "-D", *rule, "-j", "DROP",
+               check=on)
+
+    def job(self, job: str) -> dict[str, str]:
+        """`scontrol show job`'s key=value words (JobState, Reason, Restarts, NodeList, ...)."""
+        done = sh("scontrol", "show", "job", job, check=False, env={**os.environ, **self.env()})
+        return dict(w.split("=", 1) for w in done.stdout.split() if "=" in w)
+
     def states(self) -> dict[str, str]:
         done = sh("sinfo", "-h", "-N", "-o", "%N|%T", check=False, env={**os.environ, **self.env()})
         return dict(line.split("|", 1) for line in done.stdout.split() if "|" in line)
@@ -220,17 +255,130 @@ class Cluster:
             sh("ip", "link", "del", BRIDGE, check=False)
 
 
-def cluster_cmd(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-m", "tfgpu_install", "cluster", "slurm", *args, "--json"],
-                          capture_output=True, text=True, env=env, timeout=STEP_TIMEOUT_S + 120,
-                          stdin=subprocess.DEVNULL)
+def cluster_start(args: list[str], env: dict[str, str]) -> "subprocess.Popen[str]":
+    return subprocess.Popen([sys.executable, "-m", "tfgpu_install", "cluster", "slurm", *args, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+
+
+def cluster_end(proc: "subprocess.Popen[str]") -> tuple[int, dict[str, Any]]:
     try:
-        doc = json.loads(done.stdout)
+        out, err = proc.communicate(timeout=STEP_TIMEOUT_S + 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        doc = json.loads(out)
     except ValueError as exc:
-        raise RuntimeError(f"cluster slurm printed no JSON (exit {done.returncode}): {done.stderr[-2000:]}") from exc
+        raise RuntimeError(f"cluster slurm printed no JSON (exit {proc.returncode}): {err[-2000:]}") from exc
     if "types" not in doc:
-        raise RuntimeError(f"cluster slurm failed (exit {done.returncode}): {json.dumps(doc)}")
-    return done.returncode, doc
+        raise RuntimeError(f"cluster slurm failed (exit {proc.returncode}): {json.dumps(doc)}")
+    return proc.returncode, doc
+
+
+def cluster_cmd(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    return cluster_end(cluster_start(args, env))
+
+
+def stopped_tools() -> list[int]:
+    """Tool processes that stopped themselves at the stop seam (state T, the seam's variable set)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+            if state == "T" and b"TFGPU_TEST_STOP_AT=" in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def wait_for(what: str, ready: Any, limit_s: float) -> None:
+    end = time.monotonic() + limit_s
+    while not ready():
+        if time.monotonic() > end:
+            raise RuntimeError(f"{what}: not within {limit_s:.0f} s")
+        time.sleep(0.5)
+
+
+def continue_stopped(keep: Optional[int] = None, only: Optional[int] = None) -> None:
+    """Continue every tool stopped at the seam (but `keep`; or `only` that one): the jobs the partition is not
+    about go on."""
+    for pid in stopped_tools() if only is None else [only]:
+        if pid != keep:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+
+def cut_off(c: Cluster, pid: int) -> dict[str, Any]:
+    """The partition, around the job whose tool (pid) is stopped on PARTITIONED: cut the node off from
+    slurmctld; Slurm marks it down and requeues the job; continue the stopped run, which finishes behind the
+    partition (Slurm never hears of it); heal. -> what was seen."""
+    environ = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
+    job = environ[b"SLURM_JOB_ID"].decode()
+    log(f"{PARTITIONED}'s job {job} runs (its tool stopped at {STOP_AT}): cutting {PARTITIONED} off from slurmctld")
+    c.cut(PARTITIONED, True)
+    try:
+        started = time.monotonic()
+
+        def requeued() -> bool:
+            continue_stopped(keep=pid)
+            f = c.job(job)
+            return f.get("JobState") == "PENDING" and f.get("Restarts", "0") not in ("", "0")
+
+        wait_for(f"Slurm requeueing job {job} once {PARTITIONED} is lost", requeued, SLURMD_TIMEOUT_S * 18)
+        during = c.job(job)
+        seen: dict[str, Any] = {
+            "job": job, "node": PARTITIONED, "type": PARTITIONED_TYPE, "node_state": c.states().get(PARTITIONED),
+            "job_state": during.get("JobState"), "restarts": during.get("Restarts"),
+            "requeued_after_s": round(time.monotonic() - started, 1)}
+        log(f"job {job} requeued (node {seen['node_state']}); its stopped run goes on behind the partition")
+        os.kill(pid, signal.SIGCONT)
+        pattern = f"results/*/{PARTITIONED_TYPE}/{job}.done"
+
+        def unseen_run_finished() -> bool:
+            continue_stopped()
+            return any(c.shared.glob(pattern))
+
+        wait_for(f"job {job}'s first run finishing behind the partition", unseen_run_finished, STEP_TIMEOUT_S)
+        first = json.loads(next(c.shared.glob(pattern)).read_text())
+        seen["first_run"] = {"restarts": first.get("restarts"), "node": first.get("node"),
+                             "job_state_then": c.job(job).get("JobState")}
+    finally:
+        c.cut(PARTITIONED, False)
+    log(f"partition healed: Slurm runs job {job} again once {PARTITIONED} is back")
+    return seen
+
+
+def partitioned_run(c: Cluster, args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """`cluster slurm` with the stop seam armed in its jobs: every stopped job is continued at once, except
+    the first on PARTITIONED, around which the partition happens (cut_off). -> (exit code, JSON, what the
+    demo saw)."""
+    proc = cluster_start(args, env)
+    seen: dict[str, Any] = {}
+    try:
+        while proc.poll() is None:
+            for pid in stopped_tools():
+                if not seen and c.in_node(pid, PARTITIONED):
+                    seen = cut_off(c, pid)
+                else:
+                    continue_stopped(only=pid)
+            time.sleep(0.5)
+        rc, doc = cluster_end(proc)
+    finally:
+        continue_stopped()  # never left stopped, whatever failed
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if not seen:
+        raise RuntimeError(f"no job on {PARTITIONED} stopped at {STOP_AT}: the partition case did not happen")
+    seen["node_state_after"] = c.states().get(PARTITIONED)
+    return rc, doc, seen
 
 
 def by_type(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -264,12 +412,12 @@ def scenario(work: Path, roots: dict[str, Path], note: str) -> dict[str, Any]:
         env = dict(os.environ, SLURM_CONF=str(c.conf), TFGPU_STATE_DIR=str(work / "controller" / "state"),
                    TFGPU_CACHE_DIR=str(work / "controller" / "cache"),
                    TFGPU_DATA_DIR=str(work / "controller" / "data"), PYTHONPATH=str(REPO))
-        args = ["--shared", str(c.shared), "--wheel", str(wheel), "--index-url", index_url, "--allow-cpu",
+        base = ["--shared", str(c.shared), "--wheel", str(wheel), "--index-url", index_url, "--allow-cpu",
                 "--job-prefix", f"chroot {NODE_ROOT}", "--python", "/usr/bin/python3", "--wait", "60",
-                "--modulefiles", str(c.shared / "modules"),
                 "--job-env", f"TFGPU_PROFILES_DIR={knowledge}", "--job-env", "TFGPU_OVERRIDE_DRIVER=550.54.14",
                 "--job-env", "PIP_CONFIG_FILE=/dev/null", "--job-env", "UV_NO_CONFIG=1",
                 "--job-env", "HOME=/root", "--job-env", "PATH=/usr/local/bin:/usr/bin:/bin"]
+        args = [*base, "--modulefiles", str(c.shared / "modules")]
         log("cluster slurm (first run: every type's tool, env and verification)")
         start = time.monotonic()
         first_rc, first = cluster_cmd(args, env)
@@ -286,6 +434,25 @@ def scenario(work: Path, roots: dict[str, Path], note: str) -> dict[str, Any]:
         requeued = jobs.read_job(res, a100_job)
         modules = sorted(str(p.relative_to(c.shared / "modules")) for p in (c.shared / "modules").rglob("*")
                          if p.is_file())
+        # --same over the gpu partition's types, the stop seam armed in its jobs (a copy of the test suite's
+        # fault site on the shared path, which the nodes see) for the partition case, then once more, unarmed.
+        site = c.shared / "faultsite"
+        shutil.copytree(REPO / "tests" / "support" / "faultsite", site, ignore=shutil.ignore_patterns("__pycache__"))
+        same_args = [*base, "--same", "--partition", "gpu"]
+        log(f"cluster slurm --same --partition gpu, {PARTITIONED} ({PARTITIONED_TYPE}) partitioned off while its "
+            "job runs")
+        start = time.monotonic()
+        third_rc, third, cut = partitioned_run(c, [*same_args, "--job-env", f"TFGPU_TEST_STOP_AT={STOP_AT}",
+                                                   "--job-env", f"PYTHONPATH={site}"], env)
+        same_wall = round(time.monotonic() - start, 1)
+        log("cluster slurm --same again (nothing may change)")
+        fourth_rc, fourth = cluster_cmd(same_args, env)
+        cut_res = jobs.results_dir(c.shared, third["key"], PARTITIONED_TYPE)
+        cut_row = by_type(third)[PARTITIONED_TYPE]
+        cut.update(answer_sets=jobs.jobs_in(cut_res).count(cut["job"]),
+                   runs_read=len(jobs.read_runs(cut_res, cut["job"])),
+                   row={k: cut_row.get(k) for k in ("state", "job_id", "runs", "jobs_counted", "changed", "reason",
+                                                    "job_runs", "job_states", "verified")})
         rows = []
         for name, row in by_type(second).items():
             rows.append({k: row.get(k) for k in ("type", "nodes", "partitions", "features", "gpu", "state", "reason",
@@ -303,6 +470,15 @@ def scenario(work: Path, roots: dict[str, Path], note: str) -> dict[str, Any]:
             "requeued": {"job": a100_job, "second_run_job": by_type(second)["a100"]["job_id"],
                          "restarts": requeued.restarts, "answer_sets": answered.count(a100_job)},
             "killed_slurmd": KILLED, "blocker_job": blocker, "modulefiles": modules,
+            "same": {"exit_codes": [third_rc, fourth_rc], "wall_s": same_wall, "key": third["key"],
+                     "chosen": third.get("same"), "second_chosen": (fourth.get("same") or {}).get("tensorflow"),
+                     "types": {name: {k: row.get(k) for k in ("state", "tensorflow", "python", "verified",
+                                                              "gpu_verified", "changed", "runs")}
+                                      | {"second_run": by_type(fourth)[name]["state"],
+                                         "second_changed": by_type(fourth)[name]["changed"]}
+                               for name, row in by_type(third).items()},
+                     "second_run_changed": sum(1 for t in fourth["types"] if t.get("changed"))},
+            "partition": cut,
         }
     finally:
         if server is not None:
