@@ -43,6 +43,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import fleet_demo as fd  # noqa: E402 (the fleet demo's roots, index and helpers)
 
+from tests.support.faults import stopped_at_seam  # noqa: E402 (the stop seam's stopped processes)
+
 SUBNET = "10.254.78"
 BRIDGE = "tfgpucd0"
 CTL_IP = f"{SUBNET}.1"
@@ -281,33 +283,10 @@ def cluster_cmd(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, An
     return cluster_end(cluster_start(args, env))
 
 
-def stopped_tools() -> list[int]:
-    """Tool processes that stopped themselves at the stop seam (state T, the seam's variable set)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-            if state == "T" and b"TFGPU_TEST_STOP_AT=" in Path(f"/proc/{entry}/environ").read_bytes():
-                found.append(int(entry))
-        except (OSError, IndexError):
-            continue
-    return found
-
-
-def wait_for(what: str, ready: Any, limit_s: float) -> None:
-    end = time.monotonic() + limit_s
-    while not ready():
-        if time.monotonic() > end:
-            raise RuntimeError(f"{what}: not within {limit_s:.0f} s")
-        time.sleep(0.5)
-
-
 def continue_stopped(keep: Optional[int] = None, only: Optional[int] = None) -> None:
     """Continue every tool stopped at the seam (but `keep`; or `only` that one): the jobs the partition is not
     about go on."""
-    for pid in stopped_tools() if only is None else [only]:
+    for pid in stopped_at_seam() if only is None else [only]:
         if pid != keep:
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -331,7 +310,7 @@ def cut_off(c: Cluster, pid: int) -> dict[str, Any]:
             f = c.job(job)
             return f.get("JobState") == "PENDING" and f.get("Restarts", "0") not in ("", "0")
 
-        wait_for(f"Slurm requeueing job {job} once {PARTITIONED} is lost", requeued, SLURMD_TIMEOUT_S * 18)
+        fd.wait_for(f"Slurm requeueing job {job} once {PARTITIONED} is lost", requeued, SLURMD_TIMEOUT_S * 18)
         during = c.job(job)
         seen: dict[str, Any] = {
             "job": job, "node": PARTITIONED, "type": PARTITIONED_TYPE, "node_state": c.states().get(PARTITIONED),
@@ -345,7 +324,7 @@ def cut_off(c: Cluster, pid: int) -> dict[str, Any]:
             continue_stopped()
             return any(c.shared.glob(pattern))
 
-        wait_for(f"job {job}'s first run finishing behind the partition", unseen_run_finished, STEP_TIMEOUT_S)
+        fd.wait_for(f"job {job}'s first run finishing behind the partition", unseen_run_finished, STEP_TIMEOUT_S)
         first = json.loads(next(c.shared.glob(pattern)).read_text())
         seen["first_run"] = {"restarts": first.get("restarts"), "node": first.get("node"),
                              "job_state_then": c.job(job).get("JobState")}
@@ -363,7 +342,7 @@ def partitioned_run(c: Cluster, args: list[str], env: dict[str, str]) -> tuple[i
     seen: dict[str, Any] = {}
     try:
         while proc.poll() is None:
-            for pid in stopped_tools():
+            for pid in stopped_at_seam():
                 if not seen and c.in_node(pid, PARTITIONED):
                     seen = cut_off(c, pid)
                 else:

@@ -355,16 +355,9 @@ PARTITION_HOST, LATE_ENV = "node1", "/root/late-env"
 
 def stopped_tool() -> Optional[int]:
     """The pid of a tool process that stopped itself at the stop seam (state T), if one has."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-            if state == "T" and b"TFGPU_TEST_STOP_AT=" in Path(f"/proc/{entry}/environ").read_bytes():
-                return int(entry)
-        except (OSError, IndexError):
-            continue
-    return None
+    from tests.support.faults import stopped_at_seam
+
+    return next(iter(stopped_at_seam()), None)
 
 
 def partition(f: "Fleet", stopping_inv: Path, inv: Path, common: list[str], env: dict[str, str]) -> dict[str, Any]:

@@ -63,3 +63,19 @@ def wait_stopped(proc: "subprocess.Popen[str]", what: str, limit_s: float = 1800
             pass
         time.sleep(0.05)
     raise AssertionError(f"{what}: the process never stopped")
+
+
+def stopped_at_seam() -> list[int]:
+    """Every process on this machine that stopped itself at the stop seam (state T, TFGPU_TEST_STOP_AT in its
+    environment), in any namespace: the demos' tools run on their hosts and nodes."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+            if state == "T" and f"{VARS['stop_at']}=".encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return found
