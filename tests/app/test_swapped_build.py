@@ -200,3 +200,26 @@ def test_snapshot_diff_names_another_build(source_env: Provisioned, tmp_path: Pa
     assert code == ExitCode.DRIFT and out["packages_changed"] == ["absl-py 2.1.0: another build (other files "
                                                                    "than recorded)"], out
     assert cli(["snapshot", "diff", str(path), str(path)], source_env.environ, capsys)[0] == 0
+
+
+def test_a_known_good_restore_checks_wheels_by_the_index_hashes_uv_cached(
+    source_env: Provisioned, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A known-good snapshot records no wheel hashes (the test knowledge pins none): restore takes
+    them from the index pages uv has cached (no request), uv checks the wheels against them, and the
+    closing check does not read again what was written from them (issue #44 item 1). Control: with
+    uv's cache elsewhere nothing is cached, nothing is trusted, every file is read; both identical."""
+    good = _known_good(source_env)
+    code, doc = cli(["snapshot", "restore", good, "--env", str(tmp_path / "a"), "--allow-cpu", "-y"],
+                    source_env.environ, capsys)
+    files = doc["installed_files"]
+    assert code == 0 and doc["identical"] is True, doc
+    assert any("pages uv has cached" in w for w in doc["warnings"]), doc["warnings"]
+    assert files["read_files"] < files["hashed"] / 2, files
+    environ = {**source_env.environ, "UV_CACHE_DIR": str(tmp_path / "empty-uv-cache")}
+    code, doc = cli(["snapshot", "restore", good, "--env", str(tmp_path / "b"), "--allow-cpu", "-y"], environ,
+                    capsys)
+    files = doc["installed_files"]
+    assert code == 0 and doc["identical"] is True, doc
+    assert not any("pages uv has cached" in w for w in doc["warnings"])
+    assert files["read_files"] == files["hashed"] > 0, files

@@ -93,6 +93,33 @@ def hashed_pins(snap: Snapshot) -> Snapshot:
     return replace(snap, packages=packages)
 
 
+def cached_index_hashes(ctx: Context, snap: Snapshot, index_url: Optional[str]) -> tuple[Snapshot, list[str]]:
+    """The snapshot with each package that still has no hash given the sha256 the package index
+    publishes for it, as uv has the index's pages cached (`uv pip compile --offline`: no request
+    leaves the machine). uv then checks those wheels, and the closing check need not read what it
+    wrote from them. Nothing cached, or uv failing: the snapshot as it is (those files are read)."""
+    from dataclasses import replace
+
+    from tfgpu_install.snapshot.contract import choice_of
+    from tfgpu_install.snapshot.pylock import compile_lock, with_hashes
+
+    bare = [p for p in snap.packages if not p.hashes]
+    if not bare:
+        return snap, []
+    try:
+        lock = compile_lock(ctx, bare, choice_of(snap).python or "3", index_url=index_url, glibc=snap.host.glibc,
+                            arch=snap.host.arch, offline=True, timeout=120)
+    except TfgpuError:
+        return snap, []
+    found = {p.key: p for p in with_hashes(bare, lock) if p.hashes and all(_HASH.match(h) for h in p.hashes)}
+    if not found:
+        return snap, []
+    packages = tuple(replace(p, hashes=found[p.key].hashes) if p.key in found else p for p in snap.packages)
+    return replace(snap, packages=packages), [
+        f"the hashes of {len(found)} package(s) are the package index's, from the pages uv has cached "
+        "(the snapshot records none for them): uv checks those wheels against them"]
+
+
 def _placed_files(snap: Snapshot) -> list[str]:
     """Library files no package installs (placed by the cuDNN steps): restore cannot recreate them."""
     return [f.path for f in snap.files if "/site-packages/" not in f.path]
@@ -137,7 +164,10 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
 
     snap, bundle_dir = _load(req, ctx)
     snap = hashed_pins(snap)
-    warnings = _check_hashes(snap)
+    notes: list[str] = []
+    if bundle_dir is None:
+        snap, notes = cached_index_hashes(ctx, snap, req.index_url)
+    warnings = _check_hashes(snap) + notes
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
     tools = facts.tools

@@ -69,7 +69,9 @@ def compile_lock(
     timeout: float = 600,
     glibc: Optional[str] = None,
     arch: Optional[str] = None,
+    offline: bool = False,
 ) -> Lock:
+    """offline: only the index pages uv has cached (uv --offline): no request leaves the machine."""
     uv = find_uv(ctx)
     if uv is None:
         raise TfgpuError(
@@ -90,6 +92,8 @@ def compile_lock(
         # The same index settings as the install itself; a find-links dir means offline.
         argv += index_flags(ctx, "uv", index_url, find_links=[find_links] if find_links else (),
                             no_index=bool(find_links))
+        if offline:
+            argv.append("--offline")
         from tfgpu_install.env.tools import last_lines, tool_env
 
         # the install's network settings too: certificates (SSL_CERT_FILE from PIP_CERT, the system
