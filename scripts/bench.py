@@ -317,6 +317,7 @@ class Bench:
     requirements: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     spaces: dict[str, dict[str, str]] = field(default_factory=dict)  # the warm workspaces, once primed
+    contenders: tuple[str, ...] = CONTENDERS  # --contenders: leave pip out where its minutes are not wanted
     _n: int = 0
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # other work skews times
 
@@ -438,7 +439,7 @@ class Bench:
 
     def measure_cold(self, timeout: float, snapshot: Optional[Path]) -> None:
         """Each sample on a fresh workspace (empty caches); restore interleaved with the rest."""
-        who_all = list(CONTENDERS) + (["restore"] if snapshot else [])
+        who_all = list(self.contenders) + (["restore"] if snapshot else [])
         for i in range(self.reps):
             for who in rotations(who_all, i):
                 env = self.workspace(f"cold-{who}")
@@ -462,7 +463,7 @@ class Bench:
         a new env (warm), the same install again on it (no-op); disk of the second env.
         Returns ours' snapshot file (for restore)."""
         # only ours is needed for restore-warm / bundle / image alone (priming pip costs minutes in the full mode)
-        contenders = CONTENDERS if {"warm", "noop", "disk"} & set(scenarios) else ("ours",)
+        contenders = self.contenders if {"warm", "noop", "disk"} & set(scenarios) else ("ours",)
         spaces = {who: self.workspace(f"warm-{who}") for who in contenders}
         self.spaces = spaces
         first = {who: Path(spaces[who]["BENCH_WS"]) / "env-0" for who in contenders}
@@ -471,8 +472,8 @@ class Bench:
             self.provision(who, spaces[who], first[who], timeout)
             if who == "ours":
                 self.check_pins(Path(spaces[who]["TFGPU_STATE_DIR"]))
-        for i in range(self.reps if contenders == CONTENDERS else 0):
-            for who in rotations(list(CONTENDERS), i):
+        for i in range(self.reps if contenders == self.contenders else 0):
+            for who in rotations(list(contenders), i):
                 env_dir = Path(spaces[who]["BENCH_WS"]) / f"env-{i + 1}"
                 print(f"warm {i + 1}/{self.reps}: {who}", file=sys.stderr)
                 took = self.provision(who, spaces[who], env_dir, timeout)
@@ -647,7 +648,7 @@ class Bench:
 
     def measure_noop(self, spaces: Mapping[str, Mapping[str, str]], i: int, timeout: float) -> None:
         """The same install again on rep i's env, each contender and Python's bare start interleaved."""
-        for who in rotations([*CONTENDERS, "bare"], i + 1):
+        for who in rotations([*self.contenders, "bare"], i + 1):
             if who == "bare":  # Python's own start, interleaved: the no-op's floor
                 took = self.run([sys.executable, "-c", "pass"], spaces["ours"], "noop bare", 60)
             else:
@@ -660,7 +661,7 @@ class Bench:
         cache_dev = os.stat(spaces["ours"]["UV_CACHE_DIR"]).st_dev
         if os.stat(first["ours"].parent).st_dev != cache_dev:
             self.notes.append("uv's cache is on another filesystem than the envs: uv copies, no hardlinks")
-        for who in CONTENDERS:
+        for who in self.contenders:
             cache = [Path(spaces[who]["UV_CACHE_DIR"]), Path(spaces[who]["PIP_CACHE_DIR"])]
             self.add("disk", f"{who}.first", disk_usage([first[who]]))
             if self.reps:
@@ -736,6 +737,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--python", default=None, help="interpreter the envs are built on (default: this one's base)")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
     p.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temp dir, removed after)")
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help="comma-separated subset of ours,uv,pip (pip's full-mode installs take minutes each)")
     p.add_argument("--timeout", type=float, default=None, help="per command, seconds (default 300 quick, 3600 full)")
     return p.parse_args(argv)
 
@@ -778,6 +781,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             base.update(TFGPU_PROFILES_DIR=str(work / "knowledge"), UV_INDEX_URL=server.url, PIP_INDEX_URL=server.url)
         b = Bench("quick" if args.quick else "full", args.reps, work, python, args.allow_cpu or args.quick, base, uv)
         timeout = args.timeout or (300.0 if args.quick else 3600.0)
+        b.contenders = tuple(c for c in CONTENDERS if c in args.contenders.split(","))
         b.requirements = b.plan_requirements()
         print(f"pins: {' '.join(b.requirements)}", file=sys.stderr)
         if "plan" in scenarios:
