@@ -18,11 +18,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, cast
 
 from tfgpu_install.errors import EnvironmentProblem, UsageError
 from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
 from tfgpu_install.verify.host import VerifyReport
+
+if TYPE_CHECKING:
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import Burn
 
 EXTRA = "pip install 'tfgpu-install[report]'"
 SERIES = ("temp_c", "mem_temp_c", "sm_mhz", "mem_mhz", "power_w", "util_pct")
@@ -114,7 +117,7 @@ def read_burn(raw: Mapping[str, Any]) -> GpuBurn:
              ("working set", f"{raw['working_set_bytes'] / 2**30:.1f} GiB" if _num(raw.get("working_set_bytes"))
               else None), ("L2", f"{raw['l2_bytes'] / 2**20:.0f} MiB" if _num(raw.get("l2_bytes")) else None),
              ("NVML samples under load", tele.get("under_load"))]
-    return GpuBurn(label=label, line=str(raw.get("line") or judge.one_line(dict(raw))), samples=samples,
+    return GpuBurn(label=label, line=str(raw.get("line") or judge.one_line(cast("Burn", dict(raw)))), samples=samples,
                    gflops=gflops, limits=limits, heat=str(heat.get("text") or "unknown"),
                    health_state=str(health.get("state") or "unknown"),
                    health=tuple(str(x) for x in list(problems) + list(notes)),

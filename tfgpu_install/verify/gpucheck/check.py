@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,6 +36,22 @@ if TYPE_CHECKING:
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
     from tfgpu_install.verify.gpucheck import tfgpucheck_sgemm as sgemm
     from tfgpu_install.verify.gpucheck import tfgpucheck_tf as tfl
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        CheckPlan,
+        DeviceEntry,
+        DeviceMap,
+        Extras,
+        FirstFailure,
+        LayerEntry,
+        Measured,
+        MixedPrecision,
+        Outcome,
+        PtxJit,
+        Report,
+        State,
+        TfLog,
+        VisibleDevices,
+    )
 else:
     import tfgpucheck_arch as arch
     import tfgpucheck_cuda as cuda
@@ -89,7 +105,7 @@ def _progress(fd: int, text: str) -> None:
         os.write(extra, line)
 
 
-def _mixed_precision(ccs: list[str]) -> dict[str, Any]:
+def _mixed_precision(ccs: list[str]) -> MixedPrecision:
     """Mixed precision pays only where every GPU has Tensor Cores (compute capability >= 7.0)."""
     ok = all(tuple(int(x) for x in c.split(".")) >= (7, 0) for c in ccs)
     return {"eligible": ok, "compute_capabilities": ccs,
@@ -98,21 +114,21 @@ def _mixed_precision(ccs: list[str]) -> dict[str, Any]:
             "would be slower"}
 
 
-def _visible_devices(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+def _visible_devices(state: State, hw: Outcome, environ: dict[str, str]) -> VisibleDevices:
     """Which nvidia-smi GPU each CUDA device is: NVML's UUIDs / bus ids (never positions in /sys)."""
     nv = state.get("nvml") or {}
-    mapping = []
+    mapping: list[DeviceMap] = []
     for d in state.get("devices", []):
         gpu, how = nvml.match(d, nv.get("devices", []))
         uuid = (("MIG-" if how == "mig-uuid" else "GPU-") + d["uuid"]) if d.get("uuid") else None
         mapping.append({"cuda": d["index"], "nvidia_smi": gpu["nvidia_smi"] if gpu else None, "pci": d.get("pci"),
                         "uuid": uuid, "matched_by": how or None, "name": d["name"]})
-    vis: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
+    vis: VisibleDevices = {"CUDA_VISIBLE_DEVICES": environ.get("CUDA_VISIBLE_DEVICES"),
                            "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER"), "mapping": mapping}
-    if nv.get("error"):
-        vis["nvml_error"] = nv["error"] + (" (expected: a Jetson has no NVML)" if hw.get("measured", {}).get("tegra")
-                                           else "")
-    gpu_errors = [d["error"] for d in nv.get("devices", []) if d.get("error")]
+    nvml_error = nv.get("error")
+    if nvml_error:
+        vis["nvml_error"] = nvml_error + (" (expected: a Jetson has no NVML)" if hw["measured"].get("tegra") else "")
+    gpu_errors = [e for e in (d.get("error") for d in nv.get("devices", [])) if e]
     if gpu_errors:  # one GPU NVML cannot open does not lose the others
         vis["nvml_gpu_errors"] = gpu_errors
     note = nvml.order_note(mapping, environ)
@@ -121,7 +137,7 @@ def _visible_devices(state: dict[str, Any], hw: dict[str, Any], environ: dict[st
     return vis
 
 
-def _ptx_jit(ccs: list[str], archs: list[str]) -> dict[str, Any]:
+def _ptx_jit(ccs: list[str], archs: list[str]) -> PtxJit:
     """The resolver's rule (tfgpucheck_arch): a GPU with no SASS it can run gets PTX, JIT-compiled on first use."""
     sass, ptx = arch.split_archs(archs)
     seen = {c: arch.coverage(c, sass, ptx) for c in ccs}
@@ -137,19 +153,19 @@ def _ptx_jit(ccs: list[str], archs: list[str]) -> dict[str, Any]:
             "build_archs": archs, "note": note}
 
 
-def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+def extras(state: State, hw: Outcome, environ: dict[str, str]) -> Extras:
     """Mixed-precision eligibility, CUDA vs nvidia-smi numbering, MirroredStrategy coverage."""
-    out: dict[str, Any] = {}
-    ccs = [d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []]
-    ccs = [c for c in ccs if c]
+    out: Extras = {}
+    ccs = [c for c in (d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []) if c]
     if ccs:
-        out["mixed_precision"] = _mixed_precision(ccs)
-        advice = ((state.get("bench_measured") or {}).get("benchmark") or {}).get("mixed_precision") or {}
+        out["mixed_precision"] = mp = _mixed_precision(ccs)
+        bench = (state.get("bench_measured") or {}).get("benchmark")
+        advice = (bench["mixed_precision"] if bench else None) or {}
         if advice.get("measured"):
-            out["mixed_precision"].update(measured=advice, policy=advice["policy"] if advice["worth_it"] else None,
-                                          why=advice["advice"])
+            mp.update({"measured": advice, "policy": advice["policy"] if advice["worth_it"] else None,
+                       "why": advice["advice"]})
     out["visible_devices"] = _visible_devices(state, hw, environ)
-    tf_layer = state.get("tf_measured", {})
+    tf_layer: Measured = state.get("tf_measured", {})
     archs = (tf_layer.get("build") or {}).get("cuda_compute_capabilities") or []
     if ccs and archs:
         out["ptx_jit"] = _ptx_jit(ccs, archs)
@@ -160,13 +176,12 @@ def extras(state: dict[str, Any], hw: dict[str, Any], environ: dict[str, str]) -
     return out
 
 
-def known_tf_failure(text: str, state: dict[str, Any], plan: dict[str, Any]) -> Optional[str]:
+def known_tf_failure(text: str, state: State, plan: CheckPlan) -> Optional[str]:
     """The architecture ceiling (TensorFlow <= 2.21 on Blackwell, cc >= 10.0) when its failure shows:
     CUDA_ERROR_INVALID_PTX or "PTX version ... does not support target" (tfgpucheck_known)."""
     if not known.ptx_failure_seen(text):
         return None
-    ccs = [d["compute_capability"] for d in state.get("devices") or state.get("tf_gpus") or []
-           if d.get("compute_capability")]
+    ccs = [c for c in (d.get("compute_capability") for d in state.get("devices") or state.get("tf_gpus") or []) if c]
     version = getattr(state.get("tf"), "__version__", None) or (state.get("tf_measured") or {}).get("tensorflow") \
         or plan.get("tensorflow")
     hits = known.ceiling_hits(str(version) if version else None, ccs, plan)
@@ -181,7 +196,7 @@ class Seam(NamedTuple):
     require_gpu_list: bool = True  # the TensorFlow layer fails when TF lists no GPU
 
 
-def driver_layer(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def driver_layer(plan: CheckPlan, state: State) -> Outcome:
     """libcuda's view (tfgpucheck_cuda.layer_driver), then NVML's of each of its GPUs: limits, the
     processes on it, and the health counters, which fail the layer when a GPU needs a reset or its
     memory reports uncorrectable errors (a card in that state passed every other layer)."""
@@ -193,7 +208,7 @@ def driver_layer(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     state["read_health"] = nvml.gpu_facts
     res["measured"]["nvml"] = facts
     if facts.get("error"):
-        res["summary"] += f"; health counters unknown (NVML: {facts['error']})"
+        res["summary"] += f"; health counters unknown (NVML: {facts.get('error')})"
         return res
     sick = []
     for g in facts.get("gpus", []):
@@ -212,8 +227,8 @@ def driver_layer(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def _tf_bench(args: argparse.Namespace, tf: Any, device: str, target: Any,
-              measured: dict[str, Any], key: str) -> tuple[list[str], Optional[dict[str, Any]]]:
+def _tf_bench(args: argparse.Namespace, tf: Any, device: str, target: Optional[DeviceEntry],
+              measured: Measured, key: Literal["burn", "tf_burn"]) -> tuple[list[str], Optional[Outcome]]:
     """The TensorFlow benchmark and burn into `measured` (the TF burn under `key`): (summary parts,
     failure)."""
     parts = []
@@ -237,11 +252,12 @@ def _tf_bench(args: argparse.Namespace, tf: Any, device: str, target: Any,
     return parts, None
 
 
-def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, gpu_mode: bool) -> dict[str, Any]:
+def _bench_layer(args: argparse.Namespace, state: State, device: str, gpu_mode: bool) -> Outcome:
     """The SGEMM burn on every GPU (--sgemm-burn: cuBLAS only, runs without TensorFlow), then
     TensorFlow's benchmark and burn (--benchmark, --burn) on `device`."""
-    target = (state.get("devices") or [None])[0]  # CUDA device 0 = TF's /GPU:0: sample that one
-    measured: dict[str, Any] = {}
+    devices = state.get("devices")
+    target = devices[0] if devices else None  # CUDA device 0 = TF's /GPU:0: sample that one
+    measured: Measured = {}
     parts: list[str] = []
     hint = None
     if args.sgemm_burn:
@@ -273,12 +289,12 @@ def _bench_layer(args: argparse.Namespace, state: dict[str, Any], device: str, g
     return cuda.outcome("pass", "; ".join(parts), measured, hint=hint)
 
 
-def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[str, Any], device: str,
+def implementations(args: argparse.Namespace, plan: CheckPlan, state: State, device: str,
                     gpu_mode: bool, seam: Seam, capture: Fd2Capture,
-                    hw_probe: dict[str, Any]) -> dict[str, Callable[[], dict[str, Any]]]:
+                    hw_probe: Outcome) -> dict[str, Callable[[], Outcome]]:
     """Each layer of the table (tfgpucheck_layers.LAYERS), by name."""
 
-    def tf_layer() -> dict[str, Any]:
+    def tf_layer() -> Outcome:
         try:
             res = tfl.layer_tensorflow(plan, device, gpu_mode, capture.read, state,
                                        require_gpu_list=seam.require_gpu_list)
@@ -299,12 +315,13 @@ def implementations(args: argparse.Namespace, plan: dict[str, Any], state: dict[
         "cudnn": lambda: cudnn.layer_cudnn(plan, state),
         "cublas": lambda: sgemm.layer_cublas(plan, state, args.sgemm_size),
         "tensorflow": tf_layer,
-        "benchmark": lambda: _kept(state, "bench_measured", _bench_layer(args, state, device, gpu_mode)),
+        "benchmark": lambda: _kept(state, _bench_layer(args, state, device, gpu_mode)),
     }
 
 
-def _kept(state: dict[str, Any], key: str, res: dict[str, Any]) -> dict[str, Any]:
-    state[key] = res.get("measured") or {}
+def _kept(state: State, res: Outcome) -> Outcome:
+    """The benchmark layer's outcome, its measurements kept for the extras (the mixed-precision advice)."""
+    state["bench_measured"] = res.get("measured") or {}
     return res
 
 
@@ -315,7 +332,7 @@ def _wanted(args: argparse.Namespace) -> set[str]:
     return wanted
 
 
-def _run_one(lay: layers.Layer, fn: Callable[[], dict[str, Any]], capture: Fd2Capture) -> dict[str, Any]:
+def _run_one(lay: layers.Layer, fn: Callable[[], Outcome], capture: Fd2Capture) -> Outcome:
     try:
         if lay.needs == "tensorflow" or lay.needs == "opt-in":
             with capture:
@@ -328,27 +345,28 @@ def _run_one(lay: layers.Layer, fn: Callable[[], dict[str, Any]], capture: Fd2Ca
                             hint="read TensorFlow's captured log in this report, or run `tfgpu-install doctor`")
 
 
-def run_layers(args: argparse.Namespace, impl: dict[str, Callable[[], dict[str, Any]]], gpu_mode: bool,
-               hw_probe: dict[str, Any], capture: Fd2Capture, progress_fd: int) -> list[dict[str, Any]]:
+def run_layers(args: argparse.Namespace, impl: dict[str, Callable[[], Outcome]], gpu_mode: bool,
+               hw_probe: Outcome, capture: Fd2Capture, progress_fd: int) -> list[LayerEntry]:
     wanted = _wanted(args)
-    results = []
+    results: list[LayerEntry] = []
     stopped: Optional[str] = None
     for lay in layers.LAYERS:
         if lay.name not in wanted:
             continue
         num = layers.number(lay.name)
-        entry: dict[str, Any] = {"layer": num, "name": lay.name}
+        entry: LayerEntry
         if stopped is not None:
-            entry.update(cuda.outcome("skip", f"not run: layer {layers.number(stopped)} ({stopped}) failed"))
+            entry = _entry(num, lay.name, cuda.outcome("skip", f"not run: layer {layers.number(stopped)} "
+                                                       f"({stopped}) failed"))
         elif not gpu_mode and lay.needs == "gpu":
             first = lay.name == layers.NAMES[0]
             gpu_note = "; " + hw_probe["summary"] if first else ""
-            entry.update(cuda.outcome("skip", f"CPU-only env (--allow-cpu): GPU layer not checked{gpu_note}",
-                                      hw_probe["measured"] if first else None))
+            entry = _entry(num, lay.name, cuda.outcome("skip", f"CPU-only env (--allow-cpu): GPU layer not "
+                                                       f"checked{gpu_note}", hw_probe["measured"] if first else None))
         else:
             _progress(progress_fd, f"layer {num} begin")
             t0 = time.monotonic()
-            entry.update(_run_one(lay, impl[lay.name], capture))
+            entry = _entry(num, lay.name, _run_one(lay, impl[lay.name], capture))
             entry["seconds"] = round(time.monotonic() - t0, 3)
             _progress(progress_fd, f"layer {num} {entry['status']}")
             if entry["status"] == "fail" and not args.keep_going:
@@ -360,12 +378,13 @@ def run_layers(args: argparse.Namespace, impl: dict[str, Callable[[], dict[str, 
 NO_SEAM = Seam()
 
 
-def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO_SEAM) -> dict[str, Any]:
+def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO_SEAM) -> Report:
     started = time.monotonic()
-    plan: dict[str, Any] = json.loads(args.plan_json or "{}")
+    given: dict[str, Any] = json.loads(args.plan_json or "{}")  # JSON edge: the host's plan, echoed as given
+    plan: CheckPlan = read_plan(given)
     gpu_mode = not args.cpu_ok
     device = seam.device or ("/GPU:0" if gpu_mode else "/CPU:0")
-    state: dict[str, Any] = {"plan": plan}
+    state: State = {"plan": plan}
     own_dir = "" if args.tf_log else tempfile.mkdtemp(prefix="tfgpu-check-")
     tf_log_path = args.tf_log or os.path.join(own_dir, "tf.log")
     capture = Fd2Capture(tf_log_path)
@@ -376,10 +395,11 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO
         state["nvml"] = nvml.inventory()
     failed = [r for r in results if r["status"] == "fail"]
     log_text = capture.read()
-    tf_log: dict[str, Any] = {"path": tf_log_path, "tail": log_text.splitlines()[-40:]}
+    tf_log: TfLog = {"path": tf_log_path, "tail": log_text.splitlines()[-40:]}
     if log_text:
-
-        tf_log.update(tfl.parse_tf_log(log_text))
+        read = tfl.parse_tf_log(log_text)
+        tf_log.update({"dlopen_failures": read["dlopen_failures"], "created_devices": read["created_devices"],
+                       "notes": read["notes"], "cudnn_loaded": read["cudnn_loaded"]})
     if own_dir:  # a run by hand: the log is in the report, leave nothing behind
         import shutil
 
@@ -394,14 +414,50 @@ def run(args: argparse.Namespace, out_fd: int, progress_fd: int, seam: Seam = NO
         "device": device,
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "plan": {k: v for k, v in plan.items() if k != "kernels"},  # the rows are the knowledge's, not news
+        "plan": {k: v for k, v in given.items() if k != "kernels"},  # the rows are the knowledge's, not news
         "layers": results,
-        "first_failure": ({k: failed[0].get(k) for k in ("layer", "name", "summary", "hint", "error")}
-                          if failed else None),
+        "first_failure": _first_failure(failed[0]) if failed else None,
         "extras": extras(state, hw_probe, dict(os.environ)),
         "tf_log": tf_log,
         "elapsed_seconds": round(time.monotonic() - started, 2),
     }
+
+
+def read_plan(given: object) -> CheckPlan:
+    """The host's plan (verify/host.py CheckPlan.to_json and its knowledge rows), typed: a key whose
+    value has another shape is left out (each layer then reads it as not given)."""
+    plan: CheckPlan = {}
+    if not isinstance(given, dict):
+        return plan
+    versions: tuple[Literal["cuda", "cudnn", "tensorflow"], ...] = ("cuda", "cudnn", "tensorflow")
+    for key in versions:
+        value = given.get(key)
+        if value is None or isinstance(value, str):
+            plan[key] = value
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):  # 12.3 typed by hand
+            plan[key] = str(value)
+    dirs: tuple[Literal["lib_dirs", "site_dirs"], ...] = ("lib_dirs", "site_dirs")
+    for key_ in dirs:
+        if isinstance(given.get(key_), list):
+            plan[key_] = [str(d) for d in given[key_]]
+    if isinstance(given.get("libcuda"), str):
+        plan["libcuda"] = given["libcuda"]
+    if isinstance(given.get("cpu_only"), bool):
+        plan["cpu_only"] = given["cpu_only"]
+    if isinstance(given.get("kernels"), dict):
+        plan["kernels"] = given["kernels"]  # each row is taken only when it has the shape (tfgpucheck_known.rows)
+    return plan
+
+
+def _entry(num: int, name: str, res: Outcome) -> LayerEntry:
+    """A layer as the report lists it: its number and name, then its outcome's keys in their order."""
+    return {"layer": num, "name": name, "status": res["status"], "summary": res["summary"],
+            "measured": res["measured"], "error": res["error"], "hint": res["hint"]}
+
+
+def _first_failure(entry: LayerEntry) -> FirstFailure:
+    return {"layer": entry.get("layer"), "name": entry.get("name"), "summary": entry.get("summary"),
+            "hint": entry.get("hint"), "error": entry.get("error")}
 
 
 def main(argv: list[str] | None = None, seam: Seam = NO_SEAM) -> int:

@@ -5,7 +5,10 @@ the libraries themselves (stdlib + ctypes only: runs inside the target env, impo
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # the sibling as mypy sees it; at run time it is imported by file name
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import ErrorCode, Measured, Outcome
 
 # Real codes, reported by name, never as bare numbers. CUresult: cuda.h `enum cudaError_enum`
 # (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html: 304 OPERATING_SYSTEM,
@@ -139,10 +142,10 @@ def code_name(table: dict[int, str], code: int, lib: Any = None, namer: str = ""
     return table.get(code, f"unknown error {code}")
 
 
-def outcome(status: str, summary: str, measured: Optional[dict[str, Any]] = None, *,
-            error: Optional[dict[str, Any]] = None, hint: Optional[str] = None) -> dict[str, Any]:
+def outcome(status: str, summary: str, measured: Optional[Measured] = None, *,
+            error: Optional[ErrorCode] = None, hint: Optional[str] = None) -> Outcome:
     return {"status": status, "summary": summary, "measured": measured or {}, "error": error, "hint": hint}
 
 
-def err(code: int, name: str) -> dict[str, Any]:
+def err(code: int, name: str) -> ErrorCode:
     return {"code": code, "name": name}

@@ -24,6 +24,14 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
         err,
         outcome,
     )
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        CheckPlan,
+        DeviceEntry,
+        Measured,
+        Outcome,
+        PciGpu,
+        State,
+    )
 else:
     from tfgpucheck_codes import (
         COMPUTE_MODES,
@@ -34,6 +42,7 @@ else:
         err,
         outcome,
     )
+    from tfgpucheck_report import DeviceEntry, PciGpu
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import (
         CUDART,
@@ -82,10 +91,10 @@ def tegra_soc(root: str) -> str:
     return "; ".join(x for x in (f"L4T {first}" if first else "", compat[0] if compat else "") if x)
 
 
-def layer_hardware(root: str) -> dict[str, Any]:
+def layer_hardware(root: str) -> Outcome:
     """An NVIDIA display/3D controller (vendor 0x10de, class 0x03xxxx) on the PCI bus."""
     base = os.path.join(root, "sys/bus/pci/devices")
-    gpus = []
+    gpus: list[PciGpu] = []
     for dev in sorted(glob.glob(os.path.join(base, "*"))):
         if _read(os.path.join(dev, "vendor")).lower() != "0x10de":
             continue
@@ -97,7 +106,7 @@ def layer_hardware(root: str) -> dict[str, Any]:
         gpus.append({"pci": os.path.basename(dev).lower(), "device_id": _read(os.path.join(dev, "device")),
                      "class": cls, "kernel_driver": driver})
     if gpus:
-        drivers = sorted({g["kernel_driver"] or "none" for g in gpus})
+        drivers = sorted({g.get("kernel_driver") or "none" for g in gpus})
         summary = f"{len(gpus)} NVIDIA GPU(s) on the PCI bus (kernel driver: {', '.join(drivers)})"
         hint = None
         if "nouveau" in drivers:
@@ -110,7 +119,7 @@ def layer_hardware(root: str) -> dict[str, Any]:
     if proc_gpus or nodes:
         seen = proc_gpus or nodes
         return outcome("pass", f"{len(seen)} NVIDIA GPU(s) from the driver ({', '.join(seen)}); the PCI bus is "
-                       "not visible here", {"gpus": [{"pci": p} for p in proc_gpus], "device_nodes": nodes})
+                       "not visible here", {"gpus": [PciGpu(pci=p) for p in proc_gpus], "device_nodes": nodes})
     # WSL2 exposes the GPU through /dev/dxg and its own libcuda, not through PCI.
     if os.path.exists(os.path.join(root, "dev/dxg")) and os.path.exists(
             os.path.join(root, "usr/lib/wsl/lib/libcuda.so.1")):
@@ -126,7 +135,7 @@ def layer_hardware(root: str) -> dict[str, Any]:
 
 
 # ---- layer 1 -------------------------------------------------------------------------------------
-def _driver_failure(lib: Any, rc: int, what: str, measured: dict[str, Any]) -> dict[str, Any]:
+def _driver_failure(lib: Any, rc: int, what: str, measured: Measured) -> Outcome:
     name = code_name(CU_RESULT, rc, lib, "cuGetErrorName")
     hint = HINTS.get(name)
     if name == "CUDA_ERROR_NO_DEVICE" and "CUDA_VISIBLE_DEVICES" in os.environ:
@@ -151,8 +160,7 @@ def _device_uuid(lib: Any, dev: ctypes.c_int) -> Optional[str]:
     return None
 
 
-def _device_info(lib: Any, i: int,
-                 measured: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+def _device_info(lib: Any, i: int, measured: Measured) -> tuple[Optional[DeviceEntry], Optional[Outcome]]:
     """(info, None) for CUDA device ordinal i, or (None, failure outcome)."""
     dev = ctypes.c_int(0)
     rc = lib.cuDeviceGet(ctypes.byref(dev), i)
@@ -162,7 +170,7 @@ def _device_info(lib: Any, i: int,
     rc = lib.cuDeviceGetName(buf, 256, dev)
     if rc != 0:
         return None, _driver_failure(lib, rc, f"cuDeviceGetName({i})", measured)
-    info: dict[str, Any] = {"index": i, "name": buf.value.decode(errors="replace")}
+    info: DeviceEntry = {"index": i, "name": buf.value.decode(errors="replace")}
     cc_major, cc_minor = ctypes.c_int(0), ctypes.c_int(0)
     # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
     if lib.cuDeviceGetAttribute(ctypes.byref(cc_major), 75, dev) == 0 and \
@@ -183,14 +191,14 @@ def _device_info(lib: Any, i: int,
     return info, None
 
 
-def layer_driver(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    names = [plan["libcuda"]] if plan.get("libcuda") else ["libcuda.so.1"]
+def layer_driver(plan: CheckPlan, state: State) -> Outcome:
+    names = [plan.get("libcuda") or "libcuda.so.1"]
     lib, path, errors = load_library(names, [])
     if lib is None:
         return outcome("fail", f"libcuda.so.1 did not load: {errors[-1] if errors else 'not found'}",
                        hint="install the NVIDIA driver (it provides libcuda.so.1); on WSL2 keep "
                        "/usr/lib/wsl/lib on the library path")
-    measured: dict[str, Any] = {"libcuda": path}
+    measured: Measured = {"libcuda": path}
     rc = lib.cuInit(0)
     if rc != 0:
         return _driver_failure(lib, rc, "cuInit", measured)
@@ -213,7 +221,7 @@ def layer_driver(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         devices.append(info)
     measured["devices"] = devices
     state["devices"] = devices
-    desc = ", ".join(f"{d['name']} (cc {d.get('compute_capability', '?')})" for d in devices)
+    desc = ", ".join(f"{d.get('name')} (cc {d.get('compute_capability', '?')})" for d in devices)
     return outcome("pass", f"driver supports CUDA {measured['driver_cuda']}; {len(devices)} device(s): {desc}",
                    measured)
 
@@ -225,7 +233,7 @@ def _so_major(soname: str) -> int:
     return int(parts[1].split(".")[0]) if len(parts) == 2 and parts[1].split(".")[0].isdigit() else 999
 
 
-def cudnn_built_for(plan: dict[str, Any]) -> Optional[int]:
+def cudnn_built_for(plan: CheckPlan) -> Optional[int]:
     """The CUDA major the env's own cuDNN was built for (cudnnGetCudartVersion), found in the env's
     dirs only (never through the loader); None when the env has none, or cuDNN 9 lacks its graph
     library (its first call would abort the check: the cudnn layer says so)."""
@@ -245,7 +253,7 @@ def cudnn_built_for(plan: dict[str, Any]) -> Optional[int]:
     return major(cuda_int(int(lib.cudnnGetCudartVersion())))
 
 
-def runtime_names(plan: dict[str, Any], state: dict[str, Any]) -> list[str]:
+def runtime_names(plan: CheckPlan, state: State) -> list[str]:
     """libcudart sonames in the order to try: the plan's major; without a plan the major the env's
     cuDNN was built for, then the newest the driver can run, then the rest."""
     names = sonames("libcudart.so", major(plan.get("cuda")), CUDART)
@@ -261,26 +269,26 @@ def runtime_names(plan: dict[str, Any], state: dict[str, Any]) -> list[str]:
     return names
 
 
-def _holders(state: dict[str, Any], dev: int) -> str:
+def _holders(state: State, dev: int) -> str:
     """'; held by pid 4242 (10240 MiB)' from NVML's process list for CUDA device `dev` ('' when unknown)."""
     for g in (state.get("nvml_facts") or {}).get("gpus", []):
         if g.get("cuda") == dev and g.get("processes"):
-            procs = [p for p in g["processes"] if not p.get("this_check")]
+            procs = [p for p in g.get("processes", []) if not p.get("this_check")]
             if procs:
                 return "; held by " + ", ".join(f"pid {p['pid']}" + (f" ({p['used_mib']} MiB)" if p.get("used_mib")
                                                                       is not None else "") for p in procs)
     return ""
 
 
-def _make_context(lib: Any, measured: dict[str, Any], state: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _make_context(lib: Any, measured: Measured, state: State) -> Optional[Outcome]:
     """The primary context on every visible device (cudaSetDevice + cudaFree(0)), made here so that a
     GPU that refuses contexts (exclusive-process mode held by another process, prohibited mode, a
     forward-compatibility libcuda on a GPU it does not support) is named in this layer instead of
     showing up as a cuDNN error; then each device's free memory (cudaMemGetInfo)."""
-    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [{"index": 0}]
-    per_device: list[dict[str, Any]] = []
+    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [DeviceEntry(index=0)]
+    per_device: list[DeviceEntry] = []
     for d in devices:
-        i = d["index"]
+        i = d.get("index", 0)
         for what in (f"cudaSetDevice({i})", "cudaFree(0) (context creation)"):
             rc = int(lib.cudaSetDevice(i) if what.startswith("cudaSetDevice") else lib.cudaFree(ctypes.c_void_p(0)))
             if rc != 0:
@@ -290,18 +298,18 @@ def _make_context(lib: Any, measured: dict[str, Any], state: dict[str, Any]) -> 
                 measured["devices"] = per_device
                 return outcome("fail", f"{where}{what} failed: {name} ({rc}){mode}{_holders(state, i)}", measured,
                                error=err(rc, name), hint=HINTS.get(name))
-        entry: dict[str, Any] = {"index": i, "context": "created"}
+        entry: DeviceEntry = {"index": i, "context": "created"}
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         if hasattr(lib, "cudaMemGetInfo") and lib.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0:
-            entry.update(free_mib=free.value // 2**20, total_mib=total.value // 2**20)
+            entry.update({"free_mib": free.value // 2**20, "total_mib": total.value // 2**20})
         per_device.append(entry)
-    lib.cudaSetDevice(devices[0]["index"])
+    lib.cudaSetDevice(devices[0].get("index", 0))
     measured["devices"] = per_device
-    measured["context"] = "created on device " + ", ".join(str(e["index"]) for e in per_device)
+    measured["context"] = "created on device " + ", ".join(str(e.get("index")) for e in per_device)
     return None
 
 
-def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def layer_runtime(plan: CheckPlan, state: State) -> Outcome:
     names = runtime_names(plan, state)
     lib, path, errors = load_library(names, search_dirs(plan, "cuda_runtime"))
     if lib is None:
@@ -309,7 +317,7 @@ def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]
                        hint=f"the env has no CUDA runtime {plan.get('cuda') or ''}: re-run `tfgpu-install` to "
                        "reinstall the nvidia-cuda-runtime wheel")
     state["cudart"] = lib
-    measured: dict[str, Any] = {"libcudart": path}
+    measured: Measured = {"libcudart": path}
     ver = ctypes.c_int(0)
     rc = lib.cudaRuntimeGetVersion(ctypes.byref(ver))
     if rc != 0:
@@ -319,7 +327,7 @@ def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]
     state["runtime_version"] = ver.value
     want = major(plan.get("cuda"))
     if want is not None and major(measured["runtime_cuda"]) != want:
-        return outcome("fail", f"CUDA runtime {measured['runtime_cuda']} but the plan placed CUDA {plan['cuda']}",
+        return outcome("fail", f"CUDA runtime {measured['runtime_cuda']} but the plan placed CUDA {plan.get('cuda')}",
                        measured, hint="re-run `tfgpu-install` to reinstall the planned CUDA wheels")
     count = ctypes.c_int(0)
     rc = lib.cudaGetDeviceCount(ctypes.byref(count))
@@ -332,7 +340,7 @@ def layer_runtime(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]
     if failure is not None:
         return failure
     state["runtime_ok"] = True  # the cudnn layer allocates through this runtime only when it works
-    free = [f"GPU {e['index']} {e['free_mib']} of {e['total_mib']} MiB free" for e in measured["devices"]
-            if "free_mib" in e]
+    free = [f"GPU {e.get('index')} {e.get('free_mib')} of {e.get('total_mib')} MiB free"
+            for e in measured.get("devices", []) if "free_mib" in e]
     return outcome("pass", f"CUDA runtime {measured['runtime_cuda']} ({path}) sees {count.value} device(s); "
                    f"context made on each" + (f"; {', '.join(free)}" if free else ""), measured)

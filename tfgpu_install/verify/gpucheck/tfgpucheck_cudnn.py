@@ -38,6 +38,15 @@ if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are import
         sonames,
         version_matches,
     )
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        CheckPlan,
+        ConvForward,
+        DeviceEntry,
+        Measured,
+        Offered,
+        Outcome,
+        State,
+    )
 else:
     import tfgpucheck_known as known
     from tfgpucheck_codes import CUDA_ERROR, CUDNN8_STATUS, CUDNN_STATUS, code_name, outcome
@@ -78,7 +87,7 @@ def _cudnn_sublibraries(libdir: str) -> tuple[dict[str, str], list[str]]:
 _REINSTALL = "re-run `tfgpu-install` to reinstall the nvidia-cudnn wheel (or pass --cudnn-source)"
 
 
-def _cudnn9_parts_first(path: str, names: list[str], measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _cudnn9_parts_first(path: str, names: list[str], measured: Measured) -> Optional[Outcome]:
     """cuDNN 9's libcudnn.so.9 is a shim whose first call loads libcudnn_graph.so.9 (and aborts the
     process when it cannot): every required sub-library must exist and load before that call."""
     real = path if os.path.isabs(path) else (loaded_path(names[0]) or path)
@@ -94,8 +103,7 @@ def _cudnn9_parts_first(path: str, names: list[str], measured: dict[str, Any]) -
                    f"first call, and TensorFlow would fail on its first convolution): {_REINSTALL}")
 
 
-def _cudnn_cuda_mismatch(lib: Any, version: str, state: dict[str, Any],
-                         measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _cudnn_cuda_mismatch(lib: Any, version: str, state: State, measured: Measured) -> Optional[Outcome]:
     if not hasattr(lib, "cudnnGetCudartVersion") or not state.get("runtime_version"):
         return None
     lib.cudnnGetCudartVersion.restype = ctypes.c_size_t
@@ -115,7 +123,7 @@ def _sm(cc: str) -> int:
     return int(maj) * 100 + int(minor or 0) * 10 if maj.isdigit() and (minor or "0").isdigit() else 0
 
 
-def forward_compat_note(lib: Any, state: dict[str, Any], measured: dict[str, Any]) -> Optional[str]:
+def forward_compat_note(lib: Any, state: State, measured: Measured) -> Optional[str]:
     """cuDNN 9 runs a GPU newer than its newest native SM in forward-compatibility mode (PTX JIT,
     some operations unsupported): read cudnnGetMaxDeviceVersion and say so."""
     if not hasattr(lib, "cudnnGetMaxDeviceVersion"):
@@ -123,8 +131,8 @@ def forward_compat_note(lib: Any, state: dict[str, Any], measured: dict[str, Any
     lib.cudnnGetMaxDeviceVersion.restype = ctypes.c_size_t
     max_sm = int(lib.cudnnGetMaxDeviceVersion())
     measured["cudnn_max_device_sm"] = max_sm
-    newer = sorted({d["compute_capability"] for d in state.get("devices", [])
-                    if d.get("compute_capability") and _sm(d["compute_capability"]) > max_sm})
+    ccs = (d.get("compute_capability") for d in state.get("devices", []))
+    newer = sorted({cc for cc in ccs if cc and _sm(cc) > max_sm})
     if not newer:
         return None
     measured["forward_compatibility"] = newer
@@ -271,42 +279,42 @@ class ConvCheck:
                             len(ALGOS), ctypes.byref(got), perf)
         return list(perf[:max(0, min(got.value, len(ALGOS)))]), failed
 
-    def forward(self, algo: int, tolerance: float) -> dict[str, Any]:
+    def forward(self, algo: int, tolerance: float) -> ConvForward:
         """One cudnnConvolutionForward with `algo`, compared with the host: {algo, status, max_abs_error, ok}."""
         name = ALGOS[algo] if 0 <= algo < len(ALGOS) else f"algo {algo}"
-        out: dict[str, Any] = {"algo": name, "ok": False}
+        out: ConvForward = {"algo": name, "ok": False}
         size = ctypes.c_size_t(0)
         failed = self._call("cudnnGetConvolutionForwardWorkspaceSize", self.handle, self.xd, self.wd, self.cd, self.yd,
                             algo, ctypes.byref(size))
         if failed:
-            return dict(out, status=failed)
+            return {**out, "status": failed}
         if size.value > MAX_WORKSPACE:
-            return dict(out, ok=True, status=f"not run: needs {size.value >> 20} MiB of workspace")
+            return {**out, "ok": True, "status": f"not run: needs {size.value >> 20} MiB of workspace"}
         ws = ctypes.c_void_p()
         if size.value:
             ws, failed = self._alloc(size.value)
             if failed:
-                return dict(out, status=failed)
+                return {**out, "status": failed}
         zero = (ctypes.c_float * len(self.ref))()
         failed = self._rt(self.rt.cudaMemcpy(self.yp, zero, ctypes.c_size_t(4 * len(self.ref)), _H2D), "cudaMemcpy")
         if failed:
-            return dict(out, status=failed)
+            return {**out, "status": failed}
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
         rc = int(self.lib.cudnnConvolutionForward(self.handle, ctypes.byref(alpha), self.xd, self.xp, self.wd, self.wp,
                                                   self.cd, algo, ws, ctypes.c_size_t(size.value), ctypes.byref(beta),
                                                   self.yd, self.yp))
         out["workspace"] = size.value
         if rc != 0:
-            return dict(out, status=f"cudnnConvolutionForward failed: {self._st(rc)}", code=rc)
+            return {**out, "status": f"cudnnConvolutionForward failed: {self._st(rc)}", "code": rc}
         y = (ctypes.c_float * len(self.ref))()
         failed = self._rt(self.rt.cudaMemcpy(y, self.yp, ctypes.c_size_t(4 * len(self.ref)), _D2H), "cudaMemcpy")
         if failed:
-            return dict(out, status=failed)
+            return {**out, "status": failed}
         worst = max(abs(float(a) - b) for a, b in zip(y, self.ref))
         limit = tolerance * max(1.0, max(abs(v) for v in self.ref))
         ok = worst <= limit
-        return dict(out, status="ok" if ok else f"wrong results (max error {worst:g} > {limit:g})",
-                    max_abs_error=worst, ok=ok)
+        return {**out, "status": "ok" if ok else f"wrong results (max error {worst:g} > {limit:g})",
+                "max_abs_error": worst, "ok": ok}
 
     def close(self) -> None:
         for kind, d in self.descs:
@@ -317,12 +325,13 @@ class ConvCheck:
             self.lib.cudnnDestroy(self.handle)
 
 
-def _conv_on(lib: Any, cudart: Any, table: dict[int, str], dev: int) -> dict[str, Any]:
+def _conv_on(lib: Any, cudart: Any, table: dict[int, str], dev: int) -> DeviceEntry:
     """Every algorithm cuDNN offers for the problem on CUDA device `dev` (FMA math: exact), then the
     first one it offers with tensor-op math (TF32 tolerance). {"device", "algorithms", "tensor_op",
     "failure": None or what failed}."""
     check = ConvCheck(lib, cudart, table, dev)
-    out: dict[str, Any] = {"device": dev, "algorithms": [], "tensor_op": None, "failure": None}
+    ran: list[ConvForward] = []
+    out: DeviceEntry = {"device": dev, "algorithms": ran, "tensor_op": None, "failure": None}
     try:
         failed = check.setup()
         if failed:
@@ -333,17 +342,18 @@ def _conv_on(lib: Any, cudart: Any, table: dict[int, str], dev: int) -> dict[str
             out["failure"] = failed
             return out
         usable = [p for p in perf if p.status == 0]
-        out["offered"] = [{"algo": ALGOS[p.algo] if 0 <= p.algo < len(ALGOS) else p.algo,
-                           "status": check._st(p.status) if p.status else "ok"} for p in perf]
+        offered: list[Offered] = [{"algo": ALGOS[p.algo] if 0 <= p.algo < len(ALGOS) else p.algo,
+                                   "status": check._st(p.status) if p.status else "ok"} for p in perf]
+        out["offered"] = offered
         if not usable:
-            why = ", ".join(f"{e['algo']}: {e['status']}" for e in out["offered"]) or "none listed"
+            why = ", ".join(f"{e['algo']}: {e['status']}" for e in offered) or "none listed"
             out["failure"] = f"cuDNN offers no forward algorithm for this GPU ({why})"
             return out
         for p in usable:
             res = check.forward(p.algo, 1e-3 if p.algo in _TRANSFORMS else 1e-5)
-            out["algorithms"].append(res)
-            if not res["ok"] and out["failure"] is None:
-                out["failure"] = f"{res['algo']}: {res['status']}"
+            ran.append(res)
+            if not res.get("ok") and out.get("failure") is None:
+                out["failure"] = f"{res.get('algo')}: {res.get('status')}"
         perf, failed = check.offered(_TENSOR_OP_MATH)
         tensor = [p for p in perf if p.status == 0]
         if failed or not tensor:
@@ -351,14 +361,14 @@ def _conv_on(lib: Any, cudart: Any, table: dict[int, str], dev: int) -> dict[str
         else:
             res = check.forward(tensor[0].algo, 1e-2)
             out["tensor_op"] = res
-            if not res["ok"] and out["failure"] is None:
-                out["failure"] = f"{res['algo']} with tensor-op math: {res['status']}"
+            if not res.get("ok") and out.get("failure") is None:
+                out["failure"] = f"{res.get('algo')} with tensor-op math: {res.get('status')}"
         return out
     finally:
         check.close()
 
 
-def nvrtc_path(plan: dict[str, Any], state: dict[str, Any]) -> Optional[str]:
+def nvrtc_path(plan: CheckPlan, state: State) -> Optional[str]:
     """Where libnvrtc.so.<CUDA major> is: cuDNN 9's runtime-compiled engines load it when used."""
     runtime = state.get("runtime_version")
     want = major(plan.get("cuda")) or (int(runtime) // 1000 if runtime else None)
@@ -375,20 +385,20 @@ def nvrtc_path(plan: dict[str, Any], state: dict[str, Any]) -> Optional[str]:
     return loaded_path(name) or name
 
 
-def _known_cause(version: str, state: dict[str, Any]) -> Optional[str]:
+def _known_cause(version: str, state: State) -> Optional[str]:
     """The architecture floor (cuDNN >= 9.11 on cc < 7.5), when this GPU and this cuDNN hit it."""
-    ccs = [d["compute_capability"] for d in state.get("devices", []) if d.get("compute_capability")]
+    ccs = [cc for cc in (d.get("compute_capability") for d in state.get("devices", [])) if cc]
     hits = known.floor_hits("cudnn", version, ccs, state.get("plan"))
     return known.floor_words(hits[0], version) if hits else None
 
 
-def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def layer_cudnn(plan: CheckPlan, state: State) -> Outcome:
     names = sonames("libcudnn.so", major(plan.get("cudnn")), CUDNN)
     lib, path, errors = load_library(names, search_dirs(plan, "cudnn"))
     if lib is None:
         return outcome("fail", f"{names[0]} did not load: {errors[-1] if errors else 'not found'}",
                        hint="cuDNN is missing from the env: re-run `tfgpu-install` (or pass --cudnn-source)")
-    measured: dict[str, Any] = {"libcudnn": path}
+    measured: Measured = {"libcudnn": path}
     failure = _cudnn9_parts_first(path, names, measured)
     if failure is not None:
         return failure
@@ -411,20 +421,20 @@ def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     if cudart is None:  # no working runtime to allocate with: the handle alone
         return _handle_only(lib, table, version, path, expected, measured, note)
     indices = [d["index"] for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [0]
-    measured["devices"] = []
+    measured["devices"] = devices = []
     for dev in indices:
         res = _conv_on(lib, cudart, table, dev)
-        measured["devices"].append(res)
-        if res["failure"]:
+        devices.append(res)
+        if res.get("failure"):
             return _conv_failure(res, version, path, indices, state, measured)
     cudart.cudaSetDevice(indices[0])
     measured["handle"] = "created and destroyed"
-    ran = [a for a in measured["devices"][0]["algorithms"] if a.get("max_abs_error") is not None]
-    tensor = measured["devices"][0]["tensor_op"] or {}
+    ran = [a for a in devices[0].get("algorithms", []) if a.get("max_abs_error") is not None]
+    tensor = devices[0].get("tensor_op") or {}
     subs = f", {len(measured['sublibraries'])} sub-libraries loaded" if "sublibraries" in measured else ""
     where = f" on {len(indices)} GPUs" if len(indices) > 1 else ""
     summary = (f"cuDNN {version} ({path}){subs}: a convolution{where} with {len(ran)} algorithm(s) "
-               f"({', '.join(a['algo'] for a in ran)}) matches the host"
+               f"({', '.join(str(a.get('algo')) for a in ran)}) matches the host"
                + ("; with tensor-op math too" if tensor.get("ok") and tensor.get("max_abs_error") is not None else
                   f"; tensor-op math: {tensor.get('status')}" if tensor else "")
                + (f"; as planned ({expected})" if expected else ""))
@@ -432,7 +442,7 @@ def layer_cudnn(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _handle_only(lib: Any, table: dict[int, str], version: str, path: str, expected: Optional[str],
-                 measured: dict[str, Any], note: Optional[str]) -> dict[str, Any]:
+                 measured: Measured, note: Optional[str]) -> Outcome:
     handle = ctypes.c_void_p()
     rc = lib.cudnnCreate(ctypes.byref(handle))
     if rc != 0:
@@ -447,10 +457,10 @@ def _handle_only(lib: Any, table: dict[int, str], version: str, path: str, expec
                    "not pass)" + (f"; as planned ({expected})" if expected else ""), measured, hint=note)
 
 
-def _conv_failure(res: dict[str, Any], version: str, path: str, indices: list[int], state: dict[str, Any],
-                  measured: dict[str, Any]) -> dict[str, Any]:
-    where = f"GPU {res['device']}: " if len(indices) > 1 else ""
-    text = res["failure"]
+def _conv_failure(res: DeviceEntry, version: str, path: str, indices: list[int], state: State,
+                  measured: Measured) -> Outcome:
+    where = f"GPU {res.get('device')}: " if len(indices) > 1 else ""
+    text = res.get("failure") or ""
     if text.startswith("cudnnCreate failed"):
         return outcome("fail", f"cuDNN {version} ({path}): {where}{text}", measured,
                        hint="cuDNN could not initialise on the GPU: check `nvidia-smi` (memory, other processes) "

@@ -19,7 +19,18 @@ Only samples taken while the load ran count (the first one used to be taken at i
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Literal, Optional
+
+if TYPE_CHECKING:  # the sibling as mypy sees it; inside the env it is imported by file name
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        Burn,
+        Health,
+        HealthVerdict,
+        Heat,
+        Limits,
+        Sample,
+        Stats,
+    )
 
 GUIDE_C = 80  # the guide this check follows: under 80 C at full load
 THROTTLE_BITS = {  # nvmlClocksEventReasons (nvml.h): every reason NVML names
@@ -29,7 +40,8 @@ THROTTLE_BITS = {  # nvmlClocksEventReasons (nvml.h): every reason NVML names
 }
 HEAT = ("sw_thermal", "hw_thermal", "hw_slowdown")  # the card slowed itself down for heat (or a hardware signal)
 POWER = ("sw_power_cap", "hw_power_brake")
-SERIES_KEYS = ("temp_c", "mem_temp_c", "sm_mhz", "mem_mhz", "power_w", "util_pct")
+SeriesKey = Literal["temp_c", "mem_temp_c", "sm_mhz", "mem_mhz", "power_w", "util_pct"]
+SERIES_KEYS: tuple[SeriesKey, ...] = ("temp_c", "mem_temp_c", "sm_mhz", "mem_mhz", "power_w", "util_pct")
 
 
 def reasons(bits: int) -> list[str]:
@@ -41,16 +53,21 @@ def reasons(bits: int) -> list[str]:
     return out
 
 
-def under_load(samples: list[dict[str, Any]], start: Optional[float], end: Optional[float]) -> list[dict[str, Any]]:
+def under_load(samples: list[Sample], start: Optional[float], end: Optional[float]) -> list[Sample]:
     """The samples taken while the load ran ([start, end] in the samples' own clock)."""
     if start is None or end is None:
         return []
-    return [s for s in samples if start <= float(s.get("t", -1.0)) <= end]
+    return [s for s in samples if start <= _time(s) <= end]
 
 
-def stats(samples: list[dict[str, Any]], key: str) -> Optional[dict[str, float]]:
+def _time(sample: Sample) -> float:
+    t = sample.get("t")
+    return float(t) if isinstance(t, (int, float)) else -1.0
+
+
+def stats(samples: list[Sample], key: str) -> Optional[Stats]:
     """min / max / mean, and `steady`: the mean of the last quarter (after the card warmed up)."""
-    vals = [float(s[key]) for s in samples if isinstance(s.get(key), (int, float))]
+    vals = [float(v) for v in (s.get(key) for s in samples) if isinstance(v, (int, float))]
     if not vals:
         return None
     tail = vals[len(vals) - max(1, len(vals) // 4):]
@@ -58,29 +75,29 @@ def stats(samples: list[dict[str, Any]], key: str) -> Optional[dict[str, float]]
             "steady": round(sum(tail) / len(tail), 1), "samples": len(vals)}
 
 
-def throttle_shares(samples: list[dict[str, Any]]) -> dict[str, float]:
+def throttle_shares(samples: list[Sample]) -> dict[str, float]:
     """Each throttle reason -> the share of the samples it was active in."""
     counts: dict[str, int] = {}
-    seen = [s for s in samples if isinstance(s.get("throttle"), (list, int))]
-    for s in seen:
-        names = reasons(s["throttle"]) if isinstance(s["throttle"], int) else s["throttle"]  # bits, as recorded
-        for name in names:
+    seen = [s["throttle"] for s in samples if isinstance(s.get("throttle"), (list, int))]
+    for throttle in seen:
+        names = reasons(throttle) if isinstance(throttle, int) else throttle if isinstance(throttle, list) else []
+        for name in names:  # bits, as recorded, or their names
             counts[name] = counts.get(name, 0) + 1
     return {name: round(n / len(seen), 3) for name, n in sorted(counts.items())} if seen else {}
 
 
-def judge_heat(temp: Optional[dict[str, float]], mem_temp: Optional[dict[str, float]], limits: dict[str, Any],
-               shares: dict[str, float]) -> dict[str, Any]:
+def judge_heat(temp: Optional[Stats], mem_temp: Optional[Stats], limits: Limits,
+               shares: dict[str, float]) -> Heat:
     """{"verdict": "cool" | "hot" | "slowing" | "unknown", "text": ...}: the answer to "does it stay under
     80 C at full load?"."""
     slowdown = limits.get("slowdown_c")
     heat = sorted(r for r in shares if r in HEAT)
-    out: dict[str, Any] = {"guide_c": GUIDE_C, "slowdown_c": slowdown, "max_c": temp["max"] if temp else None,
+    out: Heat = {"guide_c": GUIDE_C, "slowdown_c": slowdown, "max_c": temp["max"] if temp else None,
                            "steady_c": temp["steady"] if temp else None, "heat_throttle": heat}
     if mem_temp:
         out["mem_max_c"], out["mem_limit_c"] = mem_temp["max"], limits.get("mem_max_c")
     if temp is None:
-        out.update(verdict="unknown", text="temperature unknown (NVML gave no reading under load)")
+        out.update({"verdict": "unknown", "text": "temperature unknown (NVML gave no reading under load)"})
         return out
     hot = int(temp["max"])
     where = f"{hot} C max, {temp['steady']:.0f} C steady"
@@ -93,16 +110,16 @@ def judge_heat(temp: Optional[dict[str, float]], mem_temp: Optional[dict[str, fl
             why.append(f"at or above its slowdown threshold ({slowdown} C)")
         if mem_hot and mem_temp is not None:
             why.append(f"memory {mem_temp['max']:.0f} C at its limit ({limits['mem_max_c']} C)")
-        out.update(verdict="slowing", text=f"{where}: the GPU slows itself down ({'; '.join(why)})")
+        out.update({"verdict": "slowing", "text": f"{where}: the GPU slows itself down ({'; '.join(why)})"})
     elif hot > GUIDE_C:
         room = f"; slowdown at {slowdown} C" if slowdown else ""
-        out.update(verdict="hot", text=f"{where}: above {GUIDE_C} C at full load{room}")
+        out.update({"verdict": "hot", "text": f"{where}: above {GUIDE_C} C at full load{room}"})
     else:
-        out.update(verdict="cool", text=f"{where}: under {GUIDE_C} C at full load")
+        out.update({"verdict": "cool", "text": f"{where}: under {GUIDE_C} C at full load"})
     return out
 
 
-def judge_load(series: dict[str, Optional[dict[str, float]]], limits: dict[str, Any],
+def judge_load(series: dict[str, Stats], limits: Limits,
                shares: dict[str, float]) -> list[str]:
     """Clocks against their maximum, power against its limit, throttle reasons: one phrase each."""
     out = []
@@ -121,7 +138,7 @@ def judge_load(series: dict[str, Optional[dict[str, float]]], limits: dict[str, 
     return out
 
 
-def judge_health(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def judge_health(before: Optional[Health], after: Optional[Health] = None) -> HealthVerdict:
     """{"state": "ok" | "needs_reset" | "failing" | "unknown", "problems": [...], "notes": [...]}.
 
     `before`/`after`: a GPU's counters as tfgpucheck_nvml.health() reads them ({"ecc": {...} or
@@ -162,7 +179,9 @@ def judge_health(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
     if pages.get("double_bit") or pages.get("multiple_single_bit"):
         notes.append(f"retired pages: {pages.get('double_bit', 0)} double-bit, "
                      f"{pages.get('multiple_single_bit', 0)} multiple single-bit")
-    unsupported = [k for k in ("ecc", "remapped_rows", "retired_pages") if (now.get(k) or {}).get("unsupported")]
+    parts = (("ecc", now.get("ecc")), ("remapped_rows", now.get("remapped_rows")),
+             ("retired_pages", now.get("retired_pages")))
+    unsupported = [k for k, part in parts if part and part.get("unsupported")]
     if len(unsupported) == 3:
         notes.append("this GPU reports no ECC, row-remap or page-retirement counters")
     state = "failing" if failing else "needs_reset" if reset else "ok"
@@ -178,10 +197,11 @@ HEALTH_HINT = {
 }
 
 
-def one_line(burn: dict[str, Any]) -> str:
+def one_line(burn: Burn) -> str:
     """A GPU's burn in one line, for the terminal: products, wrong ones, heat, clocks, power."""
-    gpu = burn.get("gpu") or {}
-    who = f"GPU {gpu.get('cuda', '?')}" + (f" ({gpu['name']})" if gpu.get("name") else "")
+    gpu = burn.get("gpu")
+    name = gpu.get("name") if gpu else None
+    who = f"GPU {gpu.get('cuda', '?') if gpu else '?'}" + (f" ({name})" if name else "")
     parts = [f"{burn.get('products', burn.get('iterations', 0))} products, {burn.get('mismatches', 0)} wrong"]
     rate = burn.get("gpu_gflops") or burn.get("gflops")
     if rate:

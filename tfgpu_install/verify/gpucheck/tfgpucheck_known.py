@@ -9,9 +9,12 @@ same shape, which tests/verify/test_known_failures.py holds to kernels.yaml.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-FLOORS: tuple[dict[str, Any], ...] = (
+if TYPE_CHECKING:  # the sibling as mypy sees it; inside the env it is imported by file name
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import CheckPlan, FailureRow, FloorRow
+
+FLOORS: tuple[FloorRow, ...] = (
     {"library": "cudnn", "since": "9.11", "min_cc": "7.5", "last": "9.10.2.21",
      "source": "NVIDIA cuDNN support matrix: v9.11.0 lists compute capability 7.5 and newer, v9.10.x still 5.0, "
                "6.0, 6.1 and 7.0 (https://docs.nvidia.com/deeplearning/cudnn/backend/v9.11.0/reference/"
@@ -21,7 +24,7 @@ FLOORS: tuple[dict[str, Any], ...] = (
                "< 7.5) removed (https://docs.nvidia.com/cuda/archive/13.0.0/cuda-toolkit-release-notes/"
                "index.html#deprecated-architectures)"},
 )
-KNOWN_FAILURES: tuple[dict[str, Any], ...] = (
+KNOWN_FAILURES: tuple[FailureRow, ...] = (
     {"id": "blackwell-ptx-jit", "tensorflow": "<2.22", "cc_min": "12.0", "cc_max": "12.0", "unless_sass": True,
      "inferred": False,
      "text": "TensorFlow <= 2.21 has no SASS for compute capability 12.0 and its PTX path fails there: "
@@ -61,9 +64,10 @@ def key(version: Optional[str]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def rows(plan: Optional[dict[str, Any]]) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
-    """(floors, known failures): the plan's (from kernels.yaml) when the host gave them, else the copy here."""
-    given = (plan or {}).get("kernels")
+def rows(plan: Optional[CheckPlan]) -> tuple[tuple[FloorRow, ...], tuple[FailureRow, ...]]:
+    """(floors, known failures): the plan's (from kernels.yaml) when the host gave them, else the copy here
+    (the plan is JSON from the host: each part is taken only when it has the shape)."""
+    given = plan.get("kernels") if plan else None
     if isinstance(given, dict) and isinstance(given.get("floors"), list) and isinstance(given.get("known_failures"),
                                                                                        list):
         return (tuple(r for r in given["floors"] if isinstance(r, dict)),
@@ -72,7 +76,7 @@ def rows(plan: Optional[dict[str, Any]]) -> tuple[tuple[dict[str, Any], ...], tu
 
 
 def floor_hits(library: str, version: Optional[str], ccs: list[str],
-               plan: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+               plan: Optional[CheckPlan] = None) -> list[FloorRow]:
     """The floor in force for `library` `version` (the newest row at or below it) when it leaves out any of
     these compute capabilities: [row + "gpus"], else []."""
     if not key(version):
@@ -82,7 +86,7 @@ def floor_hits(library: str, version: Optional[str], ccs: list[str],
         return []
     row = max(floors, key=lambda r: key(r.get("since")))
     below = sorted({c for c in ccs if key(c) and key(c) < key(row.get("min_cc"))}, key=key)
-    return [dict(row, gpus=below)] if below else []
+    return [{**row, "gpus": below}] if below else []
 
 
 def _in_spec(spec: str, version: str) -> bool:
@@ -100,16 +104,16 @@ def _in_spec(spec: str, version: str) -> bool:
     return True
 
 
-def ceiling_hits(tensorflow: Optional[str], ccs: list[str], plan: Optional[dict[str, Any]] = None
-                 ) -> list[dict[str, Any]]:
+def ceiling_hits(tensorflow: Optional[str], ccs: list[str], plan: Optional[CheckPlan] = None
+                 ) -> list[FailureRow]:
     """The known failures of TensorFlow `tensorflow` on these compute capabilities: [row + "gpus"]."""
     if not tensorflow:
         return []
-    out = []
+    out: list[FailureRow] = []
     for row in rows(plan)[1]:
         gpus = sorted({c for c in ccs if key(row.get("cc_min")) <= key(c) <= key(row.get("cc_max"))}, key=key)
         if gpus and _in_spec(str(row.get("tensorflow", "")), tensorflow):
-            out.append(dict(row, gpus=gpus))
+            out.append({**row, "gpus": gpus})
     return out
 
 
@@ -119,7 +123,7 @@ def ptx_failure_seen(text: str) -> bool:
     return any(mark in text for mark in PTX_FAILURE_MARKS)
 
 
-def floor_words(row: dict[str, Any], version: str) -> str:
+def floor_words(row: FloorRow, version: str) -> str:
     what = {"cudnn": "cuDNN", "cuda": "CUDA"}.get(str(row.get("library")), str(row.get("library")))
     last = f"; {row['last']} is the last with them: pin it" if row.get("last") else ""
     return (f"{what} >= {row.get('since')} has no kernels for compute capability < {row.get('min_cc')} and this GPU "
@@ -127,7 +131,7 @@ def floor_words(row: dict[str, Any], version: str) -> str:
             f"source: {row.get('source')})")
 
 
-def failure_words(row: dict[str, Any], tensorflow: str) -> str:
+def failure_words(row: FailureRow, tensorflow: str) -> str:
     instead = "; ".join(str(x) for x in row.get("runs_instead") or [])
     how = "inferred, same cause" if row.get("inferred") else "reported"
     return (f"known failure {row.get('id')} ({how}) for TensorFlow {tensorflow} on compute capability "

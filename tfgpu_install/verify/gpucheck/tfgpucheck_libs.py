@@ -9,7 +9,10 @@ from __future__ import annotations
 import ctypes
 import os
 import sysconfig
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # the sibling as mypy sees it; at run time it is imported by file name
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import CheckPlan
 
 # Sonames by major, as the NVIDIA wheels and toolkits ship them (CUDA 11's runtime is .so.11.0).
 CUDART = {13: ["libcudart.so.13"], 12: ["libcudart.so.12"], 11: ["libcudart.so.11.0"]}
@@ -40,7 +43,7 @@ def site_dirs() -> list[str]:
     return out
 
 
-def search_dirs(plan: dict[str, Any], nvidia_pkg: str) -> list[str]:
+def search_dirs(plan: CheckPlan, nvidia_pkg: str) -> list[str]:
     """Where an env keeps a library: the plan's placed dirs first, then for this interpreter's site
     dirs and any the plan names (`site_dirs`: other Python envs on the machine) both wheel layouts:
     CUDA 11/12's <site>/nvidia/<pkg>/lib and CUDA 13's <site>/nvidia/cu13/lib (the CUDA 13 wheels,

@@ -14,18 +14,38 @@ import ctypes
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 if TYPE_CHECKING:  # the sibling as mypy sees it; at run time it is imported by file name
     from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        DeviceEntry,
+        DeviceMap,
+        Ecc,
+        GpuFacts,
+        Health,
+        Limits,
+        NvmlDevice,
+        NvmlFacts,
+        NvmlInventory,
+        Processes,
+        RemappedRows,
+        RetiredPages,
+        Sample,
+    )
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        Telemetry as TelemetrySummary,
+    )
 else:
     import tfgpucheck_health as judge
+    from tfgpucheck_report import Ecc, RemappedRows, RetiredPages
 
 NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INSUFFICIENT_SIZE = 0, 3, 7
 _TEMP_GPU, _CLOCK_SM, _CLOCK_MEM = 0, 1, 2  # NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM
 _FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: the HBM's temperature (data-centre GPUs)
 # nvmlTemperatureThresholds_t
-_THRESHOLDS = {"shutdown_c": 0, "slowdown_c": 1, "mem_max_c": 2, "gpu_max_c": 3}
+_THRESHOLDS: dict[Literal["shutdown_c", "slowdown_c", "mem_max_c", "gpu_max_c"], int] = {
+    "shutdown_c": 0, "slowdown_c": 1, "mem_max_c": 2, "gpu_max_c": 3}
 THROTTLE = judge.THROTTLE_BITS  # every nvmlClocksEventReasons bit, by name
 
 
@@ -110,7 +130,7 @@ class Nvml:
                     out.append(uuid)
         return out
 
-    def _device(self, i: int) -> tuple[dict[str, Any], Optional[Any]]:
+    def _device(self, i: int) -> tuple[NvmlDevice, Optional[Any]]:
         """One GPU's entry and handle; a GPU NVML cannot open (no permission in a cgroup, lost after
         an Xid) gets an entry with its error and no handle, and the others are still read."""
         h = ctypes.c_void_p()
@@ -124,14 +144,15 @@ class Nvml:
         migs = self._migs(h)
         return {"nvidia_smi": i, "uuid": self._uuid(h), "pci": bus, "mig": bool(migs), "mig_uuids": migs}, h
 
-    def devices(self) -> tuple[list[dict[str, Any]], list[Any]]:
+    def devices(self) -> tuple[list[NvmlDevice], list[Any]]:
         """([{nvidia_smi, uuid, pci, mig, mig_uuids[, error]}], handles) in NVML's (= nvidia-smi's)
         order; a GPU that could not be opened has its error and a None handle."""
         count = ctypes.c_uint()
         rc = self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
         if rc != NVML_SUCCESS:
             raise OSError(f"nvmlDeviceGetCount failed: {self.error_string(self.lib, rc)} ({rc})")
-        out, handles = [], []
+        out: list[NvmlDevice] = []
+        handles: list[Any] = []
         for i in range(count.value):
             entry, h = self._device(i)
             out.append(entry)
@@ -147,58 +168,65 @@ class Nvml:
         rc = int(f(*args))
         return rc, "" if rc == NVML_SUCCESS else f"{fn}: {self.error_string(self.lib, rc)} ({rc})"
 
-    def limits(self, h: Any) -> dict[str, Any]:
+    def limits(self, h: Any) -> Limits:
         """What the samples are judged against: clock maxima, the enforced power limit, the
         temperature thresholds (each absent when the GPU does not report it)."""
-        out: dict[str, Any] = {}
+        out: Limits = {}
         v = ctypes.c_uint()
-        for key, clock in (("sm_max_mhz", _CLOCK_SM), ("mem_max_mhz", _CLOCK_MEM)):
+        clocks: tuple[tuple[Literal["sm_max_mhz", "mem_max_mhz"], int], ...] = (("sm_max_mhz", _CLOCK_SM),
+                                                                                 ("mem_max_mhz", _CLOCK_MEM))
+        for key, clock in clocks:
             if self._read("nvmlDeviceGetMaxClockInfo", h, clock, ctypes.byref(v))[0] == NVML_SUCCESS:
                 out[key] = v.value
         if self._read("nvmlDeviceGetEnforcedPowerLimit", h, ctypes.byref(v))[0] == NVML_SUCCESS:
             out["power_limit_w"] = v.value / 1000.0
-        for key, which in _THRESHOLDS.items():
+        for threshold, which in _THRESHOLDS.items():
             if self._read("nvmlDeviceGetTemperatureThreshold", h, which, ctypes.byref(v))[0] == NVML_SUCCESS:
-                out[key] = v.value
+                out[threshold] = v.value
         return out
 
-    def health(self, h: Any) -> dict[str, Any]:
+    def health(self, h: Any) -> Health:
         """ECC counts, remapped rows, retired pages, as DCGM reads them; each {"unsupported": why}
         where the GPU has none (no ECC, or page retirement on Ampere and later), or {"error": why}."""
-        out: dict[str, Any] = {}
+        out: Health = {}
         n = ctypes.c_ulonglong()
-        ecc: dict[str, Any] = {}
-        for key, kind, counter in (("uncorrected_volatile", 1, 0), ("corrected_volatile", 0, 0),
-                                   ("uncorrected_aggregate", 1, 1)):
+        ecc: Ecc = {}
+        counters: tuple[tuple[Literal["uncorrected_volatile", "corrected_volatile", "uncorrected_aggregate"], int,
+                              int], ...] = (("uncorrected_volatile", 1, 0), ("corrected_volatile", 0, 0),
+                                            ("uncorrected_aggregate", 1, 1))
+        for key, kind, counter in counters:
             rc, why = self._read("nvmlDeviceGetTotalEccErrors", h, kind, counter, ctypes.byref(n))
             if rc == NVML_SUCCESS:
                 ecc[key] = n.value
             else:
-                ecc = {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why}
+                ecc = Ecc(unsupported=why) if rc == NVML_ERROR_NOT_SUPPORTED else Ecc(error=why)
                 break
         out["ecc"] = ecc
         corr, unc, pend, fail = (ctypes.c_uint() for _ in range(4))
         rc, why = self._read("nvmlDeviceGetRemappedRows", h, ctypes.byref(corr), ctypes.byref(unc),
                              ctypes.byref(pend), ctypes.byref(fail))
-        out["remapped_rows"] = ({"correctable": corr.value, "uncorrectable": unc.value, "pending": bool(pend.value),
-                                 "failure": bool(fail.value)} if rc == NVML_SUCCESS else
-                                {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why})
-        pages: dict[str, Any] = {}
+        out["remapped_rows"] = (RemappedRows(correctable=corr.value, uncorrectable=unc.value,
+                                             pending=bool(pend.value), failure=bool(fail.value))
+                                if rc == NVML_SUCCESS else RemappedRows(unsupported=why)
+                                if rc == NVML_ERROR_NOT_SUPPORTED else RemappedRows(error=why))
+        pages: RetiredPages = {}
         count, pending = ctypes.c_uint(), ctypes.c_int()
-        for key, cause in (("multiple_single_bit", 0), ("double_bit", 1)):
+        causes: tuple[tuple[Literal["multiple_single_bit", "double_bit"], int], ...] = (("multiple_single_bit", 0),
+                                                                                       ("double_bit", 1))
+        for kind_of_page, cause in causes:
             count.value = 0
             rc, why = self._read("nvmlDeviceGetRetiredPages", h, cause, ctypes.byref(count), None)
             if rc not in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
-                pages = {"unsupported" if rc == NVML_ERROR_NOT_SUPPORTED else "error": why}
+                pages = RetiredPages(unsupported=why) if rc == NVML_ERROR_NOT_SUPPORTED else RetiredPages(error=why)
                 break
-            pages[key] = count.value
+            pages[kind_of_page] = count.value
         if "unsupported" not in pages and "error" not in pages:
             rc, why = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, ctypes.byref(pending))
             pages["pending"] = bool(pending.value) if rc == NVML_SUCCESS else None
         out["retired_pages"] = pages
         return out
 
-    def processes(self, h: Any) -> dict[str, Any]:
+    def processes(self, h: Any) -> Processes:
         """{"processes": [{pid, used_mib, this_check}]} or {"error": why}: who else holds the GPU."""
         count = ctypes.c_uint(0)
         rc, why = self._read("nvmlDeviceGetComputeRunningProcesses_v3", h, ctypes.byref(count), None)
@@ -213,7 +241,7 @@ class Nvml:
                               for p in procs[:count.value]]}
 
 
-def inventory() -> dict[str, Any]:
+def inventory() -> NvmlInventory:
     """{"devices": [...]} or {"error": why}: NVML's view, for the CUDA <-> nvidia-smi mapping."""
     nv, why = Nvml.open()
     if nv is None:
@@ -224,7 +252,7 @@ def inventory() -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def gpu_facts(cuda_devices: list[dict[str, Any]]) -> dict[str, Any]:
+def gpu_facts(cuda_devices: list[DeviceEntry]) -> NvmlFacts:
     """Per CUDA device, NVML's view of its GPU: which nvidia-smi GPU it is, its limits, health
     counters and the processes on it. {"error": why} when NVML is not there (a container given only
     libcuda): every value is then unknown, never zero."""
@@ -235,21 +263,26 @@ def gpu_facts(cuda_devices: list[dict[str, Any]]) -> dict[str, Any]:
         devices, handles = nv.devices()
     except OSError as exc:
         return {"error": str(exc)}
-    out = []
+    out: list[GpuFacts] = []
     for d in cuda_devices:
         gpu, how = match(d, devices)
-        entry: dict[str, Any] = {"cuda": d.get("index"), "nvidia_smi": gpu["nvidia_smi"] if gpu else None}
+        entry: GpuFacts = {"cuda": d.get("index"), "nvidia_smi": gpu["nvidia_smi"] if gpu else None}
         h = handles[gpu["nvidia_smi"]] if gpu else None
         if h is None:
-            entry["error"] = (gpu or {}).get("error") or \
+            entry["error"] = (gpu.get("error") if gpu else None) or \
                 "NVML does not list this CUDA device (no UUID or bus id matched)"
         else:
-            entry.update(matched_by=how, limits=nv.limits(h), health=nv.health(h), **nv.processes(h))
+            entry.update({"matched_by": how, "limits": nv.limits(h), "health": nv.health(h)})
+            held = nv.processes(h)  # {"processes": [...]} or {"error": why}
+            if "processes" in held:
+                entry["processes"] = held["processes"]
+            if "error" in held:
+                entry["error"] = held["error"]
         out.append(entry)
     return {"gpus": out}
 
 
-def match(cuda_dev: dict[str, Any], nvml_devices: list[dict[str, Any]]) -> tuple[Optional[dict[str, Any]], str]:
+def match(cuda_dev: DeviceEntry, nvml_devices: list[NvmlDevice]) -> tuple[Optional[NvmlDevice], str]:
     """The NVML GPU a CUDA device is: by UUID (GPU- or a MIG instance's MIG-), else by PCI bus id."""
     uuid = bare_uuid(cuda_dev.get("uuid") or "")
     if uuid:
@@ -265,12 +298,12 @@ def match(cuda_dev: dict[str, Any], nvml_devices: list[dict[str, Any]]) -> tuple
     return None, ""
 
 
-def order_note(mapping: list[dict[str, Any]], environ: dict[str, str]) -> Optional[str]:
+def order_note(mapping: list[DeviceMap], environ: dict[str, str]) -> Optional[str]:
     """Advice when CUDA's numbers and nvidia-smi's disagree for what the user sees or typed."""
     if environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
         return None
-    smi = [m["nvidia_smi"] for m in mapping]
-    if not smi or any(s is None for s in smi):
+    smi = [m["nvidia_smi"] for m in mapping if m["nvidia_smi"] is not None]
+    if not smi or len(smi) != len(mapping):
         return None
     cvd = environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
@@ -300,14 +333,14 @@ class Telemetry:
     `summary(i)` is GPU i's: the old min/max keys, the samples themselves, the limits they are judged
     against, and the share of the time each throttle reason was active."""
 
-    def __init__(self, target: "Optional[dict[str, Any] | list[dict[str, Any]]]" = None,
+    def __init__(self, target: "Optional[DeviceEntry | list[DeviceEntry]]" = None,
                  interval: float = 0.5) -> None:
         self.interval = interval
         given = target if isinstance(target, list) else [target] if target else []
-        targets: list[Optional[dict[str, Any]]] = list(given) or [None]  # None: NVML's first GPU
-        self.series: list[list[dict[str, Any]]] = [[] for _ in targets]
-        self.gpus: list[Optional[dict[str, Any]]] = [None for _ in self.series]
-        self.limits: list[dict[str, Any]] = [{} for _ in self.series]
+        targets: list[Optional[DeviceEntry]] = list(given) or [None]  # None: NVML's first GPU
+        self.series: list[list[Sample]] = [[] for _ in targets]
+        self.gpus: list[Optional[NvmlDevice]] = [None for _ in self.series]
+        self.limits: list[Limits] = [{} for _ in self.series]
         self.errors: list[Optional[str]] = [None for _ in self.series]
         self.unsupported: list[set[str]] = [set() for _ in self.series]
         self.failed: list[int] = [0 for _ in self.series]
@@ -316,7 +349,7 @@ class Telemetry:
         self.load_end: Optional[float] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._readers: list[Optional[Callable[[], dict[str, Any]]]] = [None for _ in self.series]
+        self._readers: list[Optional[Callable[[], Sample]]] = [None for _ in self.series]
         nv, why = Nvml.open()
         if nv is None:
             self.errors = [f"NVML not available ({why}): no temperature/clock/power samples" for _ in self.series]
@@ -337,12 +370,12 @@ class Telemetry:
             if handles[gpu["nvidia_smi"]] is None:
                 self.errors[i] = gpu.get("error") or "NVML has no handle for the GPU under load"
                 continue
-            self.gpus[i] = dict(gpu, matched_by=how)
+            self.gpus[i] = {**gpu, "matched_by": how}
             h = handles[gpu["nvidia_smi"]]
             self.limits[i] = nv.limits(h)
             self._readers[i] = self._reader(nv, h, i)
 
-    def _reader(self, nv: Nvml, h: Any, i: int) -> Callable[[], dict[str, Any]]:
+    def _reader(self, nv: Nvml, h: Any, i: int) -> Callable[[], Sample]:
         lib = nv.lib
         # Renamed ...ClocksEventReasons in newer drivers; the old name stays exported for now.
         reasons = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
@@ -359,7 +392,7 @@ class Telemetry:
             out.value = fv.value & 0xFFFFFFFF  # an unsigned int in the union's first bytes (little-endian)
             return rc
 
-        def read() -> dict[str, Any]:
+        def read() -> Sample:
             t, mt, clk, mclk, mw = (ctypes.c_uint() for _ in range(5))
             thr, u = ctypes.c_ulonglong(), Utilization()
             reads: dict[str, tuple[Callable[[], int], Callable[[], Any]]] = {
@@ -373,7 +406,7 @@ class Telemetry:
                 "throttle": (lambda: reasons(h, ctypes.byref(thr)) if reasons else NVML_ERROR_NOT_SUPPORTED,
                              lambda: judge.reasons(thr.value))}
             gpu = self.gpus[i]
-            sample: dict[str, Any] = {"gpu": gpu["nvidia_smi"] if gpu else None}
+            sample: Sample = {"gpu": gpu["nvidia_smi"] if gpu else None}
             for key, (call, value) in reads.items():
                 if key in self.unsupported[i]:
                     continue
@@ -392,7 +425,7 @@ class Telemetry:
         while not self._stop.is_set():
             for i, read in enumerate(self._readers):
                 if read is not None:
-                    self.series[i].append(dict(read(), t=round(time.monotonic(), 3)))
+                    self.series[i].append({**read(), "t": round(time.monotonic(), 3)})
             self._stop.wait(self.interval)
 
     def load(self, start: float, end: float) -> None:
@@ -411,34 +444,42 @@ class Telemetry:
             self._thread.join(timeout=5)
 
     @property
-    def samples(self) -> list[dict[str, Any]]:
+    def samples(self) -> list[Sample]:
         return self.series[0]
 
     @samples.setter
-    def samples(self, given: list[dict[str, Any]]) -> None:  # recorded samples, summarised as the live ones
+    def samples(self, given: list[Sample]) -> None:  # recorded samples, summarised as the live ones
         self.series[0] = list(given)
 
     @property
     def error(self) -> Optional[str]:
         return self.errors[0]
 
-    def summary(self, i: int = 0) -> dict[str, Any]:
+    def summary(self, i: int = 0) -> TelemetrySummary:
         samples = self.series[i]
         t0 = self.load_start
         loaded = judge.under_load(samples, self.load_start, self.load_end) if t0 is not None else samples
-        out: dict[str, Any] = {"source": self.source, "samples": len(samples), "under_load": len(loaded),
+        out: TelemetrySummary = {"source": self.source, "samples": len(samples), "under_load": len(loaded),
                                "error": self.errors[i], "gpu": self.gpus[i], "unsupported": sorted(self.unsupported[i]),
                                "failed_reads": self.failed[i], "limits": self.limits[i], "interval_s": self.interval,
-                               "series": [dict(s, t=round(float(s["t"]) - (t0 or 0.0), 3)) if "t" in s else dict(s)
-                                          for s in samples]}
-        out["stats"] = {}
+                               "series": [_relative(s, t0) for s in samples]}
+        out["stats"] = stats = {}
         for key in judge.SERIES_KEYS:
             st = judge.stats(loaded, key)
             if st:
                 out[key] = {"min": st["min"], "max": st["max"]}  # the shape reports have always had
-                out["stats"][key] = st
+                stats[key] = st
         shares = judge.throttle_shares(loaded)
         if loaded:
             out["throttle_reasons"] = sorted(shares)
             out["throttle_shares"] = shares
         return out
+
+
+def _relative(sample: Sample, t0: Optional[float]) -> Sample:
+    """A sample with its time since the load began (the samples' own clock otherwise)."""
+    t = sample.get("t")
+    if "t" not in sample:
+        return dict(sample)
+    seconds = float(t) if isinstance(t, (int, float)) else float(str(t))
+    return {**sample, "t": round(seconds - (t0 or 0.0), 3)}

@@ -20,9 +20,27 @@ else:
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
     from tfgpu_install.verify.gpucheck import tfgpucheck_health as judge
     from tfgpu_install.verify.gpucheck.tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
+    from tfgpu_install.verify.gpucheck.tfgpucheck_nvml import Telemetry
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        Burn,
+        BurnPlan,
+        CheckPlan,
+        DeviceEntry,
+        Health,
+        HostCheck,
+        HostMismatch,
+        Measured,
+        Outcome,
+        State,
+        WrongProduct,
+    )
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        Telemetry as TelemetrySummary,
+    )
 else:
     import tfgpucheck_health as judge
     from tfgpucheck_libs import CUBLAS, load_library, major, search_dirs, sonames
+    from tfgpucheck_report import DeviceEntry, Health
 
 _H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
 
@@ -64,15 +82,15 @@ class Sgemm:
         self.host_c = (ctypes.c_float * (size * size))()
         self.created = False
 
-    def _rt_fail(self, rc: int, what: str) -> dict[str, Any]:
+    def _rt_fail(self, rc: int, what: str) -> Outcome:
         name = code_name(CUDA_ERROR, rc, self.cudart, "cudaGetErrorName")
         return outcome("fail", f"{what} failed: {name} ({rc})", error=err(rc, name), hint=HINTS.get(name))
 
-    def _blas_fail(self, rc: int, what: str) -> dict[str, Any]:
+    def _blas_fail(self, rc: int, what: str) -> Outcome:
         name = code_name(CUBLAS_STATUS, rc, self.cublas, "cublasGetStatusName")
         return outcome("fail", f"{what} failed: {name} ({rc})", error=err(rc, name), hint=HINTS.get(name))
 
-    def setup(self) -> Optional[dict[str, Any]]:
+    def setup(self) -> Optional[Outcome]:
         """None, or the failure outcome."""
         rc = self.cublas.cublasCreate_v2(ctypes.byref(self.handle))
         if rc != 0:
@@ -92,7 +110,7 @@ class Sgemm:
                 return self._rt_fail(rc, "cudaMemcpy to the GPU")
         return None
 
-    def multiply(self, fetch: bool = True) -> Optional[dict[str, Any]]:
+    def multiply(self, fetch: bool = True) -> Optional[Outcome]:
         """One SGEMM (and its result copied back when `fetch`): None, or the failure outcome."""
         n = self.n
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
@@ -116,7 +134,7 @@ class Sgemm:
             self.cublas.cublasDestroy_v2(self.handle)
 
 
-def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[Any], str, Optional[dict[str, Any]]]:
+def load_cublas(plan: CheckPlan, state: State) -> tuple[Optional[Any], str, Optional[Outcome]]:
     """cuBLAS of the planned CUDA, else of the CUDA runtime the cuda-runtime layer loaded (same major)."""
     runtime = state.get("runtime_version")
     want = major(plan.get("cuda")) or (int(runtime) // 1000 if runtime else None)
@@ -129,10 +147,10 @@ def load_cublas(plan: dict[str, Any], state: dict[str, Any]) -> tuple[Optional[A
 
 
 def _sgemm_on(cudart: Any, lib: Any, dev: int, size: int,
-              select: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+              select: bool) -> tuple[DeviceEntry, Optional[Outcome]]:
     """One SGEMM on CUDA device `dev` (made current when `select`: with one GPU it already is, and
     cublasCreate names a missing driver in its own words), compared with the host: (measured, failure)."""
-    measured: dict[str, Any] = {"device": dev}
+    measured: DeviceEntry = {"device": dev}
     rc = cudart.cudaSetDevice(dev) if select else 0
     if rc != 0:
         name = code_name(CUDA_ERROR, rc, cudart, "cudaGetErrorName")
@@ -153,7 +171,7 @@ def _sgemm_on(cudart: Any, lib: Any, dev: int, size: int,
         run.close()
 
 
-def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) -> dict[str, Any]:
+def layer_cublas(plan: CheckPlan, state: State, size: int = 64) -> Outcome:
     """An SGEMM compared with the host on every visible GPU (one after another)."""
     cudart = state.get("cudart")
     if cudart is None:
@@ -161,11 +179,12 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
     lib, path, failure = load_cublas(plan, state)
     if failure is not None:
         return failure
-    measured: dict[str, Any] = {"libcublas": path, "m": size, "n": size, "k": size, "devices": []}
+    done: list[DeviceEntry] = []
+    measured: Measured = {"libcublas": path, "m": size, "n": size, "k": size, "devices": done}
     indices = [d["index"] for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [0]
     for dev in indices:
         one, failure = _sgemm_on(cudart, lib, dev, size, select=len(indices) > 1)
-        measured["devices"].append(dict(one, status="fail" if failure else "pass"))
+        done.append({**one, "status": "fail" if failure else "pass"})
         if failure is not None:
             if "max_abs_error" in one:
                 measured["max_abs_error"] = one["max_abs_error"]
@@ -175,7 +194,7 @@ def layer_cublas(plan: dict[str, Any], state: dict[str, Any], size: int = 64) ->
             return failure
     if len(indices) > 1:
         cudart.cudaSetDevice(indices[0])
-    measured["max_abs_error"] = max(d["max_abs_error"] for d in measured["devices"])
+    measured["max_abs_error"] = max(d["max_abs_error"] for d in done)
     state["cublas"] = lib
     where = f" on {len(indices)} GPUs" if len(indices) > 1 else ""
     return outcome("pass", f"SGEMM {size}x{size}x{size} through {os.path.basename(path)} matches the "
@@ -193,7 +212,7 @@ class DeviceCompare:
         self.ref = ctypes.c_void_p()
         self.diff = ctypes.c_void_p()
 
-    def setup(self) -> Optional[dict[str, Any]]:
+    def setup(self) -> Optional[Outcome]:
         for p in (self.ref, self.diff):
             rc = self.run.cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(self.bytes))
             if rc != 0:
@@ -202,7 +221,7 @@ class DeviceCompare:
         rc = self.run.cudart.cudaMemcpy(self.ref, self.run.ptrs[2], ctypes.c_size_t(self.bytes), _D2D)
         return self.run._rt_fail(rc, "cudaMemcpy on the GPU") if rc != 0 else None
 
-    def max_error(self) -> tuple[Optional[float], Optional[dict[str, Any]]]:
+    def max_error(self) -> tuple[Optional[float], Optional[Outcome]]:
         """(max |C - C0|, None) or (None, the failure)."""
         rt, blas, n2 = self.run.cudart, self.run.cublas, self.run.n * self.run.n
         rc = rt.cudaMemcpy(self.diff, self.run.ptrs[2], ctypes.c_size_t(self.bytes), _D2D)
@@ -285,7 +304,7 @@ def exact_entry(a: Operand, b: Operand, i: int, j: int) -> float:
     return sum(x * y for x, y in zip(row, col)) / 64.0
 
 
-def burn_plan(free_bytes: int, l2_bytes: Optional[int], n: int = 0, share: float = 0.8) -> dict[str, Any]:
+def burn_plan(free_bytes: int, l2_bytes: Optional[int], n: int = 0, share: float = 0.8) -> BurnPlan:
     """The burn's size on a GPU with `free_bytes` free: n x n products (8192 unless asked, halved until A,
     B and two products fit) into as many distinct output buffers as `share` of the free memory holds,
     as gpu-burn sizes its run (it takes 90%): far past the L2 cache, so the products stream through
@@ -299,7 +318,7 @@ def burn_plan(free_bytes: int, l2_bytes: Optional[int], n: int = 0, share: float
             "share_of_free": share}
 
 
-def passes_within(plan: dict[str, Any], seconds_per_product: float, pass_seconds: float = 3.0) -> int:
+def passes_within(plan: BurnPlan, seconds_per_product: float, pass_seconds: float = 3.0) -> int:
     """The buffers one pass over the outputs uses: as many as the memory plan allows, and no more than
     `pass_seconds` of products (the burn ends on a checked pass: this bounds its overshoot); >= 2."""
     by_time = int(pass_seconds / max(seconds_per_product, 1e-6))
@@ -322,17 +341,17 @@ class DeviceBurn:
         self.created = False
         self.ranges: list[tuple[int, int]] = []  # the buffer ranges summed since the last check
 
-    def _rt(self, rc: int, what: str) -> dict[str, Any]:
+    def _rt(self, rc: int, what: str) -> Outcome:
         name = code_name(CUDA_ERROR, rc, self.rt, "cudaGetErrorName")
         return outcome("fail", f"GPU {self.dev}: {what} failed: {name} ({rc})", error=err(rc, name),
                        hint=HINTS.get(name))
 
-    def _blas(self, rc: int, what: str) -> dict[str, Any]:
+    def _blas(self, rc: int, what: str) -> Outcome:
         name = code_name(CUBLAS_STATUS, rc, self.blas, "cublasGetStatusName")
         return outcome("fail", f"GPU {self.dev}: {what} failed: {name} ({rc})", error=err(rc, name),
                        hint=HINTS.get(name))
 
-    def _alloc(self, key: str, size: int) -> Optional[dict[str, Any]]:
+    def _alloc(self, key: str, size: int) -> Optional[Outcome]:
         p = ctypes.c_void_p()
         rc = self.rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size))
         if rc != 0:
@@ -340,7 +359,7 @@ class DeviceBurn:
         self.ptrs[key] = p
         return None
 
-    def setup(self, buffers: int) -> Optional[dict[str, Any]]:
+    def setup(self, buffers: int) -> Optional[Outcome]:
         """Handle (pointer mode device), A and B uploaded, `buffers` zeroed outputs, the scalars."""
         rc = self.rt.cudaSetDevice(self.dev)
         if rc != 0:
@@ -371,7 +390,7 @@ class DeviceBurn:
     def _at(self, key: str, offset_bytes: int) -> ctypes.c_void_p:
         return ctypes.c_void_p((self.ptrs[key].value or 0) + offset_bytes)
 
-    def products(self, first: int, count: int, check: bool) -> Optional[dict[str, Any]]:
+    def products(self, first: int, count: int, check: bool) -> Optional[Outcome]:
         """C_b = A.B - C_b for b in [first, first+count) in one strided-batched call (A and B with stride
         0), then, on a checking pass, the sum of |elements| of those products into sums[first] on the GPU:
         one cublasSasum over the contiguous buffers (in pieces of < 2^31 elements); a non-zero sum is
@@ -393,14 +412,14 @@ class DeviceBurn:
                 self.ranges.append((s, e))
         return None
 
-    def _sasum(self, s: int, e: int) -> Optional[dict[str, Any]]:
+    def _sasum(self, s: int, e: int) -> Optional[Outcome]:
         """sums[s] = sum |C_b| over buffers s..e-1 (contiguous), on the GPU."""
         per = 4 * self.n * self.n
         rc = self.blas.cublasSasum_v2(self.handle, self.n * self.n * (e - s), self._at("c", per * s), 1,
                                       self._at("sums", 4 * s))
         return self._blas(rc, "cublasSasum") if rc != 0 else None
 
-    def check_ranges(self, upto: int) -> tuple[list[tuple[int, float]], Optional[dict[str, Any]]]:
+    def check_ranges(self, upto: int) -> tuple[list[tuple[int, float]], Optional[Outcome]]:
         """[(buffer, sum |C_b|)] for every wrong product of the ranges summed since the last check."""
         sums, failure = self.sums(upto)
         ranges, self.ranges = self.ranges, []
@@ -420,12 +439,12 @@ class DeviceBurn:
             wrong += [(b, again[b]) for b in range(s, e) if again[b] != 0.0]
         return wrong, None
 
-    def sums(self, count: int) -> tuple[Optional[list[float]], Optional[dict[str, Any]]]:
+    def sums(self, count: int) -> tuple[Optional[list[float]], Optional[Outcome]]:
         out = (ctypes.c_float * count)()
         rc = self.rt.cudaMemcpy(out, self.ptrs["sums"], ctypes.c_size_t(4 * count), _D2H)
         return (None, self._rt(rc, "cudaMemcpy from the GPU")) if rc != 0 else ([float(x) for x in out], None)
 
-    def worst(self, b: int) -> dict[str, Any]:
+    def worst(self, b: int) -> WrongProduct:
         """Where a wrong product's largest difference is (cublasIsamax on the buffer that should be 0)."""
         n, per = self.n, 4 * self.n * self.n
         where, value = ctypes.c_int(0), ctypes.c_float(0.0)
@@ -437,13 +456,13 @@ class DeviceBurn:
             return {}
         return {"row": idx % n, "column": idx // n, "difference": abs(value.value)}
 
-    def reset(self, b: int) -> Optional[dict[str, Any]]:
+    def reset(self, b: int) -> Optional[Outcome]:
         """A buffer that held a wrong difference starts again from zeros (so one fault is counted once)."""
         per = 4 * self.n * self.n
         rc = self.rt.cudaMemset(self._at("c", per * b), 0, ctypes.c_size_t(per))
         return self._rt(rc, "cudaMemset") if rc != 0 else None
 
-    def host_check(self, rows: int = 8, columns: int = 16) -> dict[str, Any]:
+    def host_check(self, rows: int = 8, columns: int = 16) -> HostCheck:
         """Buffer 0 holds R = A.B after the first pass: compare rows x columns entries of it, spread over
         the whole matrix, with the exact host value (a few rows and columns: each is one slice)."""
         n = self.n
@@ -451,7 +470,7 @@ class DeviceBurn:
         picked_cols = sorted({0, n - 1} | {(k * 104729 + 5) % n for k in range(columns - 2)})
         row_vals = {i: self.a.eighths(i, n) for i in picked_rows}
         col_vals = {j: self.b.eighths(j * n, 1) for j in picked_cols}
-        bad = []
+        bad: list[HostMismatch] = []
         for i in picked_rows:
             for j in picked_cols:
                 got = ctypes.c_float(0.0)
@@ -474,17 +493,17 @@ class BurnTally:
         self.products = 0
         self.checks = 0
         self.mismatches = 0
-        self.wrong: list[dict[str, Any]] = []
+        self.wrong: list[WrongProduct] = []
         self.gpu_seconds = 0.0
         self.timed = True
         self.series: list[list[float]] = []  # [t, GFLOP/s] per timed chunk (t on time.monotonic)
         self.passes = 0
-        self.host: dict[str, Any] = {}
+        self.host: HostCheck = {}
         self.start = 0.0
         self.end = 0.0
 
 
-def _launch(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool) -> Optional[dict[str, Any]]:
+def _launch(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool) -> Optional[Outcome]:
     """Queue one strided-batched call of `count` products (and their sums) between two events."""
     clock.mark("start")
     failure = run.products(first, count, check)
@@ -506,7 +525,7 @@ def _finish(run: DeviceBurn, clock: GpuClock, count: int, launched: float, tally
 
 
 def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool,
-           tally: BurnTally) -> tuple[float, Optional[dict[str, Any]]]:
+           tally: BurnTally) -> tuple[float, Optional[Outcome]]:
     """One chunk, queued and waited for: (seconds, failure)."""
     t0 = time.monotonic()
     failure = _launch(run, clock, first, count, check)
@@ -515,7 +534,7 @@ def _chunk(run: DeviceBurn, clock: GpuClock, first: int, count: int, check: bool
     return _finish(run, clock, count, t0, tally), None
 
 
-def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[str, Any]]:
+def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[Outcome]:
     """After a 0-pass: every buffer's sum must be exactly 0."""
     wrong, failure = run.check_ranges(upto)
     if failure is not None:
@@ -524,8 +543,8 @@ def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[s
     for b, total in wrong:
         tally.mismatches += 1
         if len(tally.wrong) < 10:
-            tally.wrong.append(dict(run.worst(b), buffer=b, sum_abs=total, pass_no=tally.passes,
-                                    t=round(time.monotonic(), 3)))
+            tally.wrong.append({**run.worst(b), "buffer": b, "sum_abs": total, "pass_no": tally.passes,
+                                "t": round(time.monotonic(), 3)})
         failure = run.reset(b)
         if failure is not None:
             return failure
@@ -533,7 +552,7 @@ def _check_pass(run: DeviceBurn, upto: int, tally: BurnTally) -> Optional[dict[s
 
 
 def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threading.Event,
-               per_product: float = 0.0) -> Optional[dict[str, Any]]:
+               per_product: float = 0.0) -> Optional[Outcome]:
     """Passes until `seconds` are over (or `stop` is set), always ending on a checked pass. The next chunk
     is queued before the host waits for the one before it, so the GPU has work while the host is late
     (a loaded host, a descheduled thread); chunks are sized from the probe (~0.5 s of GPU work each), so
@@ -582,7 +601,7 @@ def _burn_loop(run: DeviceBurn, seconds: float, tally: BurnTally, stop: threadin
             c.close()
 
 
-def _sized(cudart: Any, dev: int, size: int, share: float) -> dict[str, Any]:
+def _sized(cudart: Any, dev: int, size: int, share: float) -> BurnPlan:
     """burn_plan from the device's own free memory and L2 size."""
     free, total, l2 = ctypes.c_size_t(0), ctypes.c_size_t(0), ctypes.c_int(0)
     cudart.cudaSetDevice(dev)
@@ -594,7 +613,7 @@ def _sized(cudart: Any, dev: int, size: int, share: float) -> dict[str, Any]:
 
 
 def _probe_product(cudart: Any, cublas: Any, dev: int, a: Operand,
-                   b: Operand) -> tuple[float, Optional[dict[str, Any]]]:
+                   b: Operand) -> tuple[float, Optional[Outcome]]:
     """Seconds of one product on this GPU (warm-up included, then timed), to size a pass."""
     run = DeviceBurn(cudart, cublas, dev, a, b)
     try:
@@ -619,13 +638,13 @@ class GpuBurn(threading.Thread):
     """One GPU's burn in a thread of its own (ctypes releases the GIL during each call), so every GPU
     is under load at once, as a training job loads them."""
 
-    def __init__(self, cudart: Any, cublas: Any, device: dict[str, Any], a: Operand, b: Operand, seconds: float,
-                 plan: dict[str, Any], pass_seconds: float, stop: threading.Event) -> None:
+    def __init__(self, cudart: Any, cublas: Any, device: DeviceEntry, a: Operand, b: Operand, seconds: float,
+                 plan: BurnPlan, pass_seconds: float, stop: threading.Event) -> None:
         super().__init__(daemon=True)
         self.args = (cudart, cublas, device, a, b, seconds, plan, pass_seconds)
         self.stop_all = stop
         self.tally = BurnTally()
-        self.failure: Optional[dict[str, Any]] = None
+        self.failure: Optional[Outcome] = None
         self.buffers = 0
 
     def run(self) -> None:
@@ -647,15 +666,15 @@ class GpuBurn(threading.Thread):
             self.stop_all.set()  # one GPU failed: the others end their pass and report
 
 
-def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any, share: float = 0.8,
-               pass_seconds: float = 0.0) -> dict[str, Any]:
+def sgemm_burn(state: State, seconds: float, size: int, telemetry: Telemetry, share: float = 0.8,
+               pass_seconds: float = 0.0) -> Outcome:
     """Every visible CUDA device under SGEMM load at once for `seconds` (concurrently: one thread per
     GPU), every product checked, NVML sampling through the run, health counters before and after.
     The result: measured["burns"] (one per GPU) and measured["burn"] (the first, the report's old shape)."""
     cudart, cublas = state.get("cudart"), state.get("cublas")
     if cudart is None or cublas is None:
         return outcome("skip", "needs the cuda-runtime and cublas layers")
-    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [{"index": 0}]
+    devices = [d for d in state.get("devices") or [] if isinstance(d.get("index"), int)] or [DeviceEntry(index=0)]
     pass_seconds = pass_seconds or min(3.0, max(seconds / 4, 0.05))  # the burn overshoots by <= one pass
     plans = [_sized(cudart, d["index"], size, share) for d in devices]
     n = min(p["n"] for p in plans)
@@ -681,20 +700,21 @@ def sgemm_burn(state: dict[str, Any], seconds: float, size: int, telemetry: Any,
     return _burn_outcome(burns, records)
 
 
-def health_of(state: dict[str, Any], devices: list[dict[str, Any]]) -> list[Optional[dict[str, Any]]]:
+def health_of(state: State, devices: list[DeviceEntry]) -> list[Optional[Health]]:
     """Each device's health counters now (None where NVML cannot tell)."""
     reader = state.get("read_health")
     if reader is None:
         return [None for _ in devices]
     facts = reader(devices)
     if facts.get("error"):
-        return [{"error": facts["error"]} for _ in devices]
-    return [g.get("health") or ({"error": g["error"]} if g.get("error") else None) for g in facts.get("gpus", [])]
+        return [Health(error=facts.get("error")) for _ in devices]
+    return [g.get("health") or (Health(error=g.get("error")) if g.get("error") else None)
+            for g in facts.get("gpus", [])]
 
 
-def _burn_record(t: GpuBurn, device: dict[str, Any], plan: dict[str, Any], tele: dict[str, Any],
-                 before: Optional[dict[str, Any]], after: Optional[dict[str, Any]], setup_s: float,
-                 t0: float, together: int) -> dict[str, Any]:
+def _burn_record(t: GpuBurn, device: DeviceEntry, plan: BurnPlan, tele: TelemetrySummary,
+                 before: Optional[Health], after: Optional[Health], setup_s: float,
+                 t0: float, together: int) -> Burn:
     """One GPU's burn as the report keeps it; times relative to `t0`, the start of the load."""
     tally, n = t.tally, plan["n"]
     elapsed = max(tally.end - tally.start, 0.0)
@@ -705,13 +725,13 @@ def _burn_record(t: GpuBurn, device: dict[str, Any], plan: dict[str, Any], tele:
     heat = judge.judge_heat(stats.get("temp_c"), stats.get("mem_temp_c"), tele.get("limits") or {}, shares)
     health = judge.judge_health(before, after)
     working = (2 + t.buffers) * plan["bytes_per_product"]
-    record = {
+    record: Burn = {
         "kind": "cublas-sgemm", "gpu": {"cuda": device.get("index"), "name": device.get("name"),
                                         "uuid": device.get("uuid"), "pci": device.get("pci")},
         "gpus_under_load": together, "seconds": round(elapsed, 1), "loop_seconds": round(elapsed, 4),
         "setup_seconds": round(setup_s, 2), "n": n,
         "products": tally.products, "iterations": tally.products, "checks": tally.checks,
-        "mismatches": tally.mismatches, "wrong_products": [dict(w, t=round(w["t"] - t0, 3)) for w in tally.wrong],
+        "mismatches": tally.mismatches, "wrong_products": [{**w, "t": round(w["t"] - t0, 3)} for w in tally.wrong],
         "passes": tally.passes, "buffers": t.buffers, "working_set_bytes": working, "l2_bytes": plan["l2_bytes"],
         "free_bytes": plan["free_bytes"],
         "compared": "every product, on the GPU: C = A.B - C alternates between the product and 0, and each 0 is "
@@ -725,14 +745,14 @@ def _burn_record(t: GpuBurn, device: dict[str, Any], plan: dict[str, Any], tele:
         "series": {"gflops": [[round(ts - t0, 3), v] for ts, v in tally.series]},
         "telemetry": tele, "throttled": sorted(r for r in shares if r != "gpu_idle"),
         "heat": heat, "load": judge.judge_load(stats, tele.get("limits") or {}, shares),
-        "health": dict(health, before=before, after=after),
+        "health": {**health, "before": before, "after": after},
     }
     record["line"] = judge.one_line(record)
     return record
 
 
-def _burn_outcome(burns: list[GpuBurn], records: list[dict[str, Any]]) -> dict[str, Any]:
-    measured: dict[str, Any] = {"burns": records, "burn": records[0], "concurrent": len(records) > 1}
+def _burn_outcome(burns: list[GpuBurn], records: list[Burn]) -> Outcome:
+    measured: Measured = {"burns": records, "burn": records[0], "concurrent": len(records) > 1}
     lines = [r["line"] for r in records]
     failed = next((t.failure for t in burns if t.failure is not None), None)
     if failed is not None:

@@ -10,11 +10,28 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 if TYPE_CHECKING:  # the siblings as mypy sees them; at run time they are imported by file name
     from tfgpu_install.verify.gpucheck import tfgpucheck_nvml as nvml
     from tfgpu_install.verify.gpucheck.tfgpucheck_cuda import outcome
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import (
+        AllReduce,
+        Benchmark,
+        BenchRow,
+        Burn,
+        CheckPlan,
+        CreatedDevice,
+        DlopenFailure,
+        Headline,
+        Measured,
+        MixedPrecisionAdvice,
+        Outcome,
+        State,
+        TfBuild,
+        TfGpu,
+        TfLogFacts,
+    )
 else:
     import tfgpucheck_nvml as nvml
     from tfgpucheck_cuda import outcome
@@ -36,15 +53,17 @@ _CREATED = re.compile(r"Created device (\S+) with (\d+) MB memory: .*?name: (.*?
                       r"(?: compute capability: (\d+\.\d+))?")
 
 
-def parse_tf_log(text: str) -> dict[str, Any]:
+def parse_tf_log(text: str) -> TfLogFacts:
     """What TF's own log says: libraries it failed to dlopen, devices it created, errors."""
     # TF appends the whole LD_LIBRARY_PATH to each dlerror: the loader's message is enough.
-    missing = [{"library": m.group(1), "dlerror": (m.group(2) or "").split("; LD_LIBRARY_PATH")[0].strip()}
-               for m in _DLOPEN.finditer(text)]
-    created = [{"device": m.group(1), "memory_mb": int(m.group(2)), "name": m.group(3), "pci": m.group(4),
-                "compute_capability": m.group(5)} for m in _CREATED.finditer(text)]
+    missing: list[DlopenFailure] = [{"library": m.group(1),
+                                     "dlerror": (m.group(2) or "").split("; LD_LIBRARY_PATH")[0].strip()}
+                                    for m in _DLOPEN.finditer(text)]
+    created: list[CreatedDevice] = [{"device": m.group(1), "memory_mb": int(m.group(2)), "name": m.group(3),
+                                     "pci": m.group(4), "compute_capability": m.group(5)}
+                                    for m in _CREATED.finditer(text)]
     for m in missing:
-        m["harmless"] = m["library"].startswith(_HARMLESS)
+        m["harmless"] = m.get("library", "").startswith(_HARMLESS)
     notes = []
     for line in text.splitlines():
         if any(k in line for k in ("Cannot dlopen some GPU libraries", "Could not find cuda drivers", "CUDA_ERROR",
@@ -95,7 +114,7 @@ class Tf32Off:
             self.tf.config.experimental.enable_tensor_float_32_execution(self.before)
 
 
-def _exact_ops(tf: Any, np: Any, device: str, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _exact_ops(tf: Any, np: Any, device: str, measured: Measured) -> Optional[Outcome]:
     """matmul and conv2d pinned to `device`, compared with numpy; None, or the failure."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((512, 512)).astype(np.float32)
@@ -125,8 +144,8 @@ def _exact_ops(tf: Any, np: Any, device: str, measured: dict[str, Any]) -> Optio
     return None
 
 
-def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: Callable[[], str],
-                     state: dict[str, Any], require_gpu_list: bool = True) -> dict[str, Any]:
+def layer_tensorflow(plan: CheckPlan, device: str, gpu_mode: bool, tf_log: Callable[[], str],
+                     state: State, require_gpu_list: bool = True) -> Outcome:
     # Our own subprocess, log captured: keep "Created device" lines, and have the loader name every
     # library it fails to dlopen (TF >= 2.14 only says so at VLOG level: "Cannot dlopen some GPU libraries").
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
@@ -139,15 +158,19 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         return outcome("fail", f"import tensorflow failed: {type(exc).__name__}: {str(exc)[:300]}",
                        hint=f"run `tfgpu-install doctor --env {_env_prefix()}` for the cause "
                        "(numpy/protobuf pins, missing libraries)")
-    measured: dict[str, Any] = {"tensorflow": tf.__version__, "import_seconds": round(time.monotonic() - t0, 2)}
+    measured: Measured = {"tensorflow": tf.__version__, "import_seconds": round(time.monotonic() - t0, 2)}
     state["tf"] = tf
     info = dict(tf.sysconfig.get_build_info())
-    build = {k: info.get(k) for k in ("is_cuda_build", "cuda_version", "cudnn_version", "cuda_compute_capabilities")}
+    build: TfBuild = {"is_cuda_build": info.get("is_cuda_build"), "cuda_version": info.get("cuda_version"),
+                      "cudnn_version": info.get("cudnn_version"),
+                      "cuda_compute_capabilities": info.get("cuda_compute_capabilities")}
     measured["build"] = build
     if gpu_mode and not build.get("is_cuda_build"):
         return outcome("fail", f"TensorFlow {tf.__version__} is a CPU-only build", measured,
                        hint="install the `tensorflow` package (not tensorflow-cpu): re-run `tfgpu-install`")
-    for key, want in (("cuda_version", plan.get("cuda")), ("cudnn_version", plan.get("cudnn"))):
+    wanted: tuple[tuple[Literal["cuda_version", "cudnn_version"], Optional[str]], ...] = (
+        ("cuda_version", plan.get("cuda")), ("cudnn_version", plan.get("cudnn")))
+    for key, want in wanted:
         have = build.get(key)
         if want and have:
             n = min(len(str(have).split(".")), len(str(want).split(".")), 2)
@@ -161,7 +184,7 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
         except RuntimeError:
             pass
     measured["gpus"] = [g.name for g in gpus]
-    details = []
+    details: list[TfGpu] = []
     for g in gpus:
         try:
             cc = tf.config.experimental.get_device_details(g).get("compute_capability")
@@ -172,9 +195,9 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
     state["tf_gpus"] = details
     if gpu_mode and not gpus and require_gpu_list:
         log = parse_tf_log(tf_log())
-        libs = [d["library"] for d in log["dlopen_failures"] if not d["harmless"]]
+        libs = [d.get("library", "") for d in log["dlopen_failures"] if not d.get("harmless")]
         why = f": could not load {', '.join(libs)}" if libs else ""
-        return outcome("fail", f"TensorFlow sees no GPU{why}", dict(measured, log=log),
+        return outcome("fail", f"TensorFlow sees no GPU{why}", {**measured, "log": log},
                        hint="the library TF names is missing from its search path: check the env's activation "
                        "(LD_LIBRARY_PATH) or run `tfgpu-install doctor`")
     with Tf32Off(tf) as tf32:  # exact float32 for the comparisons; the user's setting is put back after
@@ -196,7 +219,7 @@ def layer_tensorflow(plan: dict[str, Any], device: str, gpu_mode: bool, tf_log: 
                    f"(max errors {err:.1e}, {cerr:.1e}); {len(gpus)} GPU(s) listed{step}", measured)
 
 
-def _mirrored(tf: Any, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _mirrored(tf: Any, measured: Measured) -> Optional[Outcome]:
     """MirroredStrategy over every GPU TF lists, and one step of it (`all_reduce_step`)."""
     try:
         strategy = tf.distribute.MirroredStrategy()
@@ -204,7 +227,8 @@ def _mirrored(tf: Any, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
     except Exception as exc:  # noqa: BLE001  (recorded in the report)
         measured["mirrored_error"] = f"{type(exc).__name__}: {exc}"
         return None
-    measured["all_reduce"] = reduced = all_reduce_step(tf, strategy)
+    reduced = all_reduce_step(tf, strategy)
+    measured["all_reduce"] = reduced
     if measured["mirrored_replicas"] > 1 and not reduced.get("ok"):
         return outcome("fail", f"MirroredStrategy's all-reduce across {measured['mirrored_replicas']} GPUs "
                        f"failed: {reduced.get('error') or reduced}", measured,
@@ -213,7 +237,7 @@ def _mirrored(tf: Any, measured: dict[str, Any]) -> Optional[dict[str, Any]]:
     return None
 
 
-def all_reduce_step(tf: Any, strategy: Any) -> dict[str, Any]:
+def all_reduce_step(tf: Any, strategy: Any) -> AllReduce:
     """One MirroredStrategy step: every replica contributes (its id + 1) x 1024 and all-reduces (SUM, the
     gradient path: NCCL between GPUs); every replica must get n(n+1)/2 in every element. Before, the
     strategy was made and never run, so NCCL and peer-to-peer failures passed."""
@@ -277,7 +301,12 @@ def _precisions(tf: Any, device: str) -> list[tuple[str, Any, Optional[bool]]]:
     return out
 
 
-def headline(row: dict[str, Any], tf32_default: Optional[bool], cc: Optional[tuple[int, ...]]) -> dict[str, Any]:
+# A precision's rate in a benchmark row.
+_RATE: dict[str, Literal["fp32_gflops", "tf32_gflops", "fp16_gflops", "bf16_gflops"]] = {
+    "fp32": "fp32_gflops", "tf32": "tf32_gflops", "fp16": "fp16_gflops", "bf16": "bf16_gflops"}
+
+
+def headline(row: BenchRow, tf32_default: Optional[bool], cc: Optional[tuple[int, ...]]) -> Headline:
     """The rate a model gets with TensorFlow's default math: TF32 on Ampere and later (TF's default
     since 2.4, unless the user turned it off), FP32 elsewhere; said which."""
     tf32 = bool(tf32_default) and bool(cc) and cc is not None and cc >= (8, 0)
@@ -289,16 +318,16 @@ def headline(row: dict[str, Any], tf32_default: Optional[bool], cc: Optional[tup
     return {"gflops": row["fp32_gflops"], "math": "fp32", "why": why}
 
 
-def mixed_precision_advice(row: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
+def mixed_precision_advice(row: BenchRow, head: Headline) -> MixedPrecisionAdvice:
     """Measured, not guessed: the 16-bit rate over the default math's at the largest size, and the
     Keras policy that gets it (bf16 needs no loss scaling, so it is preferred where the GPU has it)."""
-    best = max((k for k in ("bf16", "fp16") if row.get(f"{k}_gflops")), key=lambda k: row[f"{k}_gflops"],
-               default=None)
+    rates = {k: row.get(_RATE[k]) or 0.0 for k in ("bf16", "fp16")}
+    best = max((k for k in ("bf16", "fp16") if rates[k]), key=lambda k: rates[k], default=None)
     if best is None:
         return {"measured": False, "why": "no 16-bit Tensor Core math on this device: not measured"}
-    if row.get("bf16_gflops") and row["bf16_gflops"] >= 0.9 * row[f"{best}_gflops"]:
+    if rates["bf16"] and rates["bf16"] >= 0.9 * rates[best]:
         best = "bf16"
-    speedup = round(row[f"{best}_gflops"] / max(head["gflops"], 1e-9), 2)
+    speedup = round(rates[best] / max(head["gflops"], 1e-9), 2)
     policy = "mixed_bfloat16" if best == "bf16" else "mixed_float16"
     worth = speedup >= 1.3
     return {"measured": True, "n": row["n"], "dtype": best, "speedup_over_default": speedup,
@@ -309,35 +338,35 @@ def mixed_precision_advice(row: dict[str, Any], head: dict[str, Any]) -> dict[st
                        "mixed precision would gain little here")}
 
 
-def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> dict[str, Any]:
+def benchmark(tf: Any, device: str, sizes: list[int], reps: int = 3) -> Benchmark:
     """GFLOP/s per size for FP32 (TF32 off), TF32, fp16 and bf16 (where the GPU has them), the CPU's
     FP32 beside them; the headline is TensorFlow's default math (`headline`), and the mixed-precision
     advice is measured. The user's TF32 setting is put back afterwards."""
-    rows = []
+    rows: list[BenchRow] = []
     with Tf32Off(tf) as saved:
         kinds = _precisions(tf, device)
         cc = _gpu_cc(tf, device)
         for n in sizes:
             flop = 2.0 * n ** 3
             cpu = _time_matmul(tf, "/CPU:0", n, reps, per_sync=1)
-            row: dict[str, Any] = {"n": n, "cpu_gflops": round(flop / cpu / 1e9, 1)}
+            row: BenchRow = {"n": n, "cpu_gflops": round(flop / cpu / 1e9, 1)}
             for name, dtype, tf32 in kinds:
                 if tf32 is not None:
                     tf.config.experimental.enable_tensor_float_32_execution(tf32)
-                row[f"{name}_gflops"] = round(flop / _time_matmul(tf, device, n, reps, dtype) / 1e9, 1)
+                row[_RATE[name]] = round(flop / _time_matmul(tf, device, n, reps, dtype) / 1e9, 1)
             head = headline(row, saved.before, cc)
             row["gpu_gflops"] = head["gflops"]  # the headline: TF's default math (was FP32 with TF32 off)
             row["gpu_math"] = head["math"]
             row["speedup"] = round(row["gpu_gflops"] / max(row["cpu_gflops"], 1e-9), 2)
             rows.append(row)
-    top = headline(rows[-1], saved.before, cc) if rows else {}
+    top: Headline = headline(rows[-1], saved.before, cc) if rows else {}
     return {"device": device, "precision": ", ".join(k for k, _, _ in kinds),
-            "headline": dict(top, n=rows[-1]["n"]) if rows else None,
+            "headline": {**top, "n": rows[-1]["n"]} if rows else None,
             "mixed_precision": mixed_precision_advice(rows[-1], top) if rows else None,
             "tf32_setting_kept": saved.before, "sizes": rows}
 
 
-def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Any = None) -> dict[str, Any]:
+def burn(tf: Any, device: str, seconds: float, n: int = 4096, telemetry: Optional[nvml.Telemetry] = None) -> Burn:
     """Sustained matmuls in TensorFlow for `seconds` with TF's default math, every product compared with
     the first, exactly: the operands are multiples of 1/8 below 4, so every sum is exact in float32 and
     TF32 and any difference is a wrong element. The matmuls run inside one tf.function per batch (a
