@@ -47,7 +47,7 @@ def _without_cache(digest: dict[str, str]) -> dict[str, str]:
 def test_unknown_profile(tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     before = _state(tmp_path)
     code, doc = _install(env, "--profile", "bleeding-edge", capsys=capsys)
-    assert code == ExitCode.BAD_INPUT and "bleeding-edge" in doc["message"]
+    assert code == ExitCode.USAGE and "bleeding-edge" in doc["message"]  # a typo on the command line (#43)
     assert "stable" in (doc["message"] + (doc["hint"] or ""))
     assert _state(tmp_path) == before
 
@@ -228,5 +228,5 @@ def test_a_refused_profile_leaves_no_thread_behind(env: dict[str, str], capsys: 
     import threading
 
     code, _ = _install(env, "--profile", "bleeding-edge", capsys=capsys)
-    assert code == ExitCode.BAD_INPUT
+    assert code == ExitCode.USAGE
     assert [t.name for t in threading.enumerate() if t.name == "probe" and t.is_alive()] == []

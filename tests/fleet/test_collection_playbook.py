@@ -122,9 +122,9 @@ def test_a_failure_carries_our_reference_message_and_hint(site: dict[str, Any]) 
     done, failed = play(site, tfgpu_profile="no-such-profile")
     assert done.returncode == 2  # ansible-playbook: a host failed
     assert failed["failed"] is True
-    assert (failed["error"], failed["exit_code"]) == ("bad-input", 5)
+    assert (failed["error"], failed["exit_code"]) == ("usage", 2)  # an unknown profile is a usage error (#43)
     assert "no-such-profile" in failed["msg"] and "known profiles" in failed["hint"]
-    assert "[bad-input]" in done.stdout and "-- fix:" in done.stdout
+    assert "[usage]" in done.stdout and "-- fix:" in done.stdout
 
 
 def test_check_mode_on_a_node_with_nothing_installed_writes_nothing(site: dict[str, Any]) -> None:

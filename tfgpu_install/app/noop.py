@@ -206,7 +206,13 @@ def noop_data(data: Mapping[str, Any], fingerprinted: set[str]) -> dict[str, Any
             unchanged = s.get("id") in fingerprinted
             s["status"], s["detail"] = ("unchanged", _UNCHANGED) if unchanged else ("done", "")
         steps.append(s)
-    return {**data, "changed": False, "steps": steps}
+    # What this run changed (its packages, a TensorFlow it replaced) is this run's news: a re-run changes
+    # neither, and the full path then leaves both keys out
+    kept = {k: v for k, v in data.items() if k not in RUN_CHANGES}
+    return {**kept, "changed": False, "steps": steps}
+
+
+RUN_CHANGES = ("packages", "tensorflow_change")
 
 
 def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message: str) -> None:
