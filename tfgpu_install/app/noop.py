@@ -34,7 +34,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record_file
 from tfgpu_install.errors import TfgpuError
 
-FORMAT = 1
+FORMAT = 2  # 2: the site-packages directories listed in the stamp (stat, not listed, on every answer)
 # Variables a shell changes between two runs of the same command; they change nothing here.
 _VOLATILE = frozenset({
     "PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
@@ -119,28 +119,42 @@ def _touched(journal: Path) -> list[str]:
     return sorted(paths)
 
 
-def _site_dirs(env: Path) -> str:
-    """sha256 over the mtime of every directory under the env's site-packages (bytecode caches
-    aside): a file of an installed package removed, replaced or added changes its directory's
-    mtime, so the answer is not given over a damaged env (install's check of the installed
-    files then runs and repairs it). One stat per directory, none per file."""
+def site_dirs(env: Path) -> list[str]:
+    """Every directory under the env's site-packages (bytecode caches aside), walked once when the
+    stamp is written: the answer later stats this list instead of listing ~4,000 directories again."""
     from tfgpu_install.env.layout import site_packages_dirs
 
-    h = hashlib.sha256()
+    out: list[str] = []
     stack = [str(p) for p in site_packages_dirs(env)]
     while stack:
         d = stack.pop()
+        out.append(d)
         try:
-            h.update(f"{d}:{os.stat(d).st_mtime_ns}\n".encode())
             with os.scandir(d) as it:
                 stack += [e.path for e in it if e.name != "__pycache__" and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    return out
+
+
+def _site_digest(dirs: Sequence[str]) -> str:
+    """sha256 over the mtime of each of these directories: a file of an installed package removed,
+    replaced or added changes its directory's mtime, and so does a directory added, removed or
+    renamed in its parent (which is in the list: every directory is), so the answer is not given over
+    a damaged env (install's check of the installed files then runs and repairs it). One stat per
+    directory, none per file, no listing."""
+    h = hashlib.sha256()
+    for d in dirs:
+        try:
+            h.update(f"{d}:{os.stat(d).st_mtime_ns}\n".encode())
         except OSError:
             h.update(f"{d}:?\n".encode())
     return h.hexdigest()
 
 
-def watch(ctx: Context, env: Path) -> dict[str, Any]:
-    """Everything the no-op answer depends on, as plain data (compared for equality)."""
+def watch(ctx: Context, env: Path, dirs: Sequence[str]) -> dict[str, Any]:
+    """Everything the no-op answer depends on, as plain data (compared for equality). dirs: the
+    site-packages directories the stamp listed (site_dirs when it was written)."""
     from tfgpu_install.env.fingerprint import env_fingerprint
     from tfgpu_install.env.state import env_state_dir
 
@@ -158,7 +172,7 @@ def watch(ctx: Context, env: Path) -> dict[str, Any]:
         pass
     return {
         "env": env_fingerprint(env),
-        "site": _site_dirs(env),
+        "site": _site_digest(dirs),
         "verification": _verification(state / "verify.json"),
         "stats": {str(p): _stat(p) for p in looked_at},
         # Directories a step created change with what is inside them: files are what a user
@@ -185,7 +199,10 @@ def answer(argv: Sequence[str], ctx: Context) -> Optional[dict[str, Any]]:
         if not isinstance(stamp, dict) or stamp.get("format") != FORMAT or stamp.get("key") != key:
             return None
         env = Path(str(stamp["env"]))
-        if not env.is_dir() or stamp.get("watch") != watch(ctx, env):
+        dirs = stamp.get("site_dirs")
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            return None
+        if not env.is_dir() or stamp.get("watch") != watch(ctx, env, dirs):
             return None
         if not isinstance(stamp.get("data"), dict) or not isinstance(stamp.get("message"), str):
             return None
@@ -228,7 +245,8 @@ def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message
         journal = Journal(env_state_dir(ctx, env) / "journal.jsonl")
         fingerprinted = {str(e.step) for e in current_epoch(journal.entries())
                          if e.event == "done" and e.data.get("fingerprint")}
-        stamp = {"format": FORMAT, "key": key, "env": str(env), "watch": watch(ctx, env),
+        dirs = site_dirs(env)
+        stamp = {"format": FORMAT, "key": key, "env": str(env), "site_dirs": dirs, "watch": watch(ctx, env, dirs),
                  "data": noop_data(data, fingerprinted), "message": message}
         atomic_write(stamp_path(ctx, key), json.dumps(stamp, default=str).encode())
     except (OSError, ValueError, LookupError, TypeError, AttributeError, TfgpuError):  # no stamp: the next run is full
