@@ -55,6 +55,17 @@ def _check_hashes(snap: Snapshot) -> list[str]:
             + (" ..." if len(missing) > 5 else "") + ")"]
 
 
+def _hashes_from_elsewhere(loaded: Snapshot, hashed: Snapshot) -> list[str]:
+    """Say so when an old snapshot's packages are checked against hashes it does not record
+    itself (the install's pins, the index's pages): the snapshot vouches for none of them."""
+    own = {p.key for p in loaded.packages if p.hashes}
+    filled = [p.requirement() for p in hashed.packages if p.hashes and p.key not in own]
+    if loaded.format != 1 or not filled:
+        return []
+    return [f"a format-1 snapshot records no hashes: {len(filled)} package(s) are checked against hashes "
+            "from elsewhere (the pins its install recorded, the package index's pages)"]
+
+
 def _load(req: RestoreRequest, ctx: Context) -> tuple[Snapshot, Optional[Path]]:
     from tfgpu_install.snapshot import bundle
 
@@ -162,12 +173,12 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     from tfgpu_install.plan.journaled import JournaledPlan, RestoreRecord
     from tfgpu_install.snapshot.contract import check_host, choice_of
 
-    snap, bundle_dir = _load(req, ctx)
-    snap = hashed_pins(snap)
+    loaded, bundle_dir = _load(req, ctx)
+    snap = hashed_pins(loaded)
     notes: list[str] = []
     if bundle_dir is None:
         snap, notes = cached_index_hashes(ctx, snap, req.index_url)
-    warnings = _check_hashes(snap) + notes
+    warnings = _check_hashes(snap) + _hashes_from_elsewhere(loaded, snap) + notes
     knowledge = load_knowledge(knowledge_dir(ctx), cache_dir=ctx.cache_dir)
     facts = gather(ctx, assumptions(req.assume, ctx), knowledge)
     tools = facts.tools
