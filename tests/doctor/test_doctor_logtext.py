@@ -88,3 +88,30 @@ def test_backward_walk_numbers_lines_from_the_end() -> None:
     assert logtext.unexplained(text, set()) == (
         "L2: F0504 12:30:02.978602 2662 common.cpp:163] Check failed", "L4: ValueError: boom")
     assert logtext.unexplained(text, {4}) == ("L2: F0504 12:30:02.978602 2662 common.cpp:163] Check failed",)
+
+
+def test_a_glog_check_and_an_ipython_header_stop_the_program() -> None:
+    """`Check failed:` aborts (glog CHECK), also when the paste lost its `F ...` prefix; IPython names the
+    exception first. Controls: a plain line mentioning a check, and a traceback header with no name."""
+    for line in ("tensorflow/core/kernels/conv_ops.cc:457] Check failed: stream->parent()",
+                 "F0504 12:30:02.978602 2662 common.cpp:163] Check failed: error == cudaSuccess (30 vs. 0)",
+                 "InternalError                             Traceback (most recent call last)"):
+        assert (logtext.stop_region("I start\n" + line + "\n") or (0, 0))[0] == 2, line
+    for line in ("the check failed twice, retrying", "Traceback (most recent call last):"):
+        assert logtext.stop_region("I start\n" + line + "\n") is None, line
+
+
+def test_shared_prefix_is_a_loggers_level_on_every_line_only() -> None:
+    words = ("Epoch 1/3", "loading model", "I tf/a.cc:1] Created device", "done")
+    prefixed = "\n".join(f"2025-03-14 09:26:5{i},589 ERROR [worker-3] {w}" for i, w in enumerate(words))
+    assert prefixed.split("\n")[0][: logtext.shared_prefix(prefixed)] == "2025-03-14 09:26:50,589 ERROR [worker-3] "
+    # controls: a glog severity letter, pip's own ERROR lines, TF's time stamps without a level word
+    for text in ("E0614 12:00:01.1 1 a.cc:1] x\nE0614 12:00:02.1 1 a.cc:2] y\nE0614 12:00:03.1 1 a.cc:3] z",
+                 "ERROR: Could not find a version\nERROR: No matching distribution\nERROR: again",
+                 "2021-01-01 00:00:01.1: I tf/a.cc:1] x\n2021-01-01 00:00:02.1: E tf/b.cc:2] y\n"
+                 "2021-01-01 00:00:03: W z"):
+        assert logtext.shared_prefix(text) == 0, text
+    # a line is error-looking by its own words, not by the prefix every line carries
+    assert logtext.unexplained(prefixed, set()) == ()
+    bad = prefixed + "\n2025-03-14 09:26:59,589 ERROR [worker-3] Segmentation fault"
+    assert logtext.unexplained(bad, set()) == ("L5: 2025-03-14 09:26:59,589 ERROR [worker-3] Segmentation fault",)

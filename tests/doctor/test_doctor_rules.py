@@ -93,3 +93,29 @@ def test_missing_sections() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="cannot read"):
         load_rules(tmp_path / "missing.yaml")
+
+
+def test_defaults_fill_a_group_a_later_line_lacks() -> None:
+    """A pattern without the {major} group is refused unless the rule says what to write instead."""
+    two = GOOD.replace("patterns: ['libfoo\\.so\\.(?P<major>\\d+)']",
+                       "patterns: ['libfoo\\.so\\.(?P<major>\\d+)', 'note about libfoo']")
+    assert two != GOOD
+    with pytest.raises(BadInputError, match=r"`cause` uses \{major\} but pattern 'note about libfoo'"):
+        parse_rules(two, "x.yaml")
+    rs = parse_rules(two.replace("    source:", "    defaults: {major: '<major>'}\n    source:"), "x.yaml")
+    from tfgpu_install.doctor.rules import match_rule
+
+    m = match_rule(rs.by_id("a-rule"), "a note about libfoo\n")
+    assert m is not None and m.render(m.rule.cause) == "libfoo <major> is missing"
+    m = match_rule(rs.by_id("a-rule"), "libfoo.so.9\na note about libfoo\n")
+    assert m is not None and m.render(m.rule.cause) == "libfoo 9 is missing"  # the headline's own value wins
+    for bad in ("defaults: [major]", "defaults: {major: ''}"):
+        with pytest.raises(BadInputError, match="defaults must map group names to words"):
+            parse_rules(two.replace("    source:", f"    {bad}\n    source:"), "x.yaml")
+
+
+def test_disclaims_only_on_a_harmless_rule() -> None:
+    with pytest.raises(BadInputError, match="disclaims must be true or false, and true only for a harmless rule"):
+        parse_rules(GOOD.replace("    source:", "    disclaims: true\n    source:"), "x.yaml")
+    rs = parse_rules(GOOD.replace("    source:", "    harmless: true\n    disclaims: true\n    source:"), "x.yaml")
+    assert rs.by_id("a-rule").disclaims

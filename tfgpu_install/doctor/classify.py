@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from tfgpu_install.doctor import logtext
 from tfgpu_install.doctor.gpuknowledge import KernelRows, explain, read_facts
-from tfgpu_install.doctor.rules import Match, RuleSet, match_all
+from tfgpu_install.doctor.rules import LineIndex, Match, Rule, RuleSet, match_all
 
 UNKNOWN = "unknown"  # nothing we know in the text
 HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log
@@ -98,19 +98,88 @@ def layer_advice(rules: RuleSet) -> tuple[str, ...]:
     return tuple(f"{i}. {layer.title}: {layer.check}" for i, layer in enumerate(rules.layers, 1))
 
 
-def _matches(text: str, rules: RuleSet) -> tuple[list[Match], str]:
+def _blank(text: str, rows: set[int]) -> str:
+    """text with the given 1-based lines emptied (the line count, and so every line number, kept)."""
+    if not rows:
+        return text
+    lines = text.split("\n")
+    for no in rows:
+        lines[no - 1] = ""
+    return "\n".join(lines)
+
+
+def _disclaimed(logical: str, rules: RuleSet) -> set[int]:
+    """The logical lines (1-based) a `disclaims` rule matched: a line that says of itself that it is not a
+    failure (TensorFlow's BFC allocator: "ran out of memory ... The caller indicates that this is not a
+    failure") is no evidence for any cause, however alarming its first words."""
+    index = LineIndex(logical)
+    out: set[int] = set()
+    for rule in rules.rules:
+        if rule.disclaims:
+            for pat in rule.patterns:
+                out |= {index.line_at(m.start())[0] for m in pat.finditer(logical)}
+    return out
+
+
+def _hits(rule: Rule, index: LineIndex) -> set[int]:
+    """Every line (1-based) one of the rule's patterns matches on: all of them, not the first few it quotes."""
+    return {index.line_at(m.start())[0] for pat in rule.patterns for m in pat.finditer(index.text)}
+
+
+@dataclass(frozen=True)
+class _Read:
+    text: str  # as pasted (colours removed)
+    matches: list[Match]
+    read: str  # the text the stop line is read in: joined where a terminal wrapped, disclaimed lines emptied
+    void: frozenset[int]  # pasted lines that disclaim themselves: explained, and evidence for nothing
+    joined: Optional[logtext.Unwrapped]  # the logical lines, when a terminal wrapped the paste
+    spans: tuple[range, ...]  # logical line i+1 -> the pasted lines it was cut into (joined only)
+
+    def explained(self) -> set[int]:
+        """The pasted lines a rule accounts for: every line a harmless, error or warning rule's patterns
+        match (as pasted, and joined: every row of a wrapped line), and the lines that disclaim themselves.
+        An info rule (context such as "a TF <= 2.10 binary", read off a file path) explains no line."""
+        rules = [m.rule for m in self.matches if m.rule.harmless or m.rule.severity != "info"]
+        out = set(self.void)
+        blanked = _blank(self.text, set(self.void))
+        pasted, causes = LineIndex(self.text), LineIndex(blanked)
+        for rule in rules:
+            out |= _hits(rule, pasted if rule.harmless else causes)
+        if self.joined is not None:
+            logical, read = LineIndex(self.joined.text), LineIndex(self.read)
+            rows = {row: span for span in self.spans for row in span}
+            out = {row for no in out for row in rows.get(no, (no,))}
+            for rule in rules:
+                out |= {row for no in _hits(rule, logical if rule.harmless else read) for row in self.spans[no - 1]}
+        return out
+
+
+def _matches(text: str, rules: RuleSet) -> _Read:
     """Every rule's match on text, plus the rules that only match once hard-wrapped lines are
-    joined (their evidence renumbered to the pasted lines). Also the text the stop line is read in."""
-    matches = match_all(rules, text)
+    joined (their evidence renumbered to the pasted lines). Harmless rules read the text as pasted; the
+    others read it without the lines that disclaim themselves (a wrapped one emptied on every row)."""
     joined = logtext.unwrap(text)
+    logical = joined.text if joined is not None else text
+    void_logical = _disclaimed(logical, rules)
+    spans: tuple[range, ...] = ()
     if joined is None:
-        return matches, text
+        void = void_logical
+    else:
+        ends = joined.origin[1:] + (text.count("\n") + 2,)
+        spans = tuple(range(start, end) for start, end in zip(joined.origin, ends))
+        void = {row for no in void_logical for row in spans[no - 1]}
+    noise = replace(rules, rules=tuple(r for r in rules.rules if r.harmless))
+    causes = replace(rules, rules=tuple(r for r in rules.rules if not r.harmless))
+    matches = match_all(noise, text) + match_all(causes, _blank(text, void))
+    if joined is None:
+        return _Read(text, matches, _blank(text, void), frozenset(void), None, ())
     seen = {m.rule.id for m in matches}
-    for m in match_all(rules, joined.text):
+    read = _blank(joined.text, void_logical)
+    for m in match_all(noise, joined.text) + match_all(causes, read):
         if m.rule.id not in seen:
             lines = tuple((joined.origin[no - 1], line) for no, line in m.lines)
             matches.append(replace(m, lines=lines))
-    return matches, joined.text
+    return _Read(text, matches, read, frozenset(void), joined, spans)
 
 
 def _stop_text(text: str) -> tuple[str, str]:
@@ -145,18 +214,39 @@ _WARNING_LINE = re.compile(
 _GPU_WORDS = re.compile(r"GPU|gpu|CUDA|cuda|cuDNN|cudnn|[Dd]evice|DNN|libcu|nvidia|NVIDIA|XLA|ptx|PTX")
 
 
-def _survived(m: Match, stop: str) -> bool:
-    """The program went on after this finding: every line of it is a logged warning, and what stopped the
-    program (an exception no rule explains) does not concern the GPU stack at all."""
+# Where a log record starts: a glog/absl line, a Python logging level, a time stamp. A line that starts none
+# continues the record above it (TF's "Cannot dlopen some GPU libraries ..." warning goes on with
+# "Skipping registering GPU devices..." on a line of its own).
+_RECORD_START = re.compile(
+    r"(?:^|\s)[IWEF](?:\d{4})?\s+\S+\]|\b[IWEF] (?:tensorflow|external|third_party)/"
+    r"|\b(?:INFO|WARNING|ERROR|CRITICAL)\b|^\s*\d{4}-\d\d-\d\d[ T]\d"
+    r"|^\s*Traceback \(|^\s*[A-Za-z_.]*(?:Error|Exception|Warning)\b")
+MAX_CONTINUATION = 5  # a multi-line log message rarely runs on longer
+
+
+def _in_warning(no: int, lines: list[str]) -> bool:
+    """Line `no` (1-based) is a logged warning, or continues one (no record of its own starts on it)."""
+    for k in range(no, max(no - MAX_CONTINUATION, 0), -1):
+        line = lines[k - 1] if k - 1 < len(lines) else ""
+        if _WARNING_LINE.search(line):
+            return True
+        if _RECORD_START.search(line) or not line.strip():
+            return False
+    return False
+
+
+def _survived(m: Match, stop: str, lines: list[str]) -> bool:
+    """The program went on after this finding: every line of it is (part of) a logged warning, and what
+    stopped the program (an exception no rule explains) does not concern the GPU stack at all."""
     if not stop or _GPU_WORDS.search(stop) or any(p.search(stop) for p in m.rule.patterns):
         return False
-    return bool(m.lines) and all(_WARNING_LINE.search(line) for _, line in m.lines)
+    return bool(m.lines) and all(_in_warning(no, lines) for no, _ in m.lines)
 
 
-def _cause(matches: list[Match], rules: RuleSet, stop: str) -> tuple[Optional[Match], bool]:
+def _cause(matches: list[Match], rules: RuleSet, stop: str, text: str) -> tuple[Optional[Match], bool]:
     """(the primary match or None, whether the best candidate was a warning the program survived)."""
     primary = _primary(matches, rules, stop)
-    if primary is not None and _survived(primary, stop):
+    if primary is not None and _survived(primary, stop, text.split("\n")):
         return None, True  # not why it stopped: say unknown, list it as also found
     return primary, False
 
@@ -175,9 +265,10 @@ def _with_knowledge(f: Finding, text: str, kernels: Optional[KernelRows]) -> Fin
 
 def classify(text: str, rules: RuleSet, kernels: Optional[KernelRows] = None) -> Diagnosis:
     text = logtext.clean(text or "")
-    matches, read = _matches(text, rules)
-    stop, stopped_by = _stop_text(read)
-    primary, survived = _cause(matches, rules, stop)
+    got = _matches(text, rules)
+    matches = got.matches
+    stop, stopped_by = _stop_text(got.read)
+    primary, survived = _cause(matches, rules, stop, text)
     harmless = [m for m in matches if m.rule.harmless]
     others = sorted((m for m in matches if not m.rule.harmless and m is not primary),
                     key=lambda m: (rules.layer_index(m.rule.layer), -m.rule.specificity))
@@ -185,13 +276,14 @@ def classify(text: str, rules: RuleSet, kernels: Optional[KernelRows] = None) ->
     advice: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
     if primary is None:
-        # Known noise alone is "nothing wrong"; noise before a failure no rule explains is not (issue 43).
-        status = HARMLESS_ONLY if harmless and not survived and not stopped_by else UNKNOWN
         advice = layer_advice(rules)
-        left = logtext.unexplained(text, {no for m in matches for no, _ in m.lines})
+        left = logtext.unexplained(text, got.explained())
+        # Known noise alone is "nothing wrong". Noise before a failure no rule explains is not (issue 43):
+        # neither a line that stopped the program nor any error-looking line may be left unexplained.
+        status = HARMLESS_ONLY if harmless and not survived and not stopped_by and not left else UNKNOWN
     return Diagnosis(
         status=status,
-        primary=_with_knowledge(_finding(primary), read, kernels) if primary else None,
+        primary=_with_knowledge(_finding(primary), got.read, kernels) if primary else None,
         others=tuple(_finding(m) for m in others),
         harmless=tuple(_finding(m) for m in harmless),
         advice=advice,

@@ -74,6 +74,8 @@ def unwrap(text: str) -> Optional[Unwrapped]:
 # What stops a program: a Python exception line, a glog fatal line, a Go panic, an abort.
 _STOP = re.compile(
     r"(?:^|[\s:>_])(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception)(?::|\s*$)"
+    r"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\s+Traceback \(most recent call last\)"  # IPython's header
+    r"|(?:^|\]\s*|:\s)Check failed: "  # a glog CHECK: the process aborts on it (the F prefix may be cut off)
     r"|(?:^|\s)F\d{4} \d\d:\d\d:\d\d"
     r"|(?:^|\]\s|:\s|\s)F (?:tensorflow|external|third_party)/\S+\]"
     r"|panic: "
@@ -87,7 +89,7 @@ STOP_SPAN = 10  # an exception's message may run on for a few lines
 
 
 _STOP_NEEDLES = ("Error", "Exception", "panic: ", "Aborted", "Illegal instruction", "Segmentation fault", "error: ",
-                 "F tensorflow/", "F external/", "F third_party/", "Process finished with exit code")
+                 "F tensorflow/", "F external/", "F third_party/", "Process finished with exit code", "Check failed: ")
 
 
 def _backward(text: str, needles: tuple[str, ...]) -> Iterator[tuple[int, str]]:
@@ -148,14 +150,49 @@ _ERROR_NEEDLES = ("rror", "RROR", "xception", "ailed", "AILED", "atal", "ATAL", 
                   "Segmentation fault", "Aborted", "core dumped", " E ", " F ")
 
 
+PREFIX_SAMPLE = 64  # kB from each end of a log that a shared line prefix is read from
+
+
+def shared_prefix(text: str) -> int:
+    """How many leading characters every line carries alike, digits aside (a logger's
+    "2025-03-14 09:26:53,589 ERROR [worker-3] " on each line), when they hold a time stamp and a level
+    word that looks like an error; 0 otherwise. A word every line carries says nothing about any one line.
+    Read from the lines of the first and last PREFIX_SAMPLE kB (bounded on a 50 MB log); needs 3 lines."""
+    span = PREFIX_SAMPLE * 1000
+    head = text[:span].split("\n")
+    tail = text[-span:].split("\n") if len(text) > span else []
+    lines = [line for line in head[:-1] + tail[1:] + head[-1:] if line.strip()]
+    if len(lines) < 3:
+        return 0
+    prefix = _DIGIT.sub("0", lines[0])
+    for line in lines[1:]:
+        masked = _DIGIT.sub("0", line[: len(prefix)])
+        n = 0
+        while n < len(prefix) and n < len(masked) and prefix[n] == masked[n]:
+            n += 1
+        prefix = prefix[:n]
+        if not prefix:
+            return 0
+    cut = prefix.rfind(" ") + 1  # whole words only
+    return cut if cut and prefix.count("0", 0, cut) >= 4 and _LEVEL_WORD.search(prefix[:cut]) else 0
+
+
+_DIGIT = re.compile(r"\d")
+# A logger's level spelled out after its time stamp; a glog "E0614" or a pip "ERROR:" on every line is the
+# lines' own word, not a logger's.
+_LEVEL_WORD = re.compile(r"\d\D*\b(?:ERROR|FATAL|CRITICAL|Error|error)\b")
+
+
 def unexplained(text: str, explained: set[int]) -> tuple[str, ...]:
     """The error-looking lines ("L12: ...") that no matched rule quoted: what doctor could not
-    explain. Bounded: the last MAX_UNEXPLAINED (nearest to what stopped the program), read from the end."""
+    explain. Bounded: the last MAX_UNEXPLAINED (nearest to what stopped the program), read from the end.
+    A prefix that every line carries (shared_prefix) does not make a line error-looking."""
     out: list[str] = []
+    skip = shared_prefix(text)
     for no, line in _backward("\n" + text, _ERROR_NEEDLES + ("\nE", "\nF")):
         no -= 1
         s = line.strip()
-        if s and no not in explained and _ERRORISH.search(line):
+        if s and no not in explained and _ERRORISH.search(" " + line[skip:] if skip else line):
             out.append(f"L{no}: {s[:300]}")
             if len(out) == MAX_UNEXPLAINED:
                 break

@@ -18,7 +18,7 @@ FIX_KINDS = ("command", "remove", "install", "setting", "upgrade", "none")
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _RULE_KEYS = {
     "id", "layer", "severity", "harmless", "specificity", "patterns", "requires", "yields_to",
-    "evidence", "cause", "fix", "fix_kind", "source",
+    "evidence", "cause", "fix", "fix_kind", "source", "defaults", "disclaims",
 }
 _REQUIRED = ("id", "layer", "severity", "patterns", "cause", "fix", "source")
 
@@ -46,6 +46,10 @@ class Rule:
     evidence: tuple["re.Pattern[str]", ...] = ()
     fix_kind: str = "command"
     line: int = 0  # where the rule starts in its file (for messages)
+    # {name} -> words used when the pattern that matched has no such group: a later line that carries the
+    # same evidence as the headline, without the headline's numbers ("the version is on the line above")
+    defaults: tuple[tuple[str, str], ...] = ()
+    disclaims: bool = False  # harmless: its lines say they are not a failure; no other rule may quote them
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ class Match:
     lines: tuple[tuple[int, str], ...] = ()  # (1-based line number, line text)
 
     def render(self, template: str) -> str:
-        return render(template, self.groups)
+        return render(template, dict(self.rule.defaults) | self.groups)
 
 
 # {name} placeholders; `${VAR}` (shell) is left alone so fixes can quote shell text as is.
@@ -211,10 +215,19 @@ def _options(f: dict[str, Any], name: str, rid: str, line: int) -> tuple[bool, i
     return harmless, spec, str(fix_kind)
 
 
-def _check_placeholders(f: dict[str, Any], patterns: tuple[re.Pattern[str], ...], name: str, rid: str) -> None:
-    """Every {placeholder} must be a named group of every pattern, so a rendered cause never says "?"."""
+def _defaults(value: object, line: int, name: str, rid: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()):
+        raise BadInputError(f"{name}:{line}: rule {rid!r}: defaults must map group names to words")
+    return tuple(sorted(value.items()))
+
+
+def _check_placeholders(f: dict[str, Any], patterns: tuple[re.Pattern[str], ...], name: str, rid: str,
+                        defaults: tuple[tuple[str, str], ...]) -> None:
+    """Every {placeholder} must be a named group of every pattern (or have a default), so a rendered cause
+    never says "?"."""
     for key in ("cause", "fix"):
-        names = placeholders(f[key][0])
+        names = placeholders(f[key][0]) - {k for k, _ in defaults}
         for pat in patterns:
             missing = names - set(pat.groupindex)
             if missing:
@@ -255,11 +268,18 @@ def _rule(node: Any, name: str, layer_ids: list[str]) -> Rule:
     yields, yl = f.get("yields_to", ([], line))
     if not isinstance(yields, list) or not all(isinstance(y, str) for y in yields):
         raise BadInputError(f"{name}:{yl}: rule {rid!r}: yields_to must be a list of rule ids")
-    _check_placeholders(f, patterns, name, rid)
+    dvalue, dline = f.get("defaults", ({}, line))
+    defaults = _defaults(dvalue, dline, name, rid)
+    _check_placeholders(f, patterns, name, rid, defaults)
+    disclaims, dl = f.get("disclaims", (False, line))
+    if not isinstance(disclaims, bool) or disclaims and not harmless:
+        raise BadInputError(f"{name}:{dl}: rule {rid!r}: disclaims must be true or false, and true only "
+                            "for a harmless rule")
     return Rule(
         id=rid, layer=layer, severity=sev, patterns=patterns, cause=f["cause"][0].strip(),
         fix=f["fix"][0].strip(), source=source, harmless=harmless, specificity=spec, requires=requires,
-        yields_to=tuple(yields), evidence=evidence, fix_kind=fix_kind, line=line,
+        yields_to=tuple(yields), evidence=evidence, fix_kind=fix_kind, line=line, defaults=defaults,
+        disclaims=disclaims,
     )
 
 
