@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES
-from tests.doctor.wild import cases, verdict
+from tests.doctor.wild import cases, kind_mutation_misses, verdict
 from tests.support.logmutate import MUTATIONS
 from tfgpu_install.doctor.classify import CAUSE, classify
 from tfgpu_install.doctor.rules import load_rules
@@ -91,16 +91,7 @@ def test_kind_log_as_posted(case: dict[str, Any]) -> None:
 def test_kind_logs_survive_most_mutations() -> None:
     """Wrapped, prefixed, coloured, Windows-pathed, noise in front: the same diagnosis. (Cutting the headline
     can remove the only line that names the cause: those count as misses here, not as excused.)"""
-    right = total = 0
-    misses = []
-    for case in KINDS:
-        for name, f in MUTATIONS.items():
-            total += 1
-            d = classify(f(case["verbatim"]), RULES)
-            if d.primary is not None and d.primary.rule_id == case["expected"]["rule"]:
-                right += 1
-            else:
-                misses.append(f"{case['id']} ({name})")
+    right, total, misses = kind_mutation_misses(KINDS, RULES)
     assert right / total >= 0.9, misses
 
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import yaml
 
-from tfgpu_install.doctor.classify import Diagnosis
+from tests.support.logmutate import MUTATIONS
+from tfgpu_install.doctor.classify import Diagnosis, classify
+from tfgpu_install.doctor.rules import RuleSet
 
 WILD = Path(__file__).resolve().parent.parent / "fixtures" / "logs-wild"
 
@@ -42,3 +44,18 @@ def verdict(d: Diagnosis, label: dict[str, Any]) -> str:
     if blamed_harmless:
         wrong.append(f"filed as harmless: {sorted(blamed_harmless)}")
     return "; ".join(wrong)
+
+
+def kind_mutation_misses(kinds: list[dict[str, Any]], rules: RuleSet) -> tuple[int, int, list[str]]:
+    """logs-kinds cases (`expected.rule`) in every mutation: (right, total, misses as 'id (mutation)')."""
+    right = total = 0
+    misses = []
+    for case in kinds:
+        for name, mutate in MUTATIONS.items():
+            total += 1
+            d = classify(mutate(case["verbatim"]), rules)
+            if d.primary is not None and d.primary.rule_id == case["expected"]["rule"]:
+                right += 1
+            else:
+                misses.append(f"{case['id']} ({name})")
+    return right, total, misses
