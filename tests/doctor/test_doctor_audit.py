@@ -43,9 +43,9 @@ def audit_cases(directory: Path = AUDIT) -> list[dict[str, Any]]:
     return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.yaml"))]
 
 
-def earlier_sources() -> set[str]:
+def earlier_sources(sets: tuple[str, ...] = EARLIER_SETS) -> set[str]:
     out = set()
-    for d in EARLIER_SETS:
+    for d in sets:
         out |= {yaml.safe_load(p.read_text(encoding="utf-8"))["source"] for p in (FIXTURES / d).glob("*.yaml")}
     return out
 
@@ -72,7 +72,7 @@ def score(cases: list[dict[str, Any]], mutations: bool) -> tuple[int, int, list[
     return right, total, misses
 
 
-def label_problems(case: dict[str, Any]) -> list[str]:
+def label_problems(case: dict[str, Any], new_rule_names: set[str] = NEW_RULE_NAMES) -> list[str]:
     """What is wrong with one case's source and label ('' list when nothing)."""
     wrong = []
     if not THREAD.fullmatch(case.get("source", "")):
@@ -85,7 +85,7 @@ def label_problems(case: dict[str, Any]) -> list[str]:
         wrong.append(f"status {status!r}")
     if (status == CAUSE) != (primary is not None):
         wrong.append(f"status {status} with primary {primary!r}")
-    if primary is not None and primary not in RULE_IDS and primary not in NEW_RULE_NAMES:
+    if primary is not None and primary not in RULE_IDS and primary not in new_rule_names:
         wrong.append(f"primary {primary!r} is neither a rule nor a named new rule")
     for rid in label.get("others", []):
         if rid not in RULE_IDS:
@@ -148,16 +148,20 @@ def test_audit_figure_is_measured_and_printed() -> None:
     assert n == len(cases) and total == n * (1 + len(MUTATIONS))
 
 
-if __name__ == "__main__":
-    every = audit_cases()
+def print_report(name: str, every: list[dict[str, Any]]) -> None:
+    """The figure, every miss as posted, each mutation's count (`python -m` of an audit module)."""
     by_status = Counter(c["label"]["status"] for c in every)
     p, n, m = score(every, mutations=False)
     r, t, mm = score(every, mutations=True)
-    print(f"logs-audit: {n} logs ({dict(by_status)})")
+    print(f"{name}: {n} logs ({dict(by_status)})")
     print(f"as posted: {p}/{n} = {p / n:.1%}")
     print(f"with mutations ({', '.join(MUTATIONS)}): {r}/{t} = {r / t:.1%}")
     for line in m:
         print("  miss (as posted):", line)
-    for name in MUTATIONS:
-        got = sum(1 for line in mm if line.split(" (", 1)[1].startswith(name + ")"))
-        print(f"  {name}: {len(every) - got}/{len(every)}")
+    for variant in MUTATIONS:
+        got = sum(1 for line in mm if line.split(" (", 1)[1].startswith(variant + ")"))
+        print(f"  {variant}: {len(every) - got}/{len(every)}")
+
+
+if __name__ == "__main__":
+    print_report("logs-audit", audit_cases())
