@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -13,8 +14,11 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.verification import (
     MAX_BYTES,
     BadRecord,
+    RecordedPlan,
+    VerificationRecord,
     gpu_verified,
     read_record,
+    read_record_file,
     record_path,
     verified_ok,
     write_record,
@@ -31,8 +35,9 @@ def test_record_round_trip(ctx: Context, tmp_path: Path) -> None:
     path = write_record(ctx, venv, report, "f" * 64, PLAN)
     assert path == record_path(ctx, venv)
     doc = read_record(ctx, venv)
-    assert doc is not None and doc["fingerprint"] == "f" * 64 and doc["plan"]["cudnn"] == "8.9.7.29"
-    assert VerifyReport.from_json(doc["report"]).layers == report.layers
+    assert doc is not None and doc.fingerprint == "f" * 64 and doc.plan is not None and doc.plan.cudnn == "8.9.7.29"
+    assert doc.report is not None and VerifyReport.from_json(doc.report.raw).layers == report.layers
+    assert doc.report.raw == json.loads(path.read_text())["report"]  # kept as written (the snapshot carries it)
     assert not list(path.parent.glob("*.tmp*"))
 
 
@@ -48,6 +53,13 @@ def test_no_record_is_none(ctx: Context, tmp_path: Path) -> None:
     (b'{"report": "ok"}', '"report" is a str'),
     (b'{"plan": [1]}', '"plan" is a list'),
     (b'{"fingerprint": 7}', '"fingerprint" is not a string'),
+    # Typed once where it is read: a field of another type is no verdict (an "ok" of "no" was a pass).
+    (b'{"report": {"ok": "no"}}', '"report"."ok" is a str, not a bool'),
+    (b'{"report": {"ok": true, "gpu_verified": 1}}', '"report"."gpu_verified" is a int, not a bool'),
+    (b'{"report": {"layers": {}}}', '"report"."layers" is not a list'),
+    (b'{"plan": {"cuda": 12.3}}', '"plan"."cuda" is a float, not a str'),
+    (b'{"plan": {"lib_dirs": "/a"}}', '"plan"."lib_dirs" is not a list of paths'),
+    (b'{"created": ["x"]}', '"created" is a list, not a str'),
 ])
 def test_a_damaged_record_is_one_error_with_the_fix(ctx: Context, tmp_path: Path, content: bytes, why: str) -> None:
     env = tmp_path / "env"
@@ -81,12 +93,32 @@ def test_an_unreadable_record_is_a_bad_record(ctx: Context, tmp_path: Path) -> N
         read_record(ctx, env)
 
 
-def test_verdicts() -> None:
-    assert verified_ok({"report": {"ok": True}}) and not verified_ok({"report": {"ok": False}})
-    assert gpu_verified({"report": {"ok": True, "gpu_verified": True}})
-    assert not gpu_verified({"report": {"ok": True, "gpu_verified": False}})
-    assert gpu_verified({"report": {"ok": True}, "gpu_verified": True})  # an older record's layout
-    assert not gpu_verified({"report": {"ok": False, "gpu_verified": True}})
+def _record(tmp_path: Path, doc: object) -> Optional[VerificationRecord]:
+    path = tmp_path / f"verify-{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(doc))
+    return read_record_file(path)
+
+
+def test_verdicts(tmp_path: Path) -> None:
+    assert verified_ok(_record(tmp_path, {"report": {"ok": True}}))
+    assert not verified_ok(_record(tmp_path, {"report": {"ok": False}}))
+    assert gpu_verified(_record(tmp_path, {"report": {"ok": True, "gpu_verified": True}}))
+    assert not gpu_verified(_record(tmp_path, {"report": {"ok": True, "gpu_verified": False}}))
+    assert gpu_verified(_record(tmp_path, {"report": {"ok": True}, "gpu_verified": True}))  # an older record's layout
+    assert not gpu_verified(_record(tmp_path, {"report": {"ok": False, "gpu_verified": True}}))
+
+
+def test_the_record_is_typed_once(tmp_path: Path) -> None:
+    rec = _record(tmp_path, {"format": 1, "ts": "2026-01-01", "fingerprint": "f", "plan": {"cuda": "12.3",
+                             "lib_dirs": ["/x"], "cpu_only": True}, "report": {"ok": True, "when": "w",
+                             "layers": [{"name": "driver", "status": "pass"}, {"name": "tensorflow", "status": "fail"},
+                                        "junk"]}})
+    assert rec is not None and rec.created == "2026-01-01" and rec.fingerprint == "f"  # "ts": the oldest records
+    assert rec.plan == RecordedPlan(cuda="12.3", lib_dirs=("/x",), cpu_only=True)
+    assert rec.report is not None and rec.report.layers_passed == ("driver",) and rec.report.when == "w"
+    assert rec.gpu_verified is None and not rec.empty
+    empty = _record(tmp_path, {})
+    assert empty is not None and empty.empty and empty.plan is None and empty.report is None
 
 
 def test_callers_that_go_on_without_it_say_so(ctx: Context, tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def test_no_gpu_apply_fails_and_records(ctx: Context, venv: Path) -> None:
     assert "layer 0 (hardware): no NVIDIA GPU" in info.value.message
     assert "--allow-cpu" in (info.value.hint or "") and f"verify --env {venv}" in (info.value.hint or "")
     doc = read_record(ctx, venv)
-    assert doc is not None and doc["report"]["ok"] is False
+    assert doc is not None and doc.report is not None and doc.report.ok is False
     assert step.check(ctx) is False  # a failed verification never counts as done
     step.undo(ctx, {"record": str(record_path(ctx, venv))})
     assert not record_path(ctx, venv).exists()
@@ -44,7 +44,10 @@ def test_stub_gpu_stack_reaches_tensorflow(tmp_env: dict[str, str], stubs: StubL
     step = VerifyEnv(venv, CheckPlan(cuda="12.3", cudnn="8.9.7.29", lib_dirs=(str(stubs.env),)))
     with pytest.raises(VerifyFailed, match=r"layer 5 \(tensorflow\): import tensorflow failed"):
         step.apply(ctx)
-    layers = read_record(ctx, venv)["report"]["layers"]  # type: ignore[index]
+    doc = read_record(ctx, venv)
+    assert doc is not None and doc.report is not None
+    layers = doc.report.raw["layers"]
+    assert isinstance(layers, list)
     # On a GPU, verify.run also benchmarks a matmul (layer 6): skipped, TensorFlow did not load.
     assert [lay["status"] for lay in layers] == ["pass"] * 5 + ["fail", "skip"]
 
@@ -66,7 +69,8 @@ def test_cpu_env_verifies_once_until_something_changes(ctx: Context, tf_env: Pat
     record = step.apply(ctx)
     assert record["gpu_verified"] is False and record["mode"] == "cpu"
     assert step.check(ctx) is True  # nothing changed: no re-verify
-    assert read_record(ctx, tf_env)["report"]["ok"] is True
+    doc = read_record(ctx, tf_env)
+    assert doc is not None and doc.report is not None and doc.report.ok is True
     assert VerifyEnv(tf_env, CheckPlan.from_json(dict(STABLE_PLAN, cpu_only=True, cudnn="9.3"))).check(ctx) is False
     marker = next(tf_env.glob("lib/python3*/site-packages")) / "zz_tfgpu_test-1.0.dist-info"
     marker.mkdir()

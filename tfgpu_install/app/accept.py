@@ -76,7 +76,7 @@ def _verify(ctx: Context, env: Path, timeout: Optional[float]) -> tuple[Any, Any
         record = read_record(ctx, env) if (env / "bin" / "python").exists() else None
     except BadRecord:
         record = None  # an unreadable record vouches for nothing; the plan comes from the env itself
-    plan = CheckPlan.from_json(record["plan"]) if record and record.get("plan") else plan_from_env(env)
+    plan = CheckPlan.from_record(record.plan) if record and record.plan else plan_from_env(env)
     report = run_verification(ctx, env, plan, timeout=timeout)
     write_record(ctx, env, report, verify_fingerprint(ctx, env, plan), plan)
     return report, plan

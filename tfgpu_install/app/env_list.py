@@ -77,10 +77,10 @@ def _verification(ctx: Context, env: Path) -> tuple[Optional[str], Optional[bool
         doc = read_record(ctx, env)
     except BadRecord:  # damaged: vouches for nothing (`verify` says what is wrong with it)
         return "unreadable record", None
-    report = (doc or {}).get("report") or {}
-    if not report:
+    report = doc.report if doc else None
+    if report is None or not report.raw:
         return None, None
-    return str(report.get("when") or "?"), bool(report.get("ok"))
+    return str(report.when or "?"), bool(report.ok)
 
 
 def env_row(ctx: Context, env: Path, default: Optional[Path]) -> EnvRow:

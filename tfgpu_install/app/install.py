@@ -393,8 +393,8 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
     from tfgpu_install.verify.host import VerifyReport
 
     try:
-        doc = read_record(ctx, env) or {}
-        report = VerifyReport.from_json(doc.get("report") or {})
+        doc = read_record(ctx, env)
+        report = VerifyReport.from_json(doc.report.raw if doc and doc.report else {})
     except BadRecord:  # no findings is no reason to fail
         return []
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a record of another shape: say so
@@ -414,8 +414,8 @@ def verification_findings(ctx: Context, env: Path) -> list[Block]:
             items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
                          f"{dev.get('compute_capability') or '?'}{mem})")
         six = report.layer("benchmark")
-        bench = (six.measured.get("benchmark") if six else None) or {}
-        if bench.get("sizes"):
+        bench = six.measured.get("benchmark") if six else None
+        if bench and bench.get("sizes"):
             top = bench["sizes"][-1]
             items.append(f"matmul {top['n']}x{top['n']}: {top['gpu_gflops']} GFLOP/s on {bench.get('device')}, "
                          f"{top['speedup']}x the CPU")

@@ -75,11 +75,12 @@ def _read(path: Path) -> str:
 def _verification(path: Path) -> list[Any]:
     """What install reads from the verification record (`verify` rewrites it with a new date)."""
     try:
-        doc = read_record_file(path) or {}
+        record = read_record_file(path)
     except BadRecord:
         return ["unreadable"]
-    report = doc.get("report") or {}
-    return [doc.get("fingerprint"), report.get("ok"), report.get("gpu_verified", doc.get("gpu_verified"))]
+    if record is None:
+        return [None, None, None]
+    return [record.fingerprint, record.report.ok if record.report else None, record.gpu_verified]
 
 
 def _knowledge_dir(ctx: Context) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.env.verification import BadRecord, read_record
+from tfgpu_install.env.verification import BadRecord, RecordedPlan, RecordedReport, read_record
 from tfgpu_install.errors import TfgpuError
 
 
@@ -17,21 +17,21 @@ def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
         doc = read_record(ctx, env)
     except BadRecord as exc:  # an unreadable record is reported, not fatal
         return {"ok": False, "summary": f"unreadable verification record: {exc}"}
-    if not doc:
+    if doc is None or doc.empty:
         return None
-    report = doc.get("report") or {}
+    report = doc.report or RecordedReport(raw={})
+    plan = doc.plan or RecordedPlan()
     return {
-        "ok": bool(report.get("ok")),
-        "gpu_verified": bool(report.get("gpu_verified")),
-        "when": report.get("when"),
-        "summary": report.get("summary"),
-        "mode": report.get("mode"),
+        "ok": bool(report.ok),
+        "gpu_verified": bool(report.gpu_verified),
+        "when": report.when,
+        "summary": report.summary,
+        "mode": report.mode,
         # The names of the layers that passed (a fleet row shows them beside GPU / CPU only).
-        "layers_passed": [lay["name"] for lay in report.get("layers") or [] if isinstance(lay, dict)
-                          and lay.get("status") == "pass" and isinstance(lay.get("name"), str)],
+        "layers_passed": list(report.layers_passed),
         # The stack that verification checked (the last good state when ok: a later failed attempt
         # that never reached verification does not change it).
-        **{k: (doc.get("plan") or {}).get(k) for k in ("tensorflow", "cuda", "cudnn")},
+        "tensorflow": plan.tensorflow, "cuda": plan.cuda, "cudnn": plan.cudnn,
     }
 
 

@@ -68,7 +68,7 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
         except UsageError:  # nothing installed yet: say what this machine has, then how to install
             return host_result(req, ctx, no_env=True)
     record = read_record(ctx, env) if (env / "bin" / "python").exists() else None
-    plan = CheckPlan.from_json(record["plan"]) if record and record.get("plan") else plan_from_env(env)
+    plan = CheckPlan.from_record(record.plan) if record and record.plan else plan_from_env(env)
     if req.cpu_ok and not plan.cpu_only:
         from dataclasses import replace
 

@@ -243,7 +243,7 @@ def _recorded_plan(w: Walk) -> Optional["CheckPlan"]:
         record = read_record(w.ctx, Path(w.env_files.path))
     except BadInputError:
         return None  # an unusable record: what the env's wheels say, as verify without one
-    return CheckPlan.from_json(record["plan"]) if record and record.get("plan") else None
+    return CheckPlan.from_record(record.plan) if record and record.plan else None
 
 
 def _cudnn9_parts(env: "TargetEnv") -> tuple[list[str], list[str], Path]:

@@ -76,11 +76,10 @@ def verified_ok(ctx: Context, env: Path) -> bool:
     from tfgpu_install.env.verification import BadRecord, read_record
 
     try:
-        doc = read_record(ctx, env) or {}
+        record = read_record(ctx, env)
     except BadRecord:
         return False
-    report = doc.get("report")
-    return isinstance(report, dict) and report.get("ok") is True
+    return bool(record and record.report and record.report.ok is True)
 
 
 def incomplete(ctx: Context, env: Path) -> bool:

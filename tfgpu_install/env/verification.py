@@ -8,14 +8,20 @@ state dir as verify.json. The only module that reads or writes it, with one erro
 
 A caller that can go on without the record (status, the install's last screen, the verify step's
 check, the snapshot) catches BadRecord, and only BadRecord, and says what it saw.
+
+The record is typed once, here, where it is read (`VerificationRecord`): a "plan" or "report" field of
+another type than the check writes (an "ok" that is not true/false/null ...) is a BadRecord too. The
+report is also kept as written (`RecordedReport.raw`): the snapshot carries it byte for byte and the
+check's own reader (verify.host.VerifyReport.from_json) reads its layers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Mapping, Optional, Protocol, TypeVar
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.state import env_state_dir
@@ -26,7 +32,7 @@ class _Json(Protocol):
     """What the record keeps of a verification (verify.host's CheckPlan and VerifyReport): the env's
     room stores the documents without importing the check that makes them."""
 
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self) -> object: ...
 
 
 class _Report(_Json, Protocol):
@@ -36,6 +42,9 @@ class _Report(_Json, Protocol):
 FORMAT = 1
 NAME = "verify.json"
 MAX_BYTES = 16 * 1024 * 1024  # a report with a long TF log is ~100 KiB; more is not ours
+
+
+_T = TypeVar("_T")
 
 
 class BadRecord(BadInputError):
@@ -57,12 +66,51 @@ def write_record(ctx: Context, env: Path, report: _Report, fingerprint: str, pla
     return path
 
 
-def read_record(ctx: Context, env: Path) -> Optional[dict[str, Any]]:
+@dataclass(frozen=True)
+class RecordedPlan:
+    """What the check compared against (verify.host.CheckPlan as it wrote it)."""
+
+    cuda: Optional[str] = None
+    cudnn: Optional[str] = None
+    tensorflow: Optional[str] = None
+    lib_dirs: tuple[str, ...] = ()
+    cpu_only: bool = False
+
+
+@dataclass(frozen=True)
+class RecordedReport:
+    """The check's report (verify.host.VerifyReport.to_json): the fields read here, and all of it as written."""
+
+    raw: Mapping[str, object]
+    ok: Optional[bool] = None
+    gpu_verified: Optional[bool] = None  # the report's own (None when it does not say)
+    when: Optional[str] = None
+    summary: Optional[str] = None
+    mode: Optional[str] = None
+    layers_passed: tuple[str, ...] = ()  # the names of the layers that passed
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    fingerprint: Optional[str] = None
+    created: Optional[str] = None  # when the check ran ("ts" in the oldest records)
+    plan: Optional[RecordedPlan] = None  # None when the record has none (or an empty one)
+    report: Optional[RecordedReport] = None  # None when the record has none
+    gpu_verified: Optional[bool] = None  # the report's, else what the oldest records kept at the top
+    empty: bool = False  # the document was {}: it says nothing (status shows no verification)
+
+    @property
+    def ok(self) -> bool:
+        """The check passed."""
+        return bool(self.report and self.report.ok)
+
+
+def read_record(ctx: Context, env: Path) -> Optional[VerificationRecord]:
     """The env's record, None when there is none; BadRecord when there is one that cannot be used."""
     return read_record_file(record_path(ctx, env))
 
 
-def read_record_file(path: Path) -> Optional[dict[str, Any]]:
+def read_record_file(path: Path) -> Optional[VerificationRecord]:
     """`read_record` for a path already known (the no-op fast path keeps its imports few)."""
     try:
         with open(path, "rb") as fh:
@@ -84,18 +132,63 @@ def read_record_file(path: Path) -> Optional[dict[str, Any]]:
             raise _bad(path, f'"{key}" is a {type(doc[key]).__name__}, not an object')
     if "fingerprint" in doc and not isinstance(doc["fingerprint"], str):
         raise _bad(path, '"fingerprint" is not a string')
-    return doc
+    return _typed(path, doc)
 
 
-def verified_ok(doc: Optional[dict[str, Any]]) -> bool:
+def _typed(path: Path, doc: Mapping[str, object]) -> VerificationRecord:
+    report = doc.get("report")
+    legacy = _field(path, doc, "gpu_verified", bool)
+    typed = _report(path, report) if isinstance(report, dict) else None
+    return VerificationRecord(
+        fingerprint=_field(path, doc, "fingerprint", str),
+        created=_field(path, doc, "created", str) or _field(path, doc, "ts", str),
+        plan=_plan(path, doc.get("plan")),
+        report=typed,
+        gpu_verified=typed.gpu_verified if typed is not None and "gpu_verified" in typed.raw else legacy,
+        empty=not doc)
+
+
+def _plan(path: Path, plan: object) -> Optional[RecordedPlan]:
+    if not isinstance(plan, dict) or not plan:
+        return None
+    dirs = plan.get("lib_dirs") or []
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise _bad(path, '"plan"."lib_dirs" is not a list of paths')
+    return RecordedPlan(cuda=_field(path, plan, "cuda", str, "plan"), cudnn=_field(path, plan, "cudnn", str, "plan"),
+                        tensorflow=_field(path, plan, "tensorflow", str, "plan"), lib_dirs=tuple(dirs),
+                        cpu_only=bool(_field(path, plan, "cpu_only", bool, "plan")))
+
+
+def _report(path: Path, report: Mapping[str, object]) -> RecordedReport:
+    layers = report.get("layers", [])
+    if not isinstance(layers, list):
+        raise _bad(path, '"report"."layers" is not a list')
+    passed = tuple(str(lay["name"]) for lay in layers if isinstance(lay, dict) and lay.get("status") == "pass"
+                   and isinstance(lay.get("name"), str))
+    return RecordedReport(raw=report, ok=_field(path, report, "ok", bool, "report"),
+                          gpu_verified=_field(path, report, "gpu_verified", bool, "report"),
+                          when=_field(path, report, "when", str, "report"),
+                          summary=_field(path, report, "summary", str, "report"),
+                          mode=_field(path, report, "mode", str, "report"), layers_passed=passed)
+
+
+def _field(path: Path, doc: Mapping[str, object], key: str, kind: type[_T], part: str = "") -> Optional[_T]:
+    """doc[key] when it is a `kind` (None when absent or null); BadRecord when it is something else."""
+    value = doc.get(key)
+    if value is None or isinstance(value, kind):
+        return value
+    where = f'"{part}"."{key}"' if part else f'"{key}"'
+    raise _bad(path, f"{where} is a {type(value).__name__}, not a {kind.__name__}")
+
+
+def verified_ok(record: Optional[VerificationRecord]) -> bool:
     """The record says the check passed."""
-    return bool(doc and (doc.get("report") or {}).get("ok"))
+    return bool(record and record.ok)
 
 
-def gpu_verified(doc: Optional[dict[str, Any]]) -> bool:
+def gpu_verified(record: Optional[VerificationRecord]) -> bool:
     """The record says the check passed on the GPU (older records kept gpu_verified at the top)."""
-    report = (doc or {}).get("report") or {}
-    return bool(report.get("ok") and report.get("gpu_verified", (doc or {}).get("gpu_verified")))
+    return bool(record and record.ok and record.gpu_verified)
 
 
 def _bad(path: Path, why: str) -> BadRecord:

@@ -24,11 +24,11 @@ def _verification(ctx: Context, env: Path, res: Optional[UndoRecord]) -> Optiona
         doc = read_record(ctx, env)
     except BadRecord:  # an unreadable record: the snapshot says so (None)
         doc = None
-    if isinstance(doc, dict):
-        report = doc.get("report")
-        out.setdefault("ok", bool(report.get("ok")) if isinstance(report, dict) else None)
-        out.setdefault("report", report)
-        out.setdefault("verified_at", doc.get("created") or doc.get("ts"))
+    if doc is not None:
+        report = doc.report
+        out.setdefault("ok", bool(report.ok) if report is not None else None)
+        out.setdefault("report", dict(report.raw) if report is not None else None)
+        out.setdefault("verified_at", doc.created)
     return out or None
 
 

@@ -58,7 +58,7 @@ class VerifyEnv(Step):
         if doc is None or not verified_ok(doc):
             return False
         try:
-            return bool(doc.get("fingerprint") == verify_fingerprint(ctx, self.env, self.effective_plan()))
+            return bool(doc.fingerprint == verify_fingerprint(ctx, self.env, self.effective_plan()))
         except OSError:
             return False
 

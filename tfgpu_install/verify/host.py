@@ -21,14 +21,19 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, TypedDict, cast
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import dist_info_dirs, nvidia_lib_dirs
+from tfgpu_install.env.verification import RecordedPlan
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.runner import TIMED_OUT, Completed
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
+
+if TYPE_CHECKING:
+    from tfgpu_install.verify.gpucheck.tfgpucheck_health import SeriesKey
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import ErrorCode, Extras, KernelRows, Measured, TfLog
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpucheck" / "check.py"
 LAYER_NAMES = check_layers.NAMES  # the one table (gpucheck/tfgpucheck_layers.py), in order
@@ -46,7 +51,7 @@ class CheckPlan:
     lib_dirs: tuple[str, ...] = ()  # placed library dirs (cuDNN from redist/archive), searched first
     cpu_only: bool = False  # an --allow-cpu env: layers 0-4 skipped, TF checked on the CPU
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"cuda": self.cuda, "cudnn": self.cudnn, "tensorflow": self.tensorflow,
                 "lib_dirs": list(self.lib_dirs), "cpu_only": self.cpu_only}
 
@@ -54,6 +59,12 @@ class CheckPlan:
     def from_json(cls, data: Mapping[str, Any]) -> "CheckPlan":
         return cls(cuda=data.get("cuda"), cudnn=data.get("cudnn"), tensorflow=data.get("tensorflow"),
                    lib_dirs=tuple(data.get("lib_dirs") or ()), cpu_only=bool(data.get("cpu_only")))
+
+    @classmethod
+    def from_record(cls, plan: "RecordedPlan") -> "CheckPlan":
+        """The plan a verification record kept (env/verification.py types it where it reads it)."""
+        return cls(cuda=plan.cuda, cudnn=plan.cudnn, tensorflow=plan.tensorflow, lib_dirs=plan.lib_dirs,
+                   cpu_only=plan.cpu_only)
 
     @classmethod
     def from_choice(cls, choice: Any, lib_dirs: Sequence[str] = (), cpu_only: bool = False,
@@ -66,14 +77,19 @@ class CheckPlan:
                    cpu_only=cpu_only)
 
 
+class CheckRun(TypedDict, total=False):
+    argv: list[str]
+    returncode: int
+
+
 @dataclass(frozen=True)
 class LayerResult:
     layer: int
     name: str
     status: str  # "pass" | "fail" | "skip"
     summary: str
-    measured: dict[str, Any] = field(default_factory=dict)
-    error: Optional[dict[str, Any]] = None  # {"code": 35, "name": "cudaErrorInsufficientDriver"}
+    measured: "Measured" = field(default_factory=lambda: cast("Measured", {}))
+    error: Optional["ErrorCode"] = None  # {"code": 35, "name": "cudaErrorInsufficientDriver"}
     hint: Optional[str] = None
     seconds: Optional[float] = None
 
@@ -84,12 +100,12 @@ class VerifyReport:
     mode: str  # "gpu" | "cpu"
     gpu_verified: bool
     layers: tuple[LayerResult, ...]
-    extras: dict[str, Any] = field(default_factory=dict)
-    tf_log: dict[str, Any] = field(default_factory=dict)
+    extras: "Extras" = field(default_factory=lambda: cast("Extras", {}))
+    tf_log: "TfLog" = field(default_factory=lambda: cast("TfLog", {}))
     env: str = ""
     when: str = ""
     crashed: Optional[str] = None  # the check died without a report (signal, timeout)
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: CheckRun = field(default_factory=lambda: CheckRun())  # how this run started the check (not in the JSON)
 
     @property
     def first_failure(self) -> Optional[LayerResult]:
@@ -109,7 +125,7 @@ class VerifyReport:
         where = "on the GPU" if self.gpu_verified else "on the CPU only"
         return f"verified {where}: {len(passed)} layer(s) passed"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         from dataclasses import asdict
 
         return {"ok": self.ok, "mode": self.mode, "gpu_verified": self.gpu_verified, "env": self.env,
@@ -118,10 +134,14 @@ class VerifyReport:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "VerifyReport":
+        """The check's report (its JSON, or a record of it): the top and each layer's fields read here; the
+        measurements, extras and log as the check typed them (gpucheck/tfgpucheck_report.py, held to its
+        real reports by tests/verify/test_report_types.py)."""
         return cls(ok=bool(data.get("ok")), mode=str(data.get("mode", "gpu")),
                    gpu_verified=bool(data.get("gpu_verified")),
-                   layers=tuple(_layer(d) for d in data.get("layers", [])), extras=dict(data.get("extras") or {}),
-                   tf_log=dict(data.get("tf_log") or {}), env=str(data.get("env", "")),
+                   layers=tuple(_layer(d) for d in data.get("layers", [])),
+                   extras=cast("Extras", dict(data.get("extras") or {})),
+                   tf_log=cast("TfLog", dict(data.get("tf_log") or {})), env=str(data.get("env", "")),
                    when=str(data.get("when", "")), crashed=data.get("crashed"))
 
 
@@ -129,8 +149,8 @@ def _layer(d: Mapping[str, Any]) -> LayerResult:
     by_num = check_layers.by_number(int(d["layer"]))
     return LayerResult(layer=int(d["layer"]), name=str(d.get("name") or (by_num.name if by_num else d["layer"])),
                        status=str(d["status"]), summary=str(d.get("summary", "")),
-                       measured=dict(d.get("measured") or {}), error=d.get("error"), hint=d.get("hint"),
-                       seconds=d.get("seconds"))
+                       measured=cast("Measured", dict(d.get("measured") or {})), error=d.get("error"),
+                       hint=d.get("hint"), seconds=d.get("seconds"))
 
 
 # ---- reading the check's output (pure) ---------------------------------------------------------
@@ -243,7 +263,7 @@ def activation_env(ctx: Context, env: Path, plan: CheckPlan) -> dict[str, str]:
     return out
 
 
-def kernel_rows(ctx: Context) -> Optional[dict[str, Any]]:
+def kernel_rows(ctx: Context) -> Optional["KernelRows"]:
     """profiles/kernels.yaml's rows as plain data for the check (it runs without the tool's package and
     names a known failure in the knowledge's own words); None when they cannot be read (the check then
     uses its own copy, tfgpucheck_known)."""
@@ -258,9 +278,10 @@ def kernel_rows(ctx: Context) -> Optional[dict[str, Any]]:
         return None
     keep = ("library", "since", "min_cc", "last", "source", "id", "tensorflow", "cc_min", "cc_max", "text",
             "sources", "runs_instead", "unless_sass", "inferred")
-    return {"floors": [{k: v for k, v in asdict(r).items() if k in keep} for r in floors],
-            "known_failures": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(r).items() if k in keep}
-                               for r in failures]}
+    return cast("KernelRows", {
+        "floors": [{k: v for k, v in asdict(r).items() if k in keep} for r in floors],
+        "known_failures": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(r).items() if k in keep}
+                           for r in failures]})
 
 
 def check_argv(ctx: Context, env: Path, plan: CheckPlan, *, benchmark: bool = False, burn: float = 0,
@@ -351,7 +372,7 @@ def plan_from_env(env: Path, cpu_only: bool = False) -> CheckPlan:
 def _benchmark_blocks(six: Optional[LayerResult]) -> list[Block]:
     """The benchmark layer's table and burn bullets (none when it did not run)."""
     blocks: list[Block] = []
-    bench = (six.measured.get("benchmark") if six else None) or {}
+    bench = six.measured.get("benchmark") if six else None
     if bench:
         blocks.append(table(f"Matmul benchmark ({bench.get('device')})",
                             ("n", "CPU GFLOP/s", "GPU FP32", "GPU TF32", "GPU bf16", "speed-up (TF default math)"),
@@ -379,7 +400,9 @@ def _benchmark_blocks(six: Optional[LayerResult]) -> list[Block]:
                  f"GFLOP/s, {burn['mismatches']} wrong results"]
         if burn.get("duty_cycle") is not None:
             items.append(f"GPU busy {burn['duty_cycle']:.0%} of the burn ({burn.get('gpu_gflops')} GFLOP/s while busy)")
-        for key, unit in (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%")):
+        units: tuple[tuple[SeriesKey, str], ...] = (("temp_c", "°C"), ("sm_mhz", "MHz"), ("power_w", "W"),
+                                                    ("util_pct", "%"))
+        for key, unit in units:
             if key in tele:
                 items.append(f"{key}: {tele[key]['min']}-{tele[key]['max']} {unit}")
         items.append("throttled: " + (", ".join(burn["throttled"]) or "no"))
@@ -399,8 +422,8 @@ def _notes(report: VerifyReport) -> list[str]:
         notes.append(f"CUDA_VISIBLE_DEVICES={vis['CUDA_VISIBLE_DEVICES']!r}")
     if vis.get("note"):
         notes.append(str(vis["note"]))
-    jit = report.extras.get("ptx_jit") or {}
-    if jit.get("compute_capabilities"):
+    jit = report.extras.get("ptx_jit")
+    if jit and jit.get("compute_capabilities"):
         notes.append(f"compute capability {', '.join(jit['compute_capabilities'])} has no SASS in this TensorFlow "
                      f"build: {jit['note']}")
     ms = report.extras.get("mirrored_strategy")

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.verify.gpucheck import tfgpucheck_layers as check_layers
@@ -26,6 +26,9 @@ from tfgpu_install.verify.host import (
     parse_check_output,
     sigterm_as_interrupt,
 )
+
+if TYPE_CHECKING:
+    from tfgpu_install.verify.gpucheck.tfgpucheck_report import CheckPlan as CheckPlanJson
 
 HOST_LAYERS = ",".join(check_layers.host_layers())
 # What layer 0 looks at, in probe's wording ("no NVIDIA GPU found; tried: ...").
@@ -53,7 +56,7 @@ def run_host_check(ctx: Context, search: Iterable[Path] = (), *, burn: float = 0
         timeout = BASE_TIMEOUT + burn * 1.5
     with tempfile.TemporaryDirectory(prefix="tfgpu-hostcheck-") as tmp:
         progress = Path(tmp) / "progress"
-        plan: dict[str, Any] = {"site_dirs": sites}
+        plan: CheckPlanJson = {"site_dirs": sites}
         rows = kernel_rows(ctx)
         if rows is not None:
             plan["kernels"] = rows
