@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError
+from tfgpu_install.guard.jsondoc import obj
 from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
 
 
@@ -49,7 +50,7 @@ def not_the_env(entries: list[Any], env: Path) -> Optional[str]:
     if not os.path.lexists(env):
         return None
     done = [e for e in open_entries(entries) if e.event == "done" and e.step == "env.create"]
-    record = (done[0].data.get("undo") or {}) if done else {}
+    record = obj(done[0].data, "undo") if done else {}
     ident = record.get("identity")
     if isinstance(ident, dict):
         return problem(env, ident)

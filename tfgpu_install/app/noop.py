@@ -33,6 +33,7 @@ import tfgpu_install
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record_file
 from tfgpu_install.errors import TfgpuError
+from tfgpu_install.guard.jsondoc import items
 
 FORMAT = 2  # 2: the site-packages directories listed in the stamp (stat, not listed, on every answer)
 # Variables a shell changes between two runs of the same command; they change nothing here.
@@ -116,7 +117,7 @@ def _touched(journal: Path) -> list[str]:
     paths: set[str] = set()
     for e in current_epoch(Journal(journal).entries()):
         if e.event == "begin":
-            paths.update(str(p) for p in e.data.get("touches") or ())
+            paths.update(str(p) for p in items(e.data, "touches"))
     return sorted(paths)
 
 

@@ -33,7 +33,7 @@ from tfgpu_install.steps.base import Step
 class ProvisionRequest:
     env: Path
     steps: Sequence[Step]
-    plan: dict[str, Any]  # the journaled plan: rollback rebuilds the same steps from it
+    plan: Mapping[str, object]  # the journaled plan: rollback rebuilds the same steps from it
     # What the user confirms: the plan as blocks, made from the preview (each step's state).
     head: Callable[[ExecReport], Sequence[Block]] = lambda preview: ()
     facts: Any = None  # the probe's Facts, recorded by the snapshot step

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.guard.jsondoc import obj, text
 from tfgpu_install.report import Block, Heading, Result, Text, table
 
 
@@ -49,10 +50,11 @@ def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
     path, snap = find(ctx.state_dir, ref)
     wanted = {str(Path(path).resolve()), snap.id}
     for e in current_epoch(entries):
-        undo = e.data.get("undo") or {}
+        undo = obj(e.data, "undo")
         if e.event == "done" and e.step == "snapshot.record":
             rec_path = str(Path(str(undo.get("path", ""))).resolve()) if undo.get("path") else ""
-            if rec_path in wanted or undo.get("id") in wanted or str(undo.get("id", "")).startswith(ref):
+            rec_id = text(undo, "id")
+            if rec_path in wanted or rec_id in wanted or str(undo.get("id", "")).startswith(ref):
                 return int(e.seq)
     raise BadInputError(
         f"snapshot '{ref}' was not recorded by an install of this env (or it was already rolled back)",

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.engine.env_lock import EnvLock
@@ -28,7 +28,8 @@ from tfgpu_install.env.journal import Entry, Journal, current_epoch, open_entrie
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import DiskFull, EnvironmentProblem, StepFailed, TfgpuError, disk_full, is_disk_full
 from tfgpu_install.files import atomic_write, sha256_file
-from tfgpu_install.steps.base import Step, checkpoint
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue, integer, obj, objects, text
+from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 # Backups of touched files are kept by content; bigger files are only hashed (a step that
 # rewrites a big file must carry its own undo data).
@@ -49,7 +50,7 @@ class StepReport:
 @dataclass
 class ExecReport:
     steps: list[StepReport] = field(default_factory=list)
-    results: dict[str, Any] = field(default_factory=dict)  # step id -> record, for the steps applied
+    results: dict[str, UndoRecord] = field(default_factory=dict)  # step id -> record, for the steps applied
 
     @property
     def changed(self) -> bool:
@@ -62,11 +63,11 @@ class ExecReport:
 # --- recording and restoring what a step touches ------------------------------------------
 
 
-def _record_pre(paths: Iterable[str], backups: Path) -> list[dict[str, Any]]:
-    pre: list[dict[str, Any]] = []
+def _record_pre(paths: Iterable[str], backups: Path) -> list[JSONObject]:
+    pre: list[JSONObject] = []
     for raw in paths:
         p = Path(raw)
-        item: dict[str, Any] = {"path": str(p)}
+        item: JSONObject = {"path": str(p)}
         if p.is_symlink():
             item.update(kind="link", target=os.readlink(p))
         elif p.is_file():
@@ -98,13 +99,13 @@ def _remove_path(p: Path) -> None:
         shutil.rmtree(p)
 
 
-def prune_created_dirs(pre: Sequence[dict[str, Any]]) -> None:
+def prune_created_dirs(pre: Sequence[Mapping[str, JSONValue]]) -> None:
     """Remove the empty directories a step created above a path that did not exist before."""
     for item in pre:
-        top = item.get("created_from")
+        top = text(item, "created_from")
         if item.get("kind") != "missing" or not top:
             continue
-        p = Path(item["path"])
+        p = Path(str(item["path"]))
         if p.exists() or p.is_symlink():
             continue
         d = p.parent
@@ -118,25 +119,27 @@ def prune_created_dirs(pre: Sequence[dict[str, Any]]) -> None:
             d = d.parent
 
 
-def restore_pre(pre: Sequence[dict[str, Any]], backups: Path,
+def restore_pre(pre: Sequence[Mapping[str, JSONValue]], backups: Path,
                 owned: Callable[[Path], bool] = lambda p: True) -> None:
     """Put every recorded path back as it was before the step began (a path that was not there
     is removed while the step `owned` it: Step.owns)."""
     for item in pre:
-        p = Path(item["path"])
+        p = Path(str(item["path"]))
         kind = item.get("kind")
+        mode = integer(item, "mode")
+        mode = 0o644 if mode is None else mode
         if kind == "missing":
             if (p.exists() or p.is_symlink()) and owned(p):
                 _remove_path(p)
         elif kind == "file":
             if p.is_file() and not p.is_symlink() and sha256_file(p) == item.get("sha256"):
-                os.chmod(p, int(item.get("mode", 0o644)))
+                os.chmod(p, mode)
                 continue
             src = backups / str(item.get("backup", ""))
             if item.get("backup") and src.is_file():
                 if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p)
-                atomic_write(p, src.read_bytes(), mode=int(item.get("mode", 0o644)))
+                atomic_write(p, src.read_bytes(), mode=mode)
         elif kind == "link":
             if os.path.islink(p) and os.readlink(p) == item.get("target"):
                 continue
@@ -200,7 +203,7 @@ class Executor:
         ctx: Context,
         env: Path,
         journal: Optional[Journal] = None,
-        plan: Optional[dict[str, Any]] = None,
+        plan: Optional[Mapping[str, object]] = None,
         fingerprint: Optional[Callable[[], str]] = None,
     ) -> None:
         self.ctx = ctx
@@ -271,7 +274,7 @@ class Executor:
         except TfgpuError:
             pass  # another run holds the env: it will say how it ended
 
-    def _apply(self, step: Step, results: dict[str, Any]) -> None:
+    def _apply(self, step: Step, results: dict[str, UndoRecord]) -> None:
         # A step gets what the steps before it in this run returned (env.create's "created",
         # verify.run's result for the snapshot) as an argument, by value: only what it names.
         ctx = self.ctx
@@ -301,7 +304,7 @@ class Executor:
                 hint="re-run with --debug for details; run again to resume, or `tfgpu-install rollback`",
             ) from exc
         # seconds: what the step itself took (the bench subtracts verify.run's; users see slow steps)
-        fields: dict[str, Any] = {"step": step.id, "undo": record, "seconds": round(took, 4)}
+        fields: JSONObject = {"step": step.id, "undo": record, "seconds": round(took, 4)}
         if getattr(step, "fingerprinted", False):
             fields["fingerprint"] = self._fingerprint()
         # Not fsynced on its own: the next "begin" syncs the file before anything else is
@@ -334,14 +337,14 @@ class Executor:
                 if e.event == "done":
                     if step is None:
                         raise StepFailed(f"cannot undo {e.step}: this version does not know that step")
-                    step.undo(self.ctx, dict(e.data.get("undo") or {}))
+                    step.undo(self.ctx, dict(obj(e.data, "undo")))
                 else:
                     # Killed or failed mid-apply: put the touched paths back, then let the
                     # step clean up whatever else it may have half-done.
-                    restore_pre(e.data.get("pre") or [], self.backups, owned=self._owned_by(step))
+                    restore_pre(objects(e.data, "pre"), self.backups, owned=self._owned_by(step))
                     if step is not None:
                         step.undo(self.ctx, {"partial": True})
-                prune_created_dirs(_begin_of(entries, e).data.get("pre") or [])
+                prune_created_dirs(objects(_begin_of(entries, e).data, "pre"))
             except TfgpuError:
                 raise
             except OSError as exc:
@@ -355,6 +358,8 @@ class Executor:
             detail = "interrupted step" if e.event == "begin" else ""
             report.steps.append(StepReport(str(e.step), desc, "undone", detail))
         if todo or any(e.event != "rolled-back" for e in current_epoch(entries)):
-            fields: dict[str, Any] = {"to": to_seq} if to_seq is not None else {}
-            self.journal.append("rolled-back", **fields)
+            if to_seq is not None:
+                self.journal.append("rolled-back", to=to_seq)
+            else:
+                self.journal.append("rolled-back")
         return report

@@ -25,12 +25,13 @@ from typing import Any, Iterator, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import disk_full, is_disk_full
+from tfgpu_install.guard.jsondoc import JSONObject, integer
 
 
 @dataclass(frozen=True)
 class Entry:
     seq: int  # line number in the journal (0-based): stable id of this entry
-    data: dict[str, Any]
+    data: JSONObject  # the line as json.loads read it (fields are read with guard/jsondoc's readers)
 
     @property
     def event(self) -> str:
@@ -140,7 +141,7 @@ def open_entries(entries: list[Entry]) -> list[Entry]:
     """The "done" entries, and "begin" entries with no "done" (killed or failed mid-apply),
     that no rollback has undone yet: what to undo, newest first."""
     epoch = current_epoch(entries)
-    undone = {int(e.data["seq"]) for e in epoch if e.event == "undone" and "seq" in e.data}
+    undone = {seq for e in epoch if e.event == "undone" for seq in (integer(e.data, "seq"),) if seq is not None}
     todo: list[Entry] = []
     pending_begin: dict[str, Entry] = {}
     for e in epoch:
@@ -157,11 +158,12 @@ def open_entries(entries: list[Entry]) -> list[Entry]:
     return sorted((e for e in todo if e.seq not in undone), key=lambda e: e.seq, reverse=True)
 
 
-def last_plan(entries: list[Entry]) -> Optional[dict[str, Any]]:
+def last_plan(entries: list[Entry]) -> Optional[JSONObject]:
     """The plan (resolution + options) of the newest "run" entry in the current epoch."""
     for e in reversed(current_epoch(entries)):
-        if e.event == "run" and isinstance(e.data.get("plan"), dict):
-            return dict(e.data["plan"])
+        plan = e.data.get("plan")
+        if e.event == "run" and isinstance(plan, dict):
+            return dict(plan)
     return None
 
 
@@ -179,7 +181,7 @@ def step_states(entries: list[Entry]) -> dict[str, str]:
         elif e.event == "failed":
             states[str(e.step)] = "failed"
         elif e.event == "undone":
-            target = by_seq.get(int(e.data.get("seq", -1)))
+            target = by_seq.get(integer(e.data, "seq") or -1)
             if target is not None and target.step:
                 states[target.step] = "undone"
     return states

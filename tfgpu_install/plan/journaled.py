@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import obj
 from tfgpu_install.plan.install import build_steps
 from tfgpu_install.plan.options import InstallOptions, options_from_json, options_to_json
 from tfgpu_install.plan.restore import restore_steps
@@ -103,13 +104,14 @@ def recorded_plan(ctx: Context, env: Path) -> RecordedResolution:
     from tfgpu_install.snapshot.schema import checked_resolution
 
     journal = Journal.for_env(ctx, env)
-    plan = dict(last_plan(journal.entries()) or {}) if journal.exists() else {}
-    if not isinstance(plan.get("resolution"), dict):
+    plan = (last_plan(journal.entries()) or {}) if journal.exists() else {}
+    resolution = plan.get("resolution")
+    if not isinstance(resolution, dict):
         return RecordedResolution()
     # The user's own requirements (--with, add) ride along, as the install's own record has them.
-    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
+    options = obj(plan, "options")
     try:
-        return checked_resolution({**plan["resolution"], **snapshot_block(from_record(options, OPTION))},
+        return checked_resolution({**resolution, **snapshot_block(from_record(options, OPTION))},
                                   f"the journal of {env}")
     except BadInputError:
         return RecordedResolution()

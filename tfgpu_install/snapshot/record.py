@@ -11,6 +11,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.files import remove_file
+from tfgpu_install.guard.jsondoc import text
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot.document import RecordedResolution
 from tfgpu_install.snapshot.schema import verification_of
@@ -129,5 +130,6 @@ class RecordSnapshot(Step):
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         # The record describes an env that no longer exists after rollback.
-        if record.get("path"):
-            remove_file(Path(record["path"]))
+        path = text(record, "path")
+        if path:
+            remove_file(Path(path))

@@ -18,7 +18,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Callable, Optional, Sequence, TypeVar
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import nvidia_lib_dirs
@@ -34,6 +34,7 @@ from tfgpu_install.files import (
     replace_block,
 )
 from tfgpu_install.guard import shellquote
+from tfgpu_install.guard.jsondoc import JSONValue, obj
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 LAUNCHER = "tfgpu-run"
@@ -249,13 +250,15 @@ class WriteActivation(Step):
                 f"{self.env} has no bin/activate: it is not a virtual environment",
                 hint="run the install again (it recreates the env), or pass a venv with --env",
             )
-        record: dict[str, dict[str, Any]] = {"edited": {}, "written": {}}
+        edited: dict[str, JSONValue] = {}
+        written: dict[str, JSONValue] = {}
+        record: UndoRecord = {"edited": edited, "written": written}
         for i, (path, (kind, data, previous)) in enumerate(self._wanted().items()):
             if kind == "block":
-                record["edited"][str(path)] = {name: b64(old) for name, old in previous.items()}
+                edited[str(path)] = {name: b64(old) for name, old in previous.items()}
                 atomic_write(edit_target(path), data)
             else:
-                record["written"][str(path)] = b64(path.read_bytes() if path.is_file() else None)
+                written[str(path)] = b64(path.read_bytes() if path.is_file() else None)
                 # A file that was there keeps its mode (undo gives back its bytes, not its mode).
                 fresh = not path.is_file() or (path.name == LAUNCHER and not os.access(path, os.X_OK))
                 mode = (0o755 if path.name == LAUNCHER else 0o644) if fresh else None
@@ -267,15 +270,17 @@ class WriteActivation(Step):
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         if record.get("partial"):
             return  # killed mid-apply: the executor already put back every path touches() named
-        for p, previous in record.get("edited", {}).items():
+        for p, previous in obj(record, "edited").items():
             # None: a record of an earlier version, which kept no previous blocks.
             path = edit_target(Path(p))
             if path.is_file() and path.name != LAUNCHER and not path.name.endswith(".sh"):
-                restore_blocks(path, previous or {"deactivate": None, "": None})
-        for p, old in record.get("written", {}).items():
+                blocks = {str(k): v if isinstance(v, str) else None for k, v in previous.items()} \
+                    if isinstance(previous, dict) else {}
+                restore_blocks(path, blocks or {"deactivate": None, "": None})
+        for p, old in obj(record, "written").items():
             if old is None:
                 remove_file(Path(p))
-            else:
+            elif isinstance(old, str):
                 atomic_write(edit_target(Path(p)), base64.b64decode(old))
 
 

@@ -18,8 +18,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 
-UndoRecord = dict[str, Any]
+UndoRecord = JSONObject
 NOTHING_EARLIER: Mapping[str, UndoRecord] = MappingProxyType({})
 
 

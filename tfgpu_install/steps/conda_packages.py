@@ -17,6 +17,7 @@ from typing import Optional
 from tfgpu_install.conda.prefix import installed, unmet
 from tfgpu_install.context import Context
 from tfgpu_install.errors import StepFailed
+from tfgpu_install.guard.jsondoc import items
 from tfgpu_install.knowledge.cuda_sources import CondaRecipe, spec_name
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -124,7 +125,7 @@ class InstallCondaCuda(Step):
                              "run `tfgpu-install doctor`", ref="conda-load-failed")
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        added = [str(n) for n in record.get("added") or []]
+        added = [str(n) for n in items(record, "added")]
         if record.get("partial"):
             added = list(self.recipe.package_names())  # killed mid-install: what the specs name may be there
         present = {r.name for r in installed(self.env)}

@@ -25,6 +25,7 @@ from tfgpu_install.env.target import BACKENDS, RATTLER, TargetEnv, env_python_ve
 from tfgpu_install.env.tools import find_conda, find_uv, last_lines, tool_env
 from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import atomic_write
+from tfgpu_install.guard.jsondoc import text
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 # --- the step ------------------------------------------------------------------------------
@@ -355,7 +356,7 @@ class CreateEnv(Step):
         own directory, not a link). Anything else there (the user's own directory put there after
         the env was gone, a parent swapped for a link) is left as it is."""
         marker = self._marker(ctx)
-        path = Path(record.get("path") or self.env.path)
+        path = Path(text(record, "path") or self.env.path)
         if record.get("partial"):
             # Killed mid-create (or before its "done" was written): its identity file says what it made.
             try:

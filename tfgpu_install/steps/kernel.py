@@ -11,19 +11,20 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Mapping, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.ownership import dir_identity
 from tfgpu_install.env.ownership import problem as ownership_problem
 from tfgpu_install.files import atomic_write
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 SPEC = "kernel.json"
 OWNER = "tfgpu_install"  # the metadata key that marks a spec as ours
 
 
-def kernel_spec(env: Path, display_name: str) -> dict[str, Any]:
+def kernel_spec(env: Path, display_name: str) -> JSONObject:
     env = Path(env)
     return {
         "argv": [str(env / "bin" / "tfgpu-run"), str(env / "bin" / "python"), "-m", "ipykernel_launcher",
@@ -64,7 +65,7 @@ class RegisterKernel(Step):
         return {"env": str(self.env), "kernel_dir": str(self.kernel_dir), "display_name": self.display_name}
 
     @classmethod
-    def from_plan(cls, data: dict[str, Any]) -> "RegisterKernel":
+    def from_plan(cls, data: Mapping[str, str]) -> "RegisterKernel":
         return cls(Path(str(data["env"])), Path(str(data["kernel_dir"])), str(data["display_name"]))
 
     def _text(self) -> str:

@@ -19,6 +19,7 @@ from tfgpu_install.context import Context
 from tfgpu_install.env.layout import nvidia_lib_dirs
 from tfgpu_install.errors import EnvironmentProblem, StepFailed
 from tfgpu_install.files import atomic_write, remove_file
+from tfgpu_install.guard.jsondoc import text
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 _SONAME = re.compile(r"^lib[\w.+-]+\.so(\.\d+)+$")
@@ -114,11 +115,12 @@ class SystemLdconfig(Step):
         return {"conf": str(conf), "old": base64.b64encode(old).decode() if old is not None else None}
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        conf = Path(record.get("conf") or self.conf_path(ctx))
+        conf = Path(text(record, "conf") or self.conf_path(ctx))
+        old = text(record, "old")
         if record.get("partial"):
             pass  # the executor already put the conf file back as it was; refresh the cache
-        elif record.get("old") is None:
+        elif old is None:
             remove_file(conf)
         else:
-            atomic_write(conf, base64.b64decode(record["old"]))
+            atomic_write(conf, base64.b64decode(old))
         self._run_ldconfig(ctx)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import StepFailed
 from tfgpu_install.fetch.elf import read_elf, read_soname
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.steps.base import Step, UndoRecord
 
 
@@ -204,7 +205,7 @@ class LibFinding:
     path: Path
     problem: Optional[str]  # None when in place
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"package": self.lib.package, "soname": self.lib.soname, "path": str(self.path), "problem": self.problem}
 
 

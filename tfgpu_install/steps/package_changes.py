@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
+
+from tfgpu_install.guard.jsondoc import JSONObject
 
 _LINE = re.compile(r"^\s*([-+~])\s+([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(\S+)|@\s*(\S+))\s*$")
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
@@ -76,7 +78,7 @@ class PackageChanges:
         """Only what moves a package the env has now (changed or removed): what a user may have put there."""
         return PackageChanges(changed=self.changed, removed=self.removed)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"added": [f"{n}=={v}" for n, v in self.added],
                 "changed": [{"name": n, "from": a, "to": b} for n, a, b in self.changed],
                 "removed": [f"{n}=={v}" for n, v in self.removed], "unknown": self.unknown}

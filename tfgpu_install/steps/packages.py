@@ -28,6 +28,7 @@ from tfgpu_install.env.target import TargetEnv, env_python_version
 from tfgpu_install.env.tools import find_uv, last_lines, tool_env
 from tfgpu_install.errors import DownloadError, StepFailed
 from tfgpu_install.files import atomic_write
+from tfgpu_install.guard.jsondoc import obj
 from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 from tfgpu_install.steps.install_progress import InstallProgress
 from tfgpu_install.steps.package_changes import PackageChanges
@@ -471,7 +472,7 @@ class InstallPackages(Step):
             # every package too; uninstalling gigabytes first would be wasted work.
             before_file.unlink(missing_ok=True)
             return
-        before: dict[str, str] = dict(record.get("before") or {})
+        before = {str(k): str(v) for k, v in obj(record, "before").items()}
         now = installed_versions(self.env)
         added = sorted(n for n in now if n not in before)
         changed = sorted(f"{n}=={v}" for n, v in before.items() if now.get(n) != v)

@@ -32,6 +32,7 @@ from tfgpu_install.files import (
 )
 from tfgpu_install.guard import shellquote
 from tfgpu_install.guard.argtypes import creatable
+from tfgpu_install.guard.jsondoc import text
 from tfgpu_install.steps.activation import b64, parsed_blocks, restore_blocks
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -116,11 +117,11 @@ class WriteShellRc(Step):
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         if record.get("partial"):
             return  # killed mid-apply: the executor already put back every path touches() named
-        target = Path(record.get("target") or edit_target(self.rc))
+        target = Path(text(record, "target") or edit_target(self.rc))
         if not target.is_file():
             return
         if record.get("format") == 2:
-            restore_blocks(target, {str(record.get("tag")): record.get("previous")})
+            restore_blocks(target, {str(record.get("tag")): text(record, "previous")})
         else:  # a record of an earlier version: its block had no id; the one _ours() adopts
             data = target.read_bytes()
             span = parsed_blocks(target, lambda: self._ours(data))

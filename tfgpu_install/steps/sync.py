@@ -16,25 +16,27 @@ import json
 import os
 import shutil
 import time
+from importlib.metadata import Distribution
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import canonical_name
 from tfgpu_install.env.target import TargetEnv
 from tfgpu_install.errors import StepFailed
 from tfgpu_install.files import atomic_write
+from tfgpu_install.guard.jsondoc import items, text
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
 
-def extras(env: TargetEnv, keep: Iterable[str]) -> dict[str, Any]:
+def extras(env: TargetEnv, keep: Iterable[str]) -> dict[str, "Distribution"]:
     """canonical name -> importlib Distribution of every installed distribution not in `keep`."""
     from importlib.metadata import distributions
 
     wanted = {canonical_name(n) for n in keep}
     sp = env.site_packages()
-    out: dict[str, Any] = {}
+    out: dict[str, Distribution] = {}
     if not sp.is_dir():
         return out
     for dist in distributions(path=[str(sp)]):
@@ -132,12 +134,14 @@ class SyncPackages(Step):
             if not plan_file.exists():
                 return  # killed before planning: nothing moved
             record = json.loads(plan_file.read_text())
-        for src, dst in reversed(record.get("moves") or []):
+        moves = [(m[0], m[1]) for m in items(record, "moves")
+                 if isinstance(m, list) and len(m) == 2 and isinstance(m[0], str) and isinstance(m[1], str)]
+        for src, dst in reversed(moves):
             s, d = Path(src), Path(dst)
             if d.exists() or d.is_symlink():
                 s.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(d), str(s))
-        stash: Optional[str] = record.get("stash")
+        stash = text(record, "stash")
         if stash and Path(stash).is_dir():
             shutil.rmtree(stash, ignore_errors=True)
         plan_file.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from typing import Optional
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record, record_path, verified_ok, write_record
 from tfgpu_install.errors import VerifyFailed
+from tfgpu_install.guard.jsondoc import text
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.verify.host import CheckPlan, run_verification, verify_fingerprint
@@ -78,7 +79,7 @@ class VerifyEnv(Step):
         return {"record": str(path), "gpu_verified": report.gpu_verified, "mode": report.mode}
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        path = Path(record.get("record") or record_path(ctx, self.env))
+        path = Path(text(record, "record") or record_path(ctx, self.env))
         try:
             path.unlink()
         except FileNotFoundError:

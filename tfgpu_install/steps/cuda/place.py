@@ -24,6 +24,7 @@ from typing import Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import StepFailed, UnsatisfiableError
 from tfgpu_install.files import atomic_write, replace_symlink
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.knowledge.cuda_sources import RedistRecipe
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 
@@ -77,7 +78,7 @@ class PlaceCudaRedist(Step):
     def touches(self, ctx: Context) -> list[str]:
         return [str(self.dest()), str(self.link())]
 
-    def _marker(self) -> Optional[dict[str, Any]]:
+    def _marker(self) -> Optional[JSONObject]:
         try:
             doc = json.loads((self.dest() / MARKER).read_text())
         except (OSError, ValueError):

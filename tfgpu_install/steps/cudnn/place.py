@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, StepFailed, UsageError
 from tfgpu_install.files import atomic_write, remove_file, replace_symlink
+from tfgpu_install.guard.jsondoc import JSONObject, text
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.steps.cudnn.want import CudnnOptions, Want, check_cudnn_inputs
 
@@ -114,9 +115,9 @@ class FetchCudnn(Step):
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         # The cached download stays: it is a cache (keyed by hash), not part of the env.
-        remove_file(Path(record.get("record") or self.want.record_path(ctx)))
+        remove_file(Path(text(record, "record") or self.want.record_path(ctx)))
 
-    def _take_archive(self, ctx: Context) -> dict[str, Any]:
+    def _take_archive(self, ctx: Context) -> JSONObject:
         from tfgpu_install.fetch.cudnn_redist import check_serves, version_from_name
         from tfgpu_install.files import sha256_file
 
@@ -130,7 +131,7 @@ class FetchCudnn(Step):
             check_serves(named, self.want.built_with, self.want.tensorflow, arc.name)
         return {"source": "archive", "archive": str(arc.resolve()), "sha256": sha256_file(arc), "version": named}
 
-    def _download(self, ctx: Context) -> dict[str, Any]:
+    def _download(self, ctx: Context) -> JSONObject:
         from tfgpu_install.fetch import download
         from tfgpu_install.fetch.cudnn_redist import (
             check_serves,
@@ -304,7 +305,7 @@ class PlaceCudnn(Step):
     def _intent_path(self, ctx: Context) -> Path:
         return self.want.record_path(ctx).with_name("cudnn-place-intent.json")
 
-    def _intent(self, ctx: Context) -> Optional[dict[str, Any]]:
+    def _intent(self, ctx: Context) -> Optional[JSONObject]:
         try:
             data = json.loads(self._intent_path(ctx).read_text())
         except (OSError, ValueError):
@@ -327,7 +328,7 @@ class PlaceCudnn(Step):
             )
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
-        link = Path(record["link"]) if record.get("link") else self.want.link()
+        link = Path(str(record["link"])) if record.get("link") else self.want.link()
         if link is not None and link.is_symlink():
             prev = record.get("previous_link")
             if prev:

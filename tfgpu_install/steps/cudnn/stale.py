@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem
+from tfgpu_install.guard.jsondoc import objects
 from tfgpu_install.steps.base import Step, UndoRecord, checkpoint
 from tfgpu_install.steps.cudnn.wheel import wheel_lib
 
@@ -100,7 +101,7 @@ class QuarantineStale(Step):
 
     def undo(self, ctx: Context, record: UndoRecord) -> None:
         base = Path(str(record.get("base") or self.base(ctx)))
-        pairs = [(Path(m["from"]), Path(m["to"])) for m in record.get("moved", [])]
+        pairs = [(Path(str(m["from"])), Path(str(m["to"]))) for m in objects(record, "moved")]
         if record.get("partial") or not pairs:
             # Killed mid-way: the layout itself says where each file came from.
             pairs = [(Path("/") / p.relative_to(base), p) for p in _walk_files(base)]

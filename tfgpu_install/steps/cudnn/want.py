@@ -7,9 +7,10 @@ import hashlib
 import json
 import platform as _platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 
 if TYPE_CHECKING:
     from tfgpu_install.resolver.model import Resolution
@@ -65,7 +66,7 @@ class Want:
 
         return env_state_dir(ctx, self.env) / "cudnn-fetch.json"
 
-    def record(self, ctx: Context) -> Optional[dict[str, Any]]:
+    def record(self, ctx: Context) -> Optional[JSONObject]:
         """The fetch record, if it is for this request and its archive is still there."""
         try:
             rec = json.loads(self.record_path(ctx).read_text())
