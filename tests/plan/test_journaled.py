@@ -44,3 +44,16 @@ def test_each_shape_rebuilds_its_own_steps() -> None:
 def test_a_damaged_plan_is_unknown_not_a_crash(data: object) -> None:
     """These raised KeyError/TypeError out of rollback (exit 1): a torn or edited journal line."""
     assert read_plan(data) is None
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cuda", 12.3), ("tensorflow", ["2.17.1"]), ("pins", {"nvidia-cudnn-cu12": 8}), ("hashes", {"x": "sha256:ab"}),
+    ("sonames", "libcudart.so.12"),
+])
+def test_a_choice_field_of_another_type_is_unknown(field: str, value: object) -> None:
+    """The resolver's own reader checks each field's type (Choice(**data) took a cuda of 12.3, a pin of 8)."""
+    good = PLANS["install"].to_json()
+    assert read_plan(good) is not None  # the sane control
+    choice = dict(good["resolution"]["choice"])  # type: ignore[index]
+    bad = {**good, "resolution": {**good["resolution"], "choice": {**choice, field: value}}}  # type: ignore[dict-item]
+    assert read_plan(bad) is None

@@ -26,6 +26,7 @@ from typing import Mapping, Optional, Protocol, TypeVar
 from tfgpu_install.context import Context
 from tfgpu_install.env.state import env_state_dir
 from tfgpu_install.errors import BadInputError
+from tfgpu_install.guard.jsondoc import JSONValue
 
 
 class _Json(Protocol):
@@ -81,7 +82,7 @@ class RecordedPlan:
 class RecordedReport:
     """The check's report (verify.host.VerifyReport.to_json): the fields read here, and all of it as written."""
 
-    raw: Mapping[str, object]
+    raw: Mapping[str, JSONValue]  # as json.loads read it
     ok: Optional[bool] = None
     gpu_verified: Optional[bool] = None  # the report's own (None when it does not say)
     when: Optional[str] = None
@@ -135,7 +136,7 @@ def read_record_file(path: Path) -> Optional[VerificationRecord]:
     return _typed(path, doc)
 
 
-def _typed(path: Path, doc: Mapping[str, object]) -> VerificationRecord:
+def _typed(path: Path, doc: Mapping[str, JSONValue]) -> VerificationRecord:
     report = doc.get("report")
     legacy = _field(path, doc, "gpu_verified", bool)
     typed = _report(path, report) if isinstance(report, dict) else None
@@ -159,7 +160,7 @@ def _plan(path: Path, plan: object) -> Optional[RecordedPlan]:
                         cpu_only=bool(_field(path, plan, "cpu_only", bool, "plan")))
 
 
-def _report(path: Path, report: Mapping[str, object]) -> RecordedReport:
+def _report(path: Path, report: Mapping[str, JSONValue]) -> RecordedReport:
     layers = report.get("layers", [])
     if not isinstance(layers, list):
         raise _bad(path, '"report"."layers" is not a list')
@@ -172,7 +173,7 @@ def _report(path: Path, report: Mapping[str, object]) -> RecordedReport:
                           mode=_field(path, report, "mode", str, "report"), layers_passed=passed)
 
 
-def _field(path: Path, doc: Mapping[str, object], key: str, kind: type[_T], part: str = "") -> Optional[_T]:
+def _field(path: Path, doc: Mapping[str, JSONValue], key: str, kind: type[_T], part: str = "") -> Optional[_T]:
     """doc[key] when it is a `kind` (None when absent or null); BadRecord when it is something else."""
     value = doc.get(key)
     if value is None or isinstance(value, kind):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue, objects, texts
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Resolution:
     warnings: tuple[str, ...] = ()
     cpu_only: bool = False  # resolved for --allow-cpu on a machine without a usable GPU
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         from dataclasses import asdict
 
         return {
@@ -63,19 +65,60 @@ class Resolution:
         }
 
 
-def resolution_from_json(data: dict[str, Any]) -> Resolution:
+def resolution_from_json(data: Mapping[str, JSONValue]) -> Resolution:
+    """What to_json() wrote (a journaled plan's), typed; ValueError for a field of another type,
+    KeyError or TypeError for one a Choice or Rejection cannot do without."""
     raw = data.get("choice")
-    choice = None
-    if isinstance(raw, dict):
-        known = {f.name for f in fields(Choice)}
-        choice = Choice(**{k: v for k, v in raw.items() if k in known})
     return Resolution(
         profile=str(data.get("profile", "")),
-        choice=choice,
-        reasons=tuple(data.get("reasons") or ()),
-        rejected=tuple(Rejection(r["tensorflow"], tuple(r.get("reasons") or ())) for r in data.get("rejected") or ()),
-        options=tuple(data.get("options") or ()),
-        remedies=tuple(data.get("remedies") or ()),
-        warnings=tuple(data.get("warnings") or ()),
+        choice=_choice(raw) if isinstance(raw, dict) else None,
+        reasons=tuple(texts(data, "reasons")),
+        rejected=tuple(Rejection(_text(r, "tensorflow"), tuple(texts(r, "reasons")))
+                       for r in objects(data, "rejected")),
+        options=tuple(texts(data, "options")),
+        remedies=tuple(texts(data, "remedies")),
+        warnings=tuple(texts(data, "warnings")),
         cpu_only=bool(data.get("cpu_only")),
     )
+
+
+def _choice(raw: Mapping[str, JSONValue]) -> Choice:
+    """A Choice from its JSON: every field it has must have its type; one without a default must be there
+    (KeyError), the others take their defaults."""
+
+    def maybe(key: str, required: bool = False) -> Optional[str]:
+        return None if (raw[key] if required else raw.get(key)) is None else _text(raw, key)
+
+    return Choice(
+        tensorflow=_text(raw, "tensorflow"), cuda=maybe("cuda", True), cudnn=maybe("cudnn", True),
+        python=_text(raw, "python"), jit_only=bool(raw["jit_only"]),
+        package=_text(raw, "package") if "package" in raw else "tensorflow", python_path=maybe("python_path"),
+        cuda_from=_text(raw, "cuda_from") if "cuda_from" in raw else "pip",
+        pins=_text_map(raw.get("pins", {}), "pins"), constraints=_text_map(raw.get("constraints", {}), "constraints"),
+        visible_devices=maybe("visible_devices"),
+        hashes={k: _texts(v, f"hashes[{k}]") for k, v in _mapping(raw.get("hashes", {}), "hashes").items()},
+        sonames=_texts(raw.get("sonames", []), "sonames"),
+    )
+
+
+def _text(doc: Mapping[str, JSONValue], key: str) -> str:
+    value = doc[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: {type(value).__name__}, not a string")
+    return value
+
+
+def _mapping(value: JSONValue, what: str) -> Mapping[str, JSONValue]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: {type(value).__name__}, not an object")
+    return value
+
+
+def _text_map(value: JSONValue, what: str) -> dict[str, str]:
+    return {k: _text(_mapping(value, what), k) for k in _mapping(value, what)}
+
+
+def _texts(value: JSONValue, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what}: not a list of strings")
+    return [str(v) for v in value]

@@ -5,7 +5,7 @@ turns one back into plain data (YAML/JSON out). The store and (de)serialisation:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.env.layout import canonical_name
@@ -141,7 +141,7 @@ class Snapshot:
         found = {p.key: (p.version, p.content) for p in self.packages if p.content}
         return found or None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["env"] = self.env.to_json()
         d["resolution"] = self.resolution.to_json()

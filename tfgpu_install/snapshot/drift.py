@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from tfgpu_install.snapshot.model import SEEDED, FileRecord, HostContract, Package
 
@@ -101,7 +101,7 @@ def compare(
     return Drift(pa, pr, pc, fa, fr, fc, act, _host(*host) if host else ())
 
 
-def to_jsonable(d: Drift) -> dict[str, Any]:
+def to_jsonable(d: Drift) -> dict[str, object]:
     return {"clean": d.clean, **d.to_json()}
 
 

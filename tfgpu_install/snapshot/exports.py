@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.snapshot.model import Snapshot
 
 
@@ -75,7 +76,7 @@ def _conda_pins(snap: Snapshot) -> list[str]:
     return out
 
 
-def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
+def conda_environment(snap: Snapshot, name: str = "") -> JSONObject:
     """conda's environment.yml: Python (exact) and the env's own conda packages from conda, the
     Python packages from pip (as pip installed them), and `variables:` with LD_LIBRARY_PATH.
 
@@ -94,7 +95,7 @@ def conda_environment(snap: Snapshot, name: str = "") -> dict[str, Any]:
     env_name = name or (f"tf-{tf}" if tf != "unknown" else "tfgpu")
     # conda hands the pip section to pip as a requirements file: one checked pin per line
     pip_pins = [pin(p) for p in snap.packages if p.key not in ("pip", "setuptools", "wheel")]
-    doc: dict[str, Any] = {
+    doc: JSONObject = {
         "name": env_name,
         "channels": ["conda-forge"],
         "dependencies": [f"python={py}", "pip", *_conda_pins(snap), {"pip": pip_pins}],

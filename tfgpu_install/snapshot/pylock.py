@@ -24,7 +24,7 @@ from tfgpu_install.snapshot.pins import pin
 @dataclass(frozen=True)
 class Lock:
     text: str  # the pylock.toml as uv wrote it
-    packages: dict[str, dict[str, Any]]  # canonical name -> the [[packages]] table
+    packages: dict[str, dict[str, Any]]  # canonical name -> the [[packages]] table (TOML edge: uv's own file)
 
 
 def parse_pylock(text: str) -> dict[str, dict[str, Any]]:

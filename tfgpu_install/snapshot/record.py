@@ -5,22 +5,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, read_record
 from tfgpu_install.facts.model import Facts
 from tfgpu_install.files import remove_file
-from tfgpu_install.guard.jsondoc import text
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue, text
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot.document import RecordedResolution
 from tfgpu_install.snapshot.schema import verification_of
 from tfgpu_install.steps.base import NOTHING_EARLIER, Step, UndoRecord, checkpoint
 
 
-def _verification(ctx: Context, env: Path, res: Optional[UndoRecord]) -> Optional[dict[str, Any]]:
+def _verification(ctx: Context, env: Path, res: Optional[UndoRecord]) -> Optional[JSONObject]:
     """What verify.run found: this run's result (`res`), else its stored record (verify skipped)."""
-    out: dict[str, Any] = dict(res) if isinstance(res, dict) else {}
+    out: JSONObject = dict(res) if isinstance(res, dict) else {}
     try:
         doc = read_record(ctx, env)
     except BadRecord:  # an unreadable record: the snapshot says so (None)
@@ -95,7 +95,7 @@ class RecordSnapshot(Step):
     def check(self, ctx: Context) -> bool:
         return False  # the executor's fingerprint check makes a re-run skip this
 
-    def _gpu_verified(self, verification: Optional[Mapping[str, Any]]) -> bool:
+    def _gpu_verified(self, verification: Optional[Mapping[str, JSONValue]]) -> bool:
         if self.cpu_only or not verification:
             return False
         if "gpu_verified" in verification:

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, NoReturn, Optional
 
 from tfgpu_install.conda.prefix import CondaRecord
 from tfgpu_install.guard import names
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.resolver.model import Choice, Rejection, Resolution
 from tfgpu_install.snapshot.document import (
     EnvRecord,
@@ -299,7 +300,7 @@ def checked_resolution(block: object, where: str) -> RecordedResolution:
     return _resolution(Check(where), node_of(block))
 
 
-def _checked_resolution(c: Check, node: Node, path: str) -> dict[str, Any]:
+def _checked_resolution(c: Check, node: Node, path: str) -> JSONObject:
     if node.value is None:
         return {}
     m = c.mapping(node, path)
