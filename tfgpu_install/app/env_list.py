@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.report import Block, Result, Text, human_bytes, table
 from tfgpu_install.resolver.model import Choice
 
@@ -40,7 +41,7 @@ class EnvRow:
     own_bytes: int = 0  # linked only from inside the env: what removing it frees
     shared_bytes: int = 0  # also linked from outside it (uv's cache, another env): stays when it goes
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         d = asdict(self)
         d["drift_lines"] = list(self.drift_lines)
         return d

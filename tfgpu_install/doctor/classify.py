@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.doctor import logtext
 from tfgpu_install.doctor.gpuknowledge import KernelRows, explain, read_facts
 from tfgpu_install.doctor.rules import LineIndex, Match, Rule, RuleSet, match_all
+from tfgpu_install.guard.jsondoc import JSONObject
 
 UNKNOWN = "unknown"  # nothing we know in the text
 HARMLESS_ONLY = "harmless-only"  # only known noise: nothing wrong in this log
@@ -48,7 +49,7 @@ class Finding:
     first_line: int
     knowledge: str = ""  # the knowledge row that names the cause ("profiles/kernels.yaml:12 (blackwell-ptx-jit)")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "rule": self.rule_id, "layer": self.layer, "severity": self.severity,
             "harmless": self.harmless, "cause": self.cause, "fix": self.fix,
@@ -71,7 +72,7 @@ class Diagnosis:
     def evidence(self) -> tuple[str, ...]:
         return self.primary.evidence if self.primary else ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "status": self.status,
             "primary": self.primary.to_json() if self.primary else None,

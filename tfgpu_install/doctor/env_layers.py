@@ -179,9 +179,9 @@ def _sm(cc: str) -> int:
 def check_compute_capability(w: Walk) -> list[Check]:
     if w.probe is None or w.reading is None:
         return []
-    archs = w.probe.build.get("cuda_compute_capabilities") or []
-    if isinstance(archs, str):
-        archs = re.findall(r"(?:sm|compute)_\d+a?", archs)
+    given = w.probe.build.get("cuda_compute_capabilities") or []
+    archs: list[object] = re.findall(r"(?:sm|compute)_\d+a?", given) if isinstance(given, str) else \
+        list(given) if isinstance(given, list) else []
     sass = [int(m.group(1)) for a in archs if (m := re.match(r"sm_(\d+)$", str(a)))]
     ptx = [int(m.group(1)) for a in archs if (m := re.match(r"compute_(\d+)$", str(a)))]
     if not sass and not ptx:

@@ -7,10 +7,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import site_packages_dirs
+from tfgpu_install.guard.jsondoc import JSONObject
 
 # Any of these marks an activation block written by tfgpu-install (venv bin/activate, conda activate.d).
 ACTIVATION_MARKERS = ("tfgpu-install", "tfgpu_install", "TFGPU")
@@ -45,7 +46,7 @@ sys.stdout.write("\nTFGPU-DOCTOR-JSON:" + json.dumps(out) + "\n")
 class ImportProbe:
     ran: bool
     tf_version: Optional[str] = None
-    build: dict[str, Any] = field(default_factory=dict)
+    build: JSONObject = field(default_factory=dict)  # tf.sysconfig.get_build_info(), as the probe printed it
     gpus: tuple[str, ...] = ()
     error: Optional[str] = None  # "not-installed", "ImportError: ...", or why it did not run
     log: str = ""  # stderr: TensorFlow's own log, to classify

@@ -201,7 +201,7 @@ def _compile(value: Any, key: str, name: str, line: int) -> tuple["re.Pattern[st
     return tuple(out)
 
 
-def _options(f: dict[str, Any], name: str, rid: str, line: int) -> tuple[bool, int, str]:
+def _options(f: dict[str, tuple[Any, int]], name: str, rid: str, line: int) -> tuple[bool, int, str]:
     """harmless, specificity and fix_kind, each checked (with its default when absent)."""
     harmless, hl = f.get("harmless", (False, line))
     if not isinstance(harmless, bool):
@@ -222,7 +222,7 @@ def _defaults(value: object, line: int, name: str, rid: str) -> tuple[tuple[str,
     return tuple(sorted(value.items()))
 
 
-def _check_placeholders(f: dict[str, Any], patterns: tuple[re.Pattern[str], ...], name: str, rid: str,
+def _check_placeholders(f: dict[str, tuple[Any, int]], patterns: tuple[re.Pattern[str], ...], name: str, rid: str,
                         defaults: tuple[tuple[str, str], ...]) -> None:
     """Every {placeholder} must be a named group of every pattern (or have a default), so a rendered cause
     never says "?"."""

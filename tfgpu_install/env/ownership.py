@@ -14,13 +14,15 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
+
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue
 
 MARKER = ".tfgpu-install-env"
 MAX_MARKER = 4096
 
 
-def dir_identity(path: Path) -> Optional[dict[str, Any]]:
+def dir_identity(path: Path) -> Optional[JSONObject]:
     """{"dev", "ino", "real"} of the directory at `path` (not followed if it is a link), or None."""
     try:
         st = os.lstat(path)
@@ -31,7 +33,7 @@ def dir_identity(path: Path) -> Optional[dict[str, Any]]:
     return {"dev": st.st_dev, "ino": st.st_ino, "real": os.path.realpath(path)}
 
 
-def stamp(path: Path) -> dict[str, Any]:
+def stamp(path: Path) -> JSONObject:
     """Mark the env being made: the marker inside it, and its identity with the marker's token."""
     from tfgpu_install.files import atomic_write
 
@@ -59,7 +61,7 @@ def _token(path: Path) -> Optional[str]:
     return token if isinstance(token, str) else None
 
 
-def problem(path: Path, recorded: Mapping[str, Any]) -> Optional[str]:
+def problem(path: Path, recorded: Mapping[str, JSONValue]) -> Optional[str]:
     """None when `path` is still the directory `recorded` describes; else why it is not (a sentence)."""
     now = dir_identity(path)
     if now is None:

@@ -7,9 +7,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.env.layout import site_packages_dirs
+from tfgpu_install.guard.jsondoc import JSONObject
 
 BACKENDS = ("venv", "conda")
 CONDA_TOOLS = ("mamba", "conda", "micromamba")
@@ -42,7 +43,7 @@ class TargetEnv:
         ver = env_python_version(self) or "3"
         return self.path / "lib" / f"python{'.'.join(ver.split('.')[:2])}" / "site-packages"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"path": str(self.path), "backend": self.backend, "python": str(self.python), "name": self.name}
 
 

@@ -8,7 +8,9 @@ Sources are short strings: "nvml", "nvidia-smi", "nvidia-smi -q", "nvidia-smi --
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Optional
+
+from tfgpu_install.guard.jsondoc import JSONObject
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class Facts:
     # no NVIDIA GPU: the other vendors' display devices sysfs lists ("AMD (1002:73bf) at 0000:03:00.0")
     other_gpus: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The probe JSON contract (keys documented in docs/reference/json-output.md: never rename)."""
         d = asdict(self)
         d["gpus"] = [asdict(g) for g in self.gpus]

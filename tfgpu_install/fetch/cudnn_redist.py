@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import nvidia_lib_dirs
@@ -23,6 +23,7 @@ from tfgpu_install.fetch.redist import RedistArchive as RedistArchive
 from tfgpu_install.fetch.redist import component_entry, select
 from tfgpu_install.fetch.redist import manifest_url as manifest_url
 from tfgpu_install.fetch.redist import platform_key as platform_key
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.knowledge.model import numbers_in
 
 REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"
@@ -30,7 +31,7 @@ REDIST_URL = "https://developer.download.nvidia.com/compute/cudnn/redist/"
 LIB_RE = re.compile(r"^(libcudnn(?:_[a-z0-9_]+)?)\.so(?:\.(\d+(?:\.\d+)*))?$")
 
 
-def parse_manifest(text: str, source: str = "manifest") -> dict[str, Any]:
+def parse_manifest(text: str, source: str = "manifest") -> JSONObject:
     """The manifest's `cudnn` object, validated enough to be used."""
     return component_entry(text, "cudnn", source)
 
@@ -213,7 +214,7 @@ class CudnnCopy:
     files: tuple[str, ...]  # libcudnn* names in that dir (files and links)
     source: str  # why we looked there: "LD_LIBRARY_PATH", "env", "CUDA toolkit", "ldconfig cache"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"directory": str(self.directory), "version": self.version, "files": list(self.files),
                 "source": self.source}
 

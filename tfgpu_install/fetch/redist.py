@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Mapping, Optional
 
 from tfgpu_install.errors import BadInputError
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue
 
 CUDA_REDIST_URL = "https://developer.download.nvidia.com/compute/cuda/redist/"
 # Linux machine names -> NVIDIA's platform keys (sbsa: server ARM; aarch64 there means Jetson).
@@ -35,7 +36,7 @@ class RedistArchive:
     def url(self, base: str) -> str:
         return base.rstrip("/") + "/" + self.relative_path.lstrip("/")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "component": self.component,
             "version": self.version,
@@ -65,7 +66,7 @@ def bad_manifest(source: str, what: str, component: str = "cudnn") -> BadInputEr
     )
 
 
-def component_entry(text: str, component: str, source: str) -> dict[str, Any]:
+def component_entry(text: str, component: str, source: str) -> JSONObject:
     """The manifest's entry for `component`, validated enough to be used."""
     try:
         doc = json.loads(text)
@@ -79,7 +80,7 @@ def component_entry(text: str, component: str, source: str) -> dict[str, Any]:
     return dict(entry)
 
 
-def select(entry: dict[str, Any], component: str, platform: str, variant: Optional[str],
+def select(entry: Mapping[str, JSONValue], component: str, platform: str, variant: Optional[str],
            source: str) -> RedistArchive:
     """The archive of `entry` (component_entry) for this platform (and CUDA variant where the
     manifest nests one per CUDA major), or a BadInputError naming what exists."""

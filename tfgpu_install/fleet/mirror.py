@@ -40,6 +40,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from tfgpu_install.errors import UsageError
 from tfgpu_install.fleet.download import CHUNK, Download, DownloadFailed, Target
+from tfgpu_install.guard.jsondoc import JSONObject
 
 DEFAULT_UPSTREAM = "https://pypi.org/simple/"
 MAX_PAGE_BYTES = 16 << 20  # a project page (PyPI's largest are a few MB)
@@ -77,7 +78,7 @@ class Stats:
     served_requests: int = 0
     files: set[str] = field(default_factory=set)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"upstream_bytes": self.upstream_bytes, "served_bytes": self.served_bytes,
                 "upstream_requests": self.upstream_requests, "served_requests": self.served_requests,
                 "files": len(self.files)}

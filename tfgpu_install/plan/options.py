@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
+
+from tfgpu_install.guard.jsondoc import JSONObject, JSONValue
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ class InstallOptions:
     with_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def options_to_json(options: InstallOptions) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def options_to_json(options: InstallOptions) -> JSONObject:
+    out: JSONObject = {}
     for f in fields(options):
         value = getattr(options, f.name)
         if f.name == "with_hashes":
@@ -51,20 +53,23 @@ def options_to_json(options: InstallOptions) -> dict[str, Any]:
     return out
 
 
-def options_from_json(data: dict[str, Any]) -> InstallOptions:
-    kwargs: dict[str, Any] = {}
+def options_from_json(data: Mapping[str, JSONValue]) -> InstallOptions:
+    """The options as options_to_json wrote them (a journaled plan's): each field the JSON has, as the
+    dataclass's keyword argument (a field it lacks takes its default; without `env`, TypeError)."""
+    kwargs: dict[str, Any] = {}  # InstallOptions' keyword arguments, each converted below from its JSON
     for f in fields(InstallOptions):
         if f.name not in data:
             continue
         value = data[f.name]
-        if f.name in _PATH_FIELDS and value is not None:
-            value = Path(value)
-        if f.name == "with_requirements":
-            value = tuple(str(v) for v in value or ())
-        if f.name == "with_hashes":
-            value = {str(k): tuple(str(h) for h in v) for k, v in (value or {}).items()
-                     if isinstance(v, (list, tuple))} if isinstance(value, dict) else {}
-        kwargs[f.name] = value
+        if f.name in _PATH_FIELDS:
+            kwargs[f.name] = Path(str(value)) if value is not None else None
+        elif f.name == "with_requirements":
+            kwargs[f.name] = tuple(str(v) for v in value or ()) if isinstance(value, (list, tuple)) else ()
+        elif f.name == "with_hashes":
+            kwargs[f.name] = {str(k): tuple(str(h) for h in v) for k, v in value.items()
+                              if isinstance(v, (list, tuple))} if isinstance(value, dict) else {}
+        else:
+            kwargs[f.name] = value
     return InstallOptions(**kwargs)
 
 
