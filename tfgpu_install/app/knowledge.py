@@ -8,14 +8,14 @@ import json
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict, cast
 from urllib.parse import urljoin
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError
 from tfgpu_install.knowledge.learned import overlay_path, read_overlay, validated_text
 from tfgpu_install.knowledge.model import Knowledge, release_key
-from tfgpu_install.knowledge.wheelfacts import Deadline
+from tfgpu_install.knowledge.wheelfacts import Deadline, IndexFile, LearnedRow
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PEP691 = "application/vnd.pypi.simple.v1+json"
@@ -24,11 +24,17 @@ MAX_NEW = 12  # releases learned in one run (each costs a few range requests)
 DEFAULT_TIMEOUT = 300.0  # seconds for the whole run (issue #39 item 15): --timeout
 
 
+class LearnedRelease(TypedDict):
+    tensorflow: str
+    released: str
+    source: str
+
+
 @dataclass
 class UpdateReport:
     index_url: str
     status: str  # "updated" | "up-to-date" | "offline" | "unreachable" | "timed-out"
-    learned: list[dict[str, Any]] = field(default_factory=list)  # {tensorflow, released, source}
+    learned: list[LearnedRelease] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "2.22.0: why"
     kept: list[str] = field(default_factory=list)  # learned versions already in the overlay
     overlay: str = ""
@@ -40,7 +46,7 @@ def index_url_for(ctx: Context, given: Optional[str]) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def _file_list(session: Any, url: str, deadline: Deadline) -> list[dict[str, Any]]:
+def _file_list(session: Any, url: str, deadline: Deadline) -> list[IndexFile]:
     from tfgpu_install.knowledge.wheelfacts import read_body
 
     r = session.get(url, headers={"Accept": PEP691}, timeout=deadline.timeout(60), stream=True)
@@ -64,37 +70,51 @@ def _file_list(session: Any, url: str, deadline: Deadline) -> list[dict[str, Any
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list):
         raise BadInputError(f"{url}: the file list has no `files` list")
-    return [f for f in files
+    return [_index_file(f) for f in files
             if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str)]
 
 
-def _by_version(files: list[dict[str, Any]], base: str) -> dict[str, list[dict[str, Any]]]:
+def _index_file(f: dict[str, object]) -> IndexFile:
+    """The fields of a PEP 691 file entry read here, each kept only with its type (a JSON edge: the index's)."""
+    out: IndexFile = {"filename": str(f["filename"]), "url": str(f["url"])}
+    size, yanked, uploaded = f.get("size"), f.get("yanked"), f.get("upload-time")
+    if isinstance(size, int) and not isinstance(size, bool):
+        out["size"] = size
+    if isinstance(yanked, (bool, str)):
+        out["yanked"] = yanked
+    if isinstance(uploaded, str):
+        out["upload-time"] = uploaded
+    return out
+
+
+def _by_version(files: list[IndexFile], base: str) -> dict[str, list[IndexFile]]:
     """Linux x86_64 CPython wheels of final releases and pre-releases (2.22.0rc0), not yanked, by version;
     URLs made absolute."""
     from tfgpu_install.knowledge.wheelfacts import FINAL_RE, PRE_RE, WHEEL_RE
 
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[IndexFile]] = {}
     for f in files:
         m = WHEEL_RE.match(f["filename"])
         if not m or f.get("yanked") or "linux" not in m["plat"] or not m["plat"].endswith("x86_64"):
             continue
         if not (FINAL_RE.match(m["ver"]) or PRE_RE.match(m["ver"])):
             continue
-        if not isinstance(f.get("size"), int) or f["size"] <= 0:
+        if f.get("size", 0) <= 0:
             continue
-        out.setdefault(m["ver"], []).append({**f, **m.groupdict(), "url": urljoin(base, f["url"])})
+        out.setdefault(m["ver"], []).append({**f, "name": m["name"], "ver": m["ver"], "py": m["py"], "abi": m["abi"],
+                                             "plat": m["plat"], "url": urljoin(base, f["url"])})
     return out
 
 
-def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, Any]], index: str,
-               today: str, allow_http: bool, deadline: Deadline) -> dict[str, Any]:
+def _learn_one(ctx: Context, session: Any, version: str, files: list[IndexFile], index: str,
+               today: str, allow_http: bool, deadline: Deadline) -> LearnedRow:
     from tfgpu_install.fetch.download import check_url
     from tfgpu_install.knowledge.wheelfacts import RangeFile, learned_row, read_wheel
 
     newest = max(files, key=lambda f: int(f["py"][2:]))
     check_url(newest["url"], allow_http=allow_http)
     wheel = read_wheel(RangeFile(session, newest["url"], newest["size"], deadline=deadline))
-    row = {**learned_row(version, files, wheel, index, newest, today), "first_seen": today}
+    row: LearnedRow = {**learned_row(version, files, wheel, index, newest, today), "first_seen": today}
     if wheel["build_info"].get("is_cuda_build") is False:
         raise ValueError("a CPU-only build (its build_info.py says is_cuda_build False)")
     if not row["cuda"]:
@@ -106,7 +126,7 @@ def _learn_one(ctx: Context, session: Any, version: str, files: list[dict[str, A
     return row
 
 
-def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
+def _old_rows(path: Path, report: UpdateReport) -> list[LearnedRow]:
     """The rows already learned (as plain data), or none when the old overlay is refused."""
     try:
         kept = read_overlay(path)
@@ -119,16 +139,17 @@ def _old_rows(path: Path, report: UpdateReport) -> list[dict[str, Any]]:
     import yaml
 
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return [r for r in doc.get("releases", []) if isinstance(r, dict)]
+    # Rows read_overlay has just checked, each as a learned row: written back as they are.
+    return [cast("LearnedRow", r) for r in doc.get("releases", []) if isinstance(r, dict)]
 
 
-def _seen(rows: list[dict[str, Any]], day: str) -> list[dict[str, Any]]:
+def _seen(rows: list[LearnedRow], day: str) -> list[LearnedRow]:
     """Rows learned before the tool kept the day it first saw a release: their clock starts now."""
     return [r if r.get("first_seen") else {**r, "first_seen": day} for r in rows]
 
 
-def _learn_new(ctx: Context, session: Any, page: str, files: list[dict[str, Any]], newest: str,
-               rows: dict[str, dict[str, Any]], report: UpdateReport, day: str, allow_http: bool,
+def _learn_new(ctx: Context, session: Any, page: str, files: list[IndexFile], newest: str,
+               rows: dict[str, LearnedRow], report: UpdateReport, day: str, allow_http: bool,
                pre: bool, deadline: Deadline) -> None:
     """Read each release newer than `newest` that `rows` lacks (newest first, at most MAX_NEW); a
     pre-release only with `pre`, else it is listed as skipped."""
@@ -210,7 +231,7 @@ def update(ctx: Context, curated: Knowledge, index_url: Optional[str], offline: 
     return report
 
 
-def _write(path: Path, rows: list[dict[str, Any]], index: str, day: str) -> None:
+def _write(path: Path, rows: list[LearnedRow], index: str, day: str) -> None:
     """Validate the whole overlay first, then replace it atomically (temp file + rename): a reader sees the
     old file or the new one, and never one the next plan would refuse (issue #39 item 13)."""
     from tfgpu_install.files import atomic_write

@@ -14,12 +14,15 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.dirs import writable_only_by_me
 from tfgpu_install.errors import BadInputError
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.knowledge.model import Knowledge, Release, release_key
+
+if TYPE_CHECKING:
+    from tfgpu_install.knowledge.wheelfacts import LearnedRow
 
 FILE_NAME = "learned.yaml"
 MAX_BYTES = 1 << 20
@@ -100,7 +103,7 @@ def with_learned(knowledge: Knowledge, state_dir: Path) -> Knowledge:
     return merge(knowledge, read_overlay(overlay_path(state_dir)))
 
 
-def render_overlay(rows: list[dict[str, Any]], index_url: str, today: str) -> str:
+def render_overlay(rows: list[LearnedRow], index_url: str, today: str) -> str:
     """The overlay file's text: matrix.yaml's format, with a header saying where it came from."""
     import json
 
@@ -112,7 +115,7 @@ def render_overlay(rows: list[dict[str, Any]], index_url: str, today: str) -> st
     return head + body + "\n"
 
 
-def validated_text(rows: list[dict[str, Any]], index_url: str, today: str) -> str:
+def validated_text(rows: list[LearnedRow], index_url: str, today: str) -> str:
     """The overlay's text for `rows`, checked exactly as read_overlay will read it back (BadInputError
     naming the row when it would be refused): nothing is written that the next run would refuse."""
     text = render_overlay(rows, index_url, today)

@@ -21,7 +21,7 @@ import ast
 import io
 import re
 import zipfile
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 if TYPE_CHECKING:
     import requests
@@ -151,10 +151,65 @@ class RangeFile(io.RawIOBase):
         return len(d)
 
 
-def parse_build_info(text: str) -> dict[str, Any]:
+BuildInfo = dict[str, object]  # build_info.py's names -> the literal values it assigns (any literal)
+
+
+class FatbinScan(TypedDict, total=False):
+    """What scan_fatbins found: the first library's lists, or why none was read."""
+
+    library: str
+    containers: int
+    sass: list[str]
+    ptx: list[str]
+    uneven: bool
+    error: str
+
+
+class WheelFacts(TypedDict, total=False):
+    requires_dist: list[str]
+    requires_python: Optional[str]
+    build_info: BuildInfo
+    fatbin: FatbinScan  # only when build_info.py names no compute capabilities
+
+
+# One wheel of the index's PEP 691 file list (the fields read here), with WHEEL_RE's groups added.
+IndexFile = TypedDict("IndexFile", {"filename": str, "url": str, "size": int, "yanked": Union[bool, str],
+                                    "upload-time": str, "name": str, "ver": str, "py": str, "abi": str,
+                                    "plat": str}, total=False)
+
+
+class LearnedRow(TypedDict, total=False):
+    """A matrix.yaml row learned from the index (learned_row; knowledge/learned.py's schema checks it)."""
+
+    tensorflow: str
+    package: str
+    released: str
+    pythons: list[str]
+    cuda: Optional[str]
+    cudnn: Optional[str]
+    sass: list[str]
+    ptx: list[str]
+    manylinux: str
+    min_glibc: str
+    cuda_from: str
+    extra: Optional[str]
+    pins_kind: str
+    pins: dict[str, str]
+    extra_requires: dict[str, str]
+    constraints: dict[str, str]
+    defects: list[str]
+    build_info: dict[str, str]
+    source: str
+    sources: dict[str, str]
+    unconfirmed: list[str]
+    notes: str
+    first_seen: str
+
+
+def parse_build_info(text: str) -> BuildInfo:
     """build_info.py has had three shapes: an OrderedDict literal (2.3+), module-level assignments
     (2.0-2.2), and a plain dict. The literal values it assigns; nothing is executed."""
-    out: dict[str, Any] = {}
+    out: BuildInfo = {}
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
@@ -186,7 +241,7 @@ def _member(z: zipfile.ZipFile, name: str) -> str:
         return fh.read(MEMBER_LIMIT + 1)[:MEMBER_LIMIT].decode("utf-8", "replace")
 
 
-def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
+def read_wheel(fh: io.RawIOBase) -> WheelFacts:
     """METADATA's Requires-Dist / Requires-Python and build_info.py's values of one wheel file; when
     build_info.py names no compute capabilities, what the wheel's fat binaries carry ("fatbin")."""
     try:
@@ -203,7 +258,7 @@ def read_wheel(fh: io.RawIOBase) -> dict[str, Any]:
     requires = [ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Dist:")]
     req_py = next((ln.split(":", 1)[1].strip() for ln in headers.splitlines() if ln.startswith("Requires-Python:")),
                   None)
-    out = {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
+    out: WheelFacts = {"requires_dist": requires, "requires_python": req_py, "build_info": build_info}
     if not _archs(build_info.get("cuda_compute_capabilities"))[0] and build_info.get("is_cuda_build") is not False:
         out["fatbin"] = scan_fatbins(z, fh)
     return out
@@ -250,7 +305,7 @@ def _open_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, fh: io.RawIOBase) ->
     return z.open(info)
 
 
-def scan_fatbins(z: zipfile.ZipFile, fh: io.RawIOBase) -> dict[str, Any]:
+def scan_fatbins(z: zipfile.ZipFile, fh: io.RawIOBase) -> FatbinScan:
     """The SASS/PTX lists of the first of the wheel's shared libraries (smallest first) that carries CUDA
     fat binaries: {"library", "containers", "sass", "ptx", "uneven", "read"}; {"error": why} when none does
     within the read limit. The architectures are a build setting, alike in every library of a release."""
@@ -304,7 +359,7 @@ def _cc(arch: str) -> Optional[str]:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def _archs(caps: Any) -> tuple[list[str], list[str]]:
+def _archs(caps: object) -> tuple[list[str], list[str]]:
     if isinstance(caps, str):
         caps = [c.strip() for c in caps.split(",")]
     if not isinstance(caps, list):
@@ -315,7 +370,7 @@ def _archs(caps: Any) -> tuple[list[str], list[str]]:
     return sass, ptx
 
 
-def _major_minor(v: Any) -> Optional[str]:
+def _major_minor(v: object) -> Optional[str]:
     m = re.match(r"^(\d+)\.(\d+)", str(v or ""))
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
@@ -350,7 +405,7 @@ def _sources(cuda_src: str, cudnn_src: str, arch_src: str, plat: str) -> dict[st
 _CUDA_PINS = ("nvidia-cuda-runtime-cu", "nvidia-cuda-nvcc-cu")
 
 
-def _cuda(bi: dict[str, Any], extra: dict[str, str]) -> tuple[Optional[str], str]:
+def _cuda(bi: BuildInfo, extra: dict[str, str]) -> tuple[Optional[str], str]:
     """The build's CUDA major.minor and where it came from: build_info.py, else the and-cuda extra's CUDA
     runtime (or nvcc) wheel, whose version is the CUDA version it carries."""
     cuda = _major_minor(bi.get("cuda_version"))
@@ -365,7 +420,7 @@ def _cuda(bi: dict[str, Any], extra: dict[str, str]) -> tuple[Optional[str], str
     return None, "build_info.py names no CUDA version and the and-cuda extra pins no CUDA runtime wheel"
 
 
-def _arch_facts(bi: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> tuple[list[str], list[str], str]:
+def _arch_facts(bi: BuildInfo, fatbin: Optional[FatbinScan]) -> tuple[list[str], list[str], str]:
     """SASS and PTX lists and their source: build_info.py, else the wheel's fat binaries."""
     sass, ptx = _archs(bi.get("cuda_compute_capabilities"))
     if sass or ptx:
@@ -381,19 +436,19 @@ def _arch_facts(bi: dict[str, Any], fatbin: Optional[dict[str, Any]]) -> tuple[l
     return [], [], why
 
 
-def _pythons(files: list[dict[str, Any]]) -> list[str]:
+def _pythons(files: list[IndexFile]) -> list[str]:
     # "cp312" -> "3.12"; an odd tag gives an odd value that the schema then refuses, naming the row
     return sorted({f"{f['py'][2]}.{f['py'][3:]}" for f in files},
                   key=lambda v: tuple(int(x) if x.isdigit() else -1 for x in v.split(".")))
 
 
-def _raw_build_info(bi: dict[str, Any]) -> dict[str, str]:
+def _raw_build_info(bi: BuildInfo) -> dict[str, str]:
     keep = ("cuda_version", "cudnn_version", "cuda_compute_capabilities", "is_cuda_build")
     return {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in bi.items() if k in keep}
 
 
-def learned_row(version: str, files: list[dict[str, Any]], wheel: dict[str, Any], index_url: str,
-                wheel_file: dict[str, Any], today: str) -> dict[str, Any]:
+def learned_row(version: str, files: list[IndexFile], wheel: WheelFacts, index_url: str,
+                wheel_file: IndexFile, today: str) -> LearnedRow:
     """A matrix.yaml row for a release read from the index, marked learned: every value names where it
     came from; what the wheel cannot tell (known defects) is listed unconfirmed."""
     bi = wheel["build_info"]
