@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, UsageError
+from tfgpu_install.guard.jsondoc import texts
 from tfgpu_install.report import Block, Bullets, Result, Text, table
 
 if TYPE_CHECKING:  # the fleet modules load in run(): building the parser stays light (start-up budget)
@@ -90,7 +91,7 @@ def _result(report: "FleetReport") -> Result:
     }
     blocks: list[Block] = [table(f"fleet {report.mode} ({report.engine})", COLUMNS, rows(report.hosts))]
     if report.same:
-        blocks.append(Bullets("--same", tuple(report.same["explain"])))
+        blocks.append(Bullets("--same", tuple(texts(report.same, "explain"))))
     problems = [f"{h.name}: [{h.error}] {h.message}" + (f" -- fix: {h.hint}" if h.hint else "")
                 + ("".join(f"\n      - {r}" for r in h.reasons)) for h in report.hosts if not h.ok]
     if problems:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from tfgpu_install.fleet import serveaddr
 from tfgpu_install.guard import argtypes
+from tfgpu_install.guard.jsondoc import JSONObject
 
 ALL = ("install", "status", "snapshot", "restore")
 PROVISION = ("install", "restore")
@@ -151,7 +152,8 @@ def add_to(parser: argparse.ArgumentParser, action: str) -> None:
 
 
 def request_fields(args: argparse.Namespace, action: str) -> dict[str, Any]:
-    """FleetRequest's fields from the parsed flags of this action (absent ones keep their default)."""
+    """FleetRequest's fields from the parsed flags of this action (absent ones keep their default): its
+    keyword arguments, each value its row's `convert` made (typed by the row, not by this dict)."""
     out: dict[str, Any] = {}
     for o in for_action(action):
         dest = o.flags[0] if not o.flags[0].startswith("-") else o.attr
@@ -161,10 +163,10 @@ def request_fields(args: argparse.Namespace, action: str) -> dict[str, Any]:
     return out
 
 
-def extra_vars(request: Any, action: str) -> dict[str, Any]:
+def extra_vars(request: Any, action: str) -> JSONObject:
     """The extra vars of the rows that have one, for the values the request holds (None and False: left out,
     the role's default stands; a flag given as false is the default)."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for o in for_action(action):
         value = getattr(request, o.attr, None)
         if o.extra_var and value is not None and value != "":

@@ -16,6 +16,7 @@ import tfgpu_install
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.files import atomic_write
 from tfgpu_install.fleet.results import HostResult, read_result, safe_result
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.runner import Completed, Runner
 
 # The exit status a run stopped by Ctrl-C reports (ExitCode.INTERRUPTED).
@@ -63,7 +64,7 @@ def site_playbook(root: Path) -> Path:
     return root / "ansible_collections" / "tfgpu" / "install" / "playbooks" / "site.yml"
 
 
-def extra_vars(run: PlaybookRun) -> dict[str, Any]:
+def extra_vars(run: PlaybookRun) -> JSONObject:
     extra = dict(run.extra_vars)
     extra.update(tfgpu_mode=run.mode, tfgpu_results_dir=str(run.results_dir))
     if run.serial:
@@ -165,14 +166,14 @@ def run_playbook(
     pidfile = run.results_dir.with_suffix(".pid")
     vars_file = write_vars(run)
     argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(pidfile), *playbook_argv(tool, playbook, run, vars_file)]
-    box: dict[str, Any] = {}
+    box = _Outcome()
 
     def work() -> None:
         try:
-            box["done"] = runner.run(argv, desc=f"ansible-playbook ({run.mode})", env=env, timeout=run.timeout_s,
-                                     mutating=not run.check)
+            box.done = runner.run(argv, desc=f"ansible-playbook ({run.mode})", env=env, timeout=run.timeout_s,
+                                  mutating=not run.check)
         except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
-            box["error"] = exc
+            box.error = exc
 
     worker = threading.Thread(target=work, name="ansible-playbook", daemon=True)
     worker.start()
@@ -195,10 +196,18 @@ def run_playbook(
         # Ctrl-C: stop ansible-playbook and its workers; the rows already written stay (the caller
         # reads them, and the hosts without one are "not finished").
         stop_playbook(pidfile, worker)
-        got = box.get("done")
+        got = box.done
         return Completed(tuple(argv), INTERRUPTED, got.stdout if got else "", "interrupted (Ctrl-C)")
     report_new()
-    if "error" in box:
-        raise box["error"]
-    done: Completed = box["done"]
-    return done
+    if box.error is not None:
+        raise box.error
+    assert box.done is not None  # the worker ended without an error: it has the result
+    return box.done
+
+
+@dataclass
+class _Outcome:
+    """What the worker thread's ansible-playbook ended with."""
+
+    done: Optional[Completed] = None
+    error: Optional[BaseException] = None

@@ -8,7 +8,9 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, TypedDict
+
+from tfgpu_install.guard.jsondoc import JSONObject
 
 # "node1   : ok=5    changed=1    unreachable=0    failed=0    skipped=1    rescued=0    ignored=1"
 _RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
@@ -28,6 +30,13 @@ def parse_recap(stdout: str) -> dict[str, dict[str, int]]:
             counts = dict(kv.split("=", 1) for kv in m.group("counts").split())
             out[m.group("host")] = {k: int(v) for k, v in counts.items()}
     return out
+
+
+class Unreported(TypedDict):
+    """Earlier runs whose result never reached the controller: their ids, and what they applied (None: unknown)."""
+
+    runs: list[str]
+    applied: Optional[list[str]]
 
 
 @dataclass(frozen=True)
@@ -54,17 +63,17 @@ class HostResult:
     reasons: tuple[str, ...] = ()
     applied: tuple[str, ...] = ()
     snapshot: Optional[str] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
     # The run id the node's ledger holds after this run (acknowledged on the controller), and what earlier
     # runs changed whose result never reached the controller (reported now; applied None: unknown).
     ledger_run: Optional[str] = None
-    unreported: Optional[dict[str, Any]] = None
+    unreported: Optional[Unreported] = None
     # What the verification that ran checked: the GPU (True), the CPU only (False, --allow-cpu), unknown
     # (None: no verification, or a node tool that does not say); and the names of the layers that passed.
     gpu_verified: Optional[bool] = None
     layers_passed: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         d = asdict(self)
         d["gpus"], d["reasons"], d["applied"] = list(self.gpus), list(self.reasons), list(self.applied)
         d["layers_passed"] = list(self.layers_passed)
@@ -102,7 +111,7 @@ def _strs(value: Any, limit: int = _MAX_FIELD) -> tuple[str, ...]:
     return tuple(v[:limit] for v in value[:_MAX_ITEMS] if isinstance(v, str))
 
 
-def _choice(result: Mapping[str, Any]) -> dict[str, Any]:
+def _choice(result: Mapping[str, Any]) -> JSONObject:
     tf = result.get("tensorflow")
     if isinstance(tf, dict):
         return tf
@@ -140,7 +149,7 @@ def _text(value: Any, limit: int = 2000) -> Optional[str]:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: Any) -> JSONObject:
     return value if isinstance(value, dict) else {}
 
 
@@ -231,7 +240,7 @@ def bad_result(name: str, why: str) -> HostResult:
                       hint="see the playbook log; re-run the same command")
 
 
-def _unreported(value: Any) -> Optional[dict[str, Any]]:
+def _unreported(value: Any) -> Optional[Unreported]:
     """The node's `unreported` ({runs, applied}) as plain strings, or None."""
     if not isinstance(value, dict):
         return None
@@ -281,7 +290,7 @@ def safe_result(name: str, doc: Mapping[str, Any]) -> HostResult:
 MAX_RESULT_BYTES = 8 << 20
 
 
-def read_result(path: Path) -> Optional[dict[str, Any]]:
+def read_result(path: Path) -> Optional[JSONObject]:
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_RESULT_BYTES + 1)

@@ -28,6 +28,7 @@ from tfgpu_install.fleet.playbook import (
 from tfgpu_install.fleet.results import HostResult, collect, parse_recap
 from tfgpu_install.fleet.same import ceiling_policy_yaml, explain, next_round
 from tfgpu_install.fleet.serveaddr import ServeAt, bind_address
+from tfgpu_install.guard.jsondoc import JSONObject, integer, texts
 from tfgpu_install.runner import TIMED_OUT
 
 OnResult = Callable[[HostResult], None]
@@ -73,11 +74,11 @@ class FleetReport:
     hosts: list[HostResult]
     playbook_rc: int
     log: str
-    same: Optional[dict[str, Any]] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    same: Optional[JSONObject] = None
+    extra: JSONObject = field(default_factory=dict)
 
 
-def _common_vars(req: FleetRequest, wheel: Path, index_url: Optional[str] = None) -> dict[str, Any]:
+def _common_vars(req: FleetRequest, wheel: Path, index_url: Optional[str] = None) -> JSONObject:
     """The extra vars of the request's options (fleet/options.py), with what the controller resolved: the
     wheel it ships and the index the nodes use (the fleet's own, when it serves one)."""
     extra = options.extra_vars(req, req.mode)
@@ -119,10 +120,10 @@ class _Fleet:
         if self.mirror is not None:
             self.mirror.stop()
 
-    def common_vars(self) -> dict[str, Any]:
+    def common_vars(self) -> JSONObject:
         return _common_vars(self.req, self.wheel, self.index_url)
 
-    def play(self, mode: str, extra: dict[str, Any], on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
+    def play(self, mode: str, extra: JSONObject, on_result: OnResult, check: bool, tag: str) -> list[HostResult]:
         results_dir = self.work / "results" / tag
         acknowledges = mode in ("install", "restore") and not check
         if acknowledges:
@@ -162,7 +163,7 @@ def fleet_install(ctx: Context, req: FleetRequest, on_result: OnResult) -> Fleet
         return fleet_restore(ctx, req, on_result)
     with _Fleet(ctx, req) as f:
         extra = f.common_vars()
-        same: Optional[dict[str, Any]] = None
+        same: Optional[JSONObject] = None
         if req.same:
             profiles, same = _same_profiles(f, req, extra)
             if req.same_by == "fleet":
@@ -183,7 +184,7 @@ class _Group:
     first: Optional[dict[str, Optional[str]]] = None
     limited_by: tuple[str, ...] = ()
     unanswered: dict[str, str] = field(default_factory=dict)
-    result: Optional[dict[str, Any]] = None
+    result: Optional[JSONObject] = None
 
 
 def _units(f: _Fleet, req: FleetRequest) -> list[_Group]:
@@ -195,7 +196,7 @@ def _units(f: _Fleet, req: FleetRequest) -> list[_Group]:
     return [_Group(g, hosts, req.profile) for g, hosts in by.items()]
 
 
-def _same_profiles(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+def _same_profiles(f: _Fleet, req: FleetRequest, extra: JSONObject) -> tuple[dict[str, str], JSONObject]:
     """Plan (check mode) on every host under a falling ceiling per unit (the fleet, or each inventory group)
     until every host of a unit picks one release. -> host -> profile, and what --same reports."""
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge, load_policy
@@ -224,9 +225,9 @@ def _same_profiles(f: _Fleet, req: FleetRequest, extra: dict[str, Any]) -> tuple
     profiles = {h: u.profile for u in units for h in u.hosts}
     if req.same_by == "fleet":
         return profiles, dict(units[0].result or {})
-    lines = [f"{u.name}: {line}" for u in units for line in (u.result or {}).get("explain", [])]
+    lines = [f"{u.name}: {line}" for u in units for line in texts(u.result or {}, "explain")]
     return profiles, {"by": "group", "groups": {u.name: u.result for u in units}, "explain": lines,
-                      "rounds": max((u.result or {}).get("rounds", 0) for u in units)}
+                      "rounds": max(integer(u.result or {}, "rounds") or 0 for u in units)}
 
 
 def _settle(unit: _Group, planned: list[HostResult], round_no: int) -> Optional[str]:
