@@ -49,8 +49,8 @@ FACE = ("__main__", "entry", "cli", "commands", "completion")  # the command lin
 # json.loads result before it is validated). Every one counts, also through an alias
 # (`JSON = dict[str, Any]` is the same thing); `Mapping[str, Any]` may not grow either (a dict
 # renamed into one is not typed).
-ANY_DICTS_MAX = 64
-ANY_MAPPINGS_MAX = 31
+ANY_DICTS_MAX = 55  # #36 asks for at most 60; lowered to the count each time it falls
+ANY_MAPPINGS_MAX = 30
 
 
 @dataclass(frozen=True)
@@ -295,6 +295,7 @@ def test_the_command_line_knows_no_command_by_name() -> None:
 def test_documents_are_typed_inside_the_code() -> None:
     """At most ANY_DICTS_MAX `dict[str, Any]` in the package (aliases counted), and none in the
     snapshot's model or the resolver's output."""
+    assert ANY_DICTS_MAX <= 60  # the ceiling only falls (#36)
     found = any_dicts()
     assert len(found) <= ANY_DICTS_MAX, f"{len(found)} dict[str, Any] (at most {ANY_DICTS_MAX}): type the document"
     typed = (f"{NAME}.snapshot.model", f"{NAME}.snapshot.document", f"{NAME}.resolver.")  # the snapshot, the resolution

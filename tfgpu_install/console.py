@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
 from tfgpu_install.errors import TfgpuError
 from tfgpu_install.guard.names import printable
 from tfgpu_install.report import Bullets, Heading, Result, Table, Text, human_bytes
 from tfgpu_install.transfer_rate import TransferRate
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 _STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "dim": "dim", "": ""}
 
@@ -153,7 +156,7 @@ class Progress:
         self.enabled = enabled
         self.rich = enabled and _isatty(self.stream)
         self._bar: Any = None
-        self._tasks: dict[str, Any] = {}
+        self._tasks: dict[str, TaskID] = {}  # a progress row per key
         self._last: dict[str, tuple[float, tuple[str, float]]] = {}
         self._step: dict[str, tuple[str, float]] = {}  # counter task -> (its current line, since when)
         self._rates: dict[str, TransferRate] = {}  # bytes task -> its smoothed rate (transfer_rate.py)

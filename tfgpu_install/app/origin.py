@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfgpu_install.env.layout import canonical_name, site_packages_dirs
+from tfgpu_install.guard.jsondoc import flag, obj
 
 MAX_BYTES = 64 * 1024  # a direct_url.json is a few hundred bytes
 
@@ -38,7 +39,7 @@ def _parse(doc: Any) -> Optional[DirectOrigin]:
     if not isinstance(doc, dict) or not isinstance(doc.get("url"), str):
         return None
     url = str(doc["url"])[:4096]
-    archive: dict[str, Any] = doc["archive_info"] if isinstance(doc.get("archive_info"), dict) else {}
+    archive = obj(doc, "archive_info")
     digest: Optional[str] = None
     hashes = archive.get("hashes")
     if isinstance(hashes, dict) and isinstance(hashes.get("sha256"), str):
@@ -47,8 +48,7 @@ def _parse(doc: Any) -> Optional[DirectOrigin]:
         digest = str(archive["hash"])[len("sha256="):]
     if digest is not None and not re.fullmatch(r"[0-9a-f]{64}", digest):
         digest = None
-    dir_info: dict[str, Any] = doc["dir_info"] if isinstance(doc.get("dir_info"), dict) else {}
-    return DirectOrigin(url, digest, bool(dir_info.get("editable")))
+    return DirectOrigin(url, digest, flag(obj(doc, "dir_info"), "editable"))
 
 
 def direct_origins(env: Path) -> dict[str, DirectOrigin]:

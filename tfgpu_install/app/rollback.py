@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, ExitCode
 from tfgpu_install.guard.jsondoc import obj, text
 from tfgpu_install.report import Block, Heading, Result, Text, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.steps.base import Step
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,12 @@ class RollbackRequest:
     yes: bool = False
 
 
-def journal_steps(ctx: Context, entries: list[Any]) -> list[Any]:
+def journal_steps(ctx: Context, entries: list[Any]) -> list[Step]:
     """Every step any journaled run of this env planned (newest plan wins per step id)."""
     from tfgpu_install.env.journal import current_epoch
     from tfgpu_install.plan.journaled import read_plan
 
-    by_id: dict[str, Any] = {}
+    by_id: dict[str, Step] = {}
     for e in current_epoch(entries):
         plan = read_plan(e.data.get("plan")) if e.event == "run" else None
         if plan is None:

@@ -10,9 +10,10 @@ from typing import Any, Optional
 from tfgpu_install.context import Context
 from tfgpu_install.env.verification import BadRecord, RecordedPlan, RecordedReport, read_record
 from tfgpu_install.errors import TfgpuError
+from tfgpu_install.guard.jsondoc import JSONObject
 
 
-def _verification(ctx: Context, env: Any) -> dict[str, Any] | None:
+def _verification(ctx: Context, env: Any) -> JSONObject | None:
     try:
         doc = read_record(ctx, env)
     except BadRecord as exc:  # an unreadable record is reported, not fatal
@@ -48,7 +49,7 @@ class Status:
     env: Path
     installed: bool  # a run of this tool is journaled for it
     steps: tuple[StepState, ...] = ()
-    verification: Optional[dict[str, Any]] = None  # the last verification, as `status --json` shows it
+    verification: Optional[JSONObject] = None  # the last verification, as `status --json` shows it
 
     @property
     def complete(self) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu_install.commands.common import add_assume_flags, add_profile_flag, assume_flags
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     return Result(data=data, blocks=_blocks(resolution, data), exit_code=found.exit_code)
 
 
-def _machine_summary(facts: "Facts") -> dict[str, Any]:
+def _machine_summary(facts: "Facts") -> JSONObject:
     d = facts.driver
     return {
         "driver": d.version,

@@ -7,10 +7,11 @@ Exit 0; 5 (BAD_INPUT) when a file is malformed (the message names file:line).
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.report import Result, Text, table
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def rules(policy: "Policy") -> str:
     return "; ".join(parts)
 
 
-def _policy_json(policy: "Policy", builtin: bool) -> dict[str, Any]:
+def _policy_json(policy: "Policy", builtin: bool) -> JSONObject:
     return {
         "name": policy.name,
         "builtin": builtin,
@@ -58,7 +59,7 @@ def _policy_json(policy: "Policy", builtin: bool) -> dict[str, Any]:
     }
 
 
-def _summary(kn: "Knowledge") -> dict[str, Any]:
+def _summary(kn: "Knowledge") -> JSONObject:
     versions = [r.tensorflow for r in kn.releases]
     return {
         "releases": len(versions),
