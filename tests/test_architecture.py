@@ -303,6 +303,41 @@ def test_documents_are_typed_inside_the_code() -> None:
     assert len(any_mappings()) <= ANY_MAPPINGS_MAX
 
 
+# One shape per command (#36 item 2): app/ returns data, commands/ renders it. These app modules still
+# build output (report's blocks or Result); the list only shrinks: one converted leaves it.
+OUTPUT_TYPES = frozenset({"Block", "Heading", "Text", "Table", "Bullets", "Result", "table"})
+APP_BUILDS_OUTPUT = frozenset({
+    "accept", "additions", "confirm", "env_list", "env_remove", "image", "install", "kernel", "package_plan",
+    "provision", "restore", "rollback", "snapshot", "uninstall", "upgrade", "verify",
+})
+
+
+def output_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """app module -> the output types it imports from report (anywhere in the module)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((root / NAME / "app").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == f"{NAME}.report":
+                names = {a.name for a in node.names} & OUTPUT_TYPES
+                if names:
+                    out.setdefault(path.stem, set()).update(names)
+    return out
+
+
+def test_app_returns_data_not_output() -> None:
+    """A converted app module may not build output again, and the list of those that do only shrinks."""
+    found = output_imports()
+    assert sorted(set(found) - APP_BUILDS_OUTPUT) == [], "app/ returns data: render it in commands/"
+    assert sorted(APP_BUILDS_OUTPUT - set(found)) == [], "converted: take it out of APP_BUILDS_OUTPUT"
+
+
+def test_the_output_check_sees_an_import(tmp_path: Path) -> None:
+    (tmp_path / NAME / "app").mkdir(parents=True)
+    (tmp_path / NAME / "app" / "a.py").write_text("def f():\n    from tfgpu_install.report import Text, human_bytes\n")
+    (tmp_path / NAME / "app" / "b.py").write_text("from tfgpu_install.report import human_bytes\n")
+    assert output_imports(tmp_path) == {"a": {"Text"}}
+
+
 def test_the_any_dict_count_sees_each_form(tmp_path: Path) -> None:
     """Each spelling and an alias's every use counts (a count that missed them could be met by renaming)."""
     (tmp_path / NAME).mkdir()

@@ -18,7 +18,6 @@ import tfgpu_install
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.errors import DownloadError, EnvironmentProblem, UsageError
-from tfgpu_install.report import Block, Result, Text
 
 PACK_TIMEOUT = 1800.0  # six Pythons' dependency downloads on a slow link
 
@@ -26,6 +25,17 @@ PACK_TIMEOUT = 1800.0  # six Pythons' dependency downloads on a slow link
 @dataclass(frozen=True)
 class PackRequest:
     pack: str
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The pack as made (commands/gpucheck.py renders it)."""
+
+    path: Path
+    size: int  # bytes, every file in it
+    wheels: tuple[str, ...]  # the file names under wheels/
+    script: Path  # the gpu-check.sh it was made with
+    run: str  # the command that runs it on the GPU machine
 
 
 def pack_script() -> Path:
@@ -56,7 +66,7 @@ def _python() -> Optional[str]:
     return sys.executable if importlib.util.find_spec("pip") is not None else None
 
 
-def pack(ctx: Context, req: PackRequest) -> Result:
+def pack(ctx: Context, req: PackRequest) -> Pack:
     target = user_path(req.pack)
     check_target(target)
     script = pack_script()
@@ -76,9 +86,5 @@ def pack(ctx: Context, req: PackRequest) -> Result:
         raise EnvironmentProblem(f"the GPU-check pack was not made: {why}", hint="see the script's output above; "
                                  f"run `bash {script} --pack {target}` by hand for all of it")
     size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-    wheels = sorted(p.name for p in (target / "wheels").glob("*.whl"))
-    run_there = f"{target}/gpu-check.sh --offline {target}"
-    data = {"pack": str(target), "bytes": size, "wheels": wheels, "script": str(script), "run": run_there}
-    blocks: list[Block] = [Text(f"GPU-check pack: {len(wheels)} wheels, {size / 2**20:.1f} MiB in {target}", "ok"),
-              Text(f"on the GPU machine (no network needed): {run_there}")]
-    return Result(data=data, blocks=blocks)
+    wheels = tuple(sorted(p.name for p in (target / "wheels").glob("*.whl")))
+    return Pack(target, size, wheels, script, f"{target}/gpu-check.sh --offline {target}")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
-from tfgpu_install.report import Result
+from tfgpu_install.report import Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.gpucheck_pack import Pack
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,4 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app.gpucheck_pack import PackRequest, pack
 
-    return pack(ctx, PackRequest(pack=args.pack))
+    return render(pack(ctx, PackRequest(pack=args.pack)))
+
+
+def render(made: "Pack") -> Result:
+    data = {"pack": str(made.path), "bytes": made.size, "wheels": list(made.wheels), "script": str(made.script),
+            "run": made.run}
+    return Result(data=data, blocks=[
+        Text(f"GPU-check pack: {len(made.wheels)} wheels, {made.size / 2**20:.1f} MiB in {made.path}", "ok"),
+        Text(f"on the GPU machine (no network needed): {made.run}")])
