@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, EnvironmentProblem, UsageError
 from tfgpu_install.guard.shellquote import command
-from tfgpu_install.report import Bullets, Result, Text
 from tfgpu_install.steps.kernel import SPEC, RegisterKernel, owner_env, remove_kernel_dir
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # what jupyter_client accepts as a kernel name
@@ -65,7 +64,27 @@ def _env(ctx: Context, given: Optional[str]) -> Path:
     return env
 
 
-def install(ctx: Context, req: KernelRequest) -> Result:
+@dataclass(frozen=True)
+class Registered:
+    """`kernel install`'s outcome (commands/kernel.py renders it)."""
+
+    env: Path
+    name: str
+    path: Path  # the kernel's directory
+    changed: bool  # False: it was registered already, nothing written
+    argv: tuple[str, ...]  # what Jupyter starts
+
+
+@dataclass(frozen=True)
+class Removed:
+    """`kernel remove`'s outcome: the kernel directories removed (none: nothing to do)."""
+
+    env: Path
+    name: Optional[str]  # the one asked for (None: every kernel of the env)
+    removed: tuple[Path, ...]
+
+
+def install(ctx: Context, req: KernelRequest) -> Registered:
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.env.layout import installed_dists, site_packages_dirs
     from tfgpu_install.plan.journaled import last_journaled_plan
@@ -100,11 +119,8 @@ def install(ctx: Context, req: KernelRequest) -> Result:
     step = RegisterKernel(env, kdir, f"{tf} ({env.name})")
     kernel_plan = replace(plan, restore=None, kernel=step.to_plan()).to_json()
     done = provision(ctx, ProvisionRequest(env=env, steps=[step], plan=kernel_plan, yes=True))
-    data = {"env": str(env), "name": name, "path": str(kdir), "changed": done.report is not None,
-            "argv": [str(env / "bin" / "tfgpu-run"), str(env / "bin" / "python"), "-m", "ipykernel_launcher"]}
-    how = "registered" if done.report is not None else "already registered"
-    return Result(data, [Text(f"kernel {name!r} {how} at {kdir}: it starts through {env}/bin/tfgpu-run, "
-                              "so the notebook sees the env's CUDA libraries", "ok")])
+    return Registered(env, name, kdir, done.report is not None,
+                      (str(env / "bin" / "tfgpu-run"), str(env / "bin" / "python"), "-m", "ipykernel_launcher"))
 
 
 def remove_kernels(ctx: Context, env: Path, name: Optional[str] = None) -> list[Path]:
@@ -123,11 +139,6 @@ def remove_kernels(ctx: Context, env: Path, name: Optional[str] = None) -> list[
     return removed
 
 
-def remove(ctx: Context, req: KernelRequest) -> Result:
+def remove(ctx: Context, req: KernelRequest) -> Removed:
     env = _env(ctx, req.env) if req.env is None else Path(req.env).expanduser().absolute()
-    removed = remove_kernels(ctx, env, req.name)
-    data: dict[str, Any] = {"env": str(env), "removed": [str(p) for p in removed]}
-    if not removed:
-        return Result(data, [Text(f"no kernel of {env}" + (f" named {req.name!r}" if req.name else "")
-                                  + " was registered: nothing to do", "ok")])
-    return Result(data, [Bullets("removed", tuple(str(p) for p in removed), "ok")])
+    return Removed(env, req.name, tuple(remove_kernels(ctx, env, req.name)))

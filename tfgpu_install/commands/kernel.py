@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import add_env_flag, non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.errors import UsageError
-from tfgpu_install.report import Result
+from tfgpu_install.report import Bullets, Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.kernel import Registered, Removed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +34,23 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
 
     req = kernel.KernelRequest(env=args.env, name=args.name, sys_prefix=getattr(args, "sys_prefix", False))
     if args.kernel_command == "install":
-        return kernel.install(ctx, req)
+        return registered(kernel.install(ctx, req))
     if args.kernel_command == "remove":
-        return kernel.remove(ctx, req)
+        return removed(kernel.remove(ctx, req))
     raise UsageError("kernel needs an action", "install or remove")
+
+
+def registered(done: "Registered") -> Result:
+    data = {"env": str(done.env), "name": done.name, "path": str(done.path), "changed": done.changed,
+            "argv": list(done.argv)}
+    how = "registered" if done.changed else "already registered"
+    return Result(data, [Text(f"kernel {done.name!r} {how} at {done.path}: it starts through "
+                              f"{done.env}/bin/tfgpu-run, so the notebook sees the env's CUDA libraries", "ok")])
+
+
+def removed(done: "Removed") -> Result:
+    data = {"env": str(done.env), "removed": [str(p) for p in done.removed]}
+    if not done.removed:
+        return Result(data, [Text(f"no kernel of {done.env}" + (f" named {done.name!r}" if done.name else "")
+                                  + " was registered: nothing to do", "ok")])
+    return Result(data, [Bullets("removed", tuple(str(p) for p in done.removed), "ok")])
