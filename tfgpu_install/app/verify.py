@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.env.layout import user_path
-from tfgpu_install.errors import ExitCode, UsageError
-from tfgpu_install.report import Block, Result, Text
+from tfgpu_install.errors import UsageError
 
 if TYPE_CHECKING:
-    from tfgpu_install.verify.host import VerifyReport
+    from tfgpu_install.verify.host import CheckPlan, VerifyReport
 
 
 def default_env(ctx: Context) -> Path:
@@ -41,15 +40,23 @@ class VerifyRequest:
     report: Optional[str] = None  # with burn: the health report's HTML file
 
 
-def verify(ctx: Context, req: VerifyRequest) -> Result:
+@dataclass(frozen=True)
+class Verified:
+    """What `verify` found (commands/verify.py renders it): the check's report; in an env, the plan it
+    checked against and the record written; on the host (no env), whether no GPU was found and whether
+    no env is installed yet; the health report's file when one was asked for."""
+
+    report: VerifyReport
+    plan: Optional[CheckPlan] = None  # None: the host check
+    record: Optional[Path] = None
+    health_report: Optional[Path] = None
+    no_gpu: bool = False  # the host check found no NVIDIA GPU (exit 3)
+    no_env: bool = False  # the host check ran because nothing is installed yet
+
+
+def verify(ctx: Context, req: VerifyRequest) -> Verified:
     from tfgpu_install.env.verification import read_record, write_record
-    from tfgpu_install.verify.host import (
-        CheckPlan,
-        plan_from_env,
-        report_blocks,
-        run_verification,
-        verify_fingerprint,
-    )
+    from tfgpu_install.verify.host import CheckPlan, plan_from_env, run_verification, verify_fingerprint
 
     if req.burn < 0:
         raise UsageError("--burn takes a number of seconds >= 0")
@@ -59,14 +66,14 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
 
         check_report_target(report_to, req.burn)
     if req.host_only:
-        return host_result(req, ctx, no_env=False)
+        return host_check(req, ctx, no_env=False)
     if req.env:
         env = user_path(req.env)
     else:
         try:
             env = default_env(ctx)
         except UsageError:  # nothing installed yet: say what this machine has, then how to install
-            return host_result(req, ctx, no_env=True)
+            return host_check(req, ctx, no_env=True)
     record = read_record(ctx, env) if (env / "bin" / "python").exists() else None
     plan = CheckPlan.from_record(record.plan) if record and record.plan else plan_from_env(env)
     if req.cpu_ok and not plan.cpu_only:
@@ -75,37 +82,21 @@ def verify(ctx: Context, req: VerifyRequest) -> Result:
         plan = replace(plan, cpu_only=True)
     report = run_verification(ctx, env, plan, benchmark=req.benchmark, burn=req.burn, timeout=req.timeout)
     path = write_record(ctx, env, report, verify_fingerprint(ctx, env, plan), plan)
-    data = dict(report.to_json(), plan=plan.to_json(), record=str(path))
-    blocks = report_blocks(report)
-    _health_report(report_to, report, data, blocks)
-    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
-    return Result(data=data, blocks=blocks, exit_code=int(code))
+    return Verified(report, plan, path, health_report=_health_report(report_to, report))
 
 
-def _health_report(path: Optional[Path], report: VerifyReport, data: dict[str, Any], blocks: list[Block]) -> None:
+def _health_report(path: Optional[Path], report: VerifyReport) -> Optional[Path]:
     """The burn's curves into `path` (whatever the check found: a failed check still gets its page)."""
     if path is None:
-        return
+        return None
     from tfgpu_install.verify.healthreport import write_report
 
-    data["report"] = str(write_report(path, report))
-    blocks.append(Text(f"Health report: {path}", "ok"))
+    return write_report(path, report)
 
 
-def host_result(req: VerifyRequest, ctx: Context, no_env: bool) -> Result:
-    from tfgpu_install.verify.host import report_blocks
-    from tfgpu_install.verify.hostcheck import HOW_TO_INSTALL, NO_GPU, found_no_gpu, run_host_check
+def host_check(req: VerifyRequest, ctx: Context, no_env: bool) -> Verified:
+    from tfgpu_install.verify.hostcheck import found_no_gpu, run_host_check
 
     report = run_host_check(ctx, [Path(s).expanduser() for s in req.search], burn=req.burn, timeout=req.timeout)
-    data = dict(report.to_json(), env=None)
-    blocks = report_blocks(report)
-    _health_report(user_path(req.report) if req.report else None, report, data, blocks)
-    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
-    if found_no_gpu(report):
-        lay0 = report.layer("hardware")
-        data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
-        code = ExitCode.NO_GPU
-    if no_env:
-        data["next"] = HOW_TO_INSTALL
-        blocks.append(Text(HOW_TO_INSTALL, "warn"))
-    return Result(data=data, blocks=blocks, exit_code=int(code))
+    health = _health_report(user_path(req.report) if req.report else None, report)
+    return Verified(report, health_report=health, no_gpu=found_no_gpu(report), no_env=no_env)

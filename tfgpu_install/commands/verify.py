@@ -10,11 +10,16 @@ is then a cuBLAS SGEMM burn) and exits 3 when there is no NVIDIA GPU.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import add_env_flag, non_empty
 from tfgpu_install.context import Context
+from tfgpu_install.errors import ExitCode
 from tfgpu_install.guard import argtypes
-from tfgpu_install.report import Result
+from tfgpu_install.report import Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.verify import Verified
 
 DEFAULT_BURN = 60.0  # seconds: long enough for a GPU to approach its steady temperature under load
 
@@ -45,7 +50,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app.verify import VerifyRequest, verify
 
-    return verify(ctx, VerifyRequest(
+    return render(verify(ctx, VerifyRequest(
         env=args.env, benchmark=args.benchmark, burn=args.burn, cpu_ok=args.cpu_ok, timeout=args.timeout,
         host_only=args.host_only, search=tuple(args.search), report=args.report,
-    ))
+    )))
+
+
+def render(done: "Verified") -> Result:
+    """The check's report, its JSON with what `verify` adds (the plan and record in an env; on the host, no
+    env, and the message and fix when there is no GPU, how to install when nothing is)."""
+    from tfgpu_install.verify.host import report_blocks
+    from tfgpu_install.verify.hostcheck import HOW_TO_INSTALL, NO_GPU
+
+    report = done.report
+    if done.plan is not None:
+        data = dict(report.to_json(), plan=done.plan.to_json(), record=str(done.record))
+    else:
+        data = dict(report.to_json(), env=None)
+    blocks = report_blocks(report)
+    if done.health_report is not None:
+        data["report"] = str(done.health_report)
+        blocks.append(Text(f"Health report: {done.health_report}", "ok"))
+    code = ExitCode.OK if report.ok else ExitCode.VERIFY_FAILED
+    if done.no_gpu:
+        lay0 = report.layer("hardware")
+        data.update(message=NO_GPU, hint=lay0.hint if lay0 else None)
+        code = ExitCode.NO_GPU
+    if done.no_env:
+        data["next"] = HOW_TO_INSTALL
+        blocks.append(Text(HOW_TO_INSTALL, "warn"))
+    return Result(data=data, blocks=blocks, exit_code=int(code))
