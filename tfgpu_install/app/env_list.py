@@ -9,11 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.guard.jsondoc import JSONObject
-from tfgpu_install.report import Block, Result, Text, human_bytes, table
 from tfgpu_install.resolver.model import Choice
 
 if TYPE_CHECKING:
@@ -140,58 +139,37 @@ def env_rows(ctx: Context, include_missing: bool = False) -> list[EnvRow]:
     return [r for r in rows if r.exists or r.incomplete or include_missing]
 
 
-def _state(r: EnvRow) -> str:
-    if r.incomplete:
-        return " (incomplete)" if r.exists else " (incomplete, not created yet)"
-    return "" if r.exists else " (gone)"
+@dataclass(frozen=True)
+class EnvList:
+    """`envs`: the rows, and the bytes on disk of every env together (each file once)."""
+
+    rows: tuple[EnvRow, ...]
+    total_bytes: int
 
 
-def _size(r: EnvRow) -> Optional[str]:
-    """An env's size as removing it would see it: its own bytes, then what it shares (uv's cache, other envs)."""
-    if not r.exists:
-        return None
-    return human_bytes(r.own_bytes) + (f" + {human_bytes(r.shared_bytes)} shared" if r.shared_bytes else "")
-
-
-def list_envs(ctx: Context, include_missing: bool = False) -> Result:
+def list_envs(ctx: Context, include_missing: bool = False) -> EnvList:
     from tfgpu_install.env.disksize import disk_usage
 
     rows = env_rows(ctx, include_missing)
     seen: set[tuple[int, int]] = set()  # every env together, each file once
-    total = sum(disk_usage(Path(r.path), seen) for r in rows if r.exists)
-    data: dict[str, Any] = {"envs": [r.to_json() for r in rows], "total_bytes": total}
-    if not rows:
-        return Result(data=data, blocks=[Text("no envs yet: tfgpu-install --profile stable makes one", "warn")])
-
-    def verified(r: EnvRow) -> str:
-        if r.verified is None:
-            return "never"
-        return f"{r.verified} ({'passed' if r.verified_ok else 'FAILED' if r.verified_ok is False else '?'})"
-
-    blocks: list[Block] = [table(
-        "environments made by tfgpu-install (* = the default)",
-        ("", "path", "TF", "CUDA", "cuDNN", "Python", "last verified", "drift", "size"),
-        [("*" if r.default else "", r.path + _state(r), r.tensorflow, r.cuda, r.cudnn,
-          r.python, verified(r), r.drift, _size(r)) for r in rows],
-    )]
-    stopped = [r for r in rows if r.incomplete]
-    if stopped:
-        blocks.append(Text(f"incomplete: {', '.join(r.path for r in stopped)}: a run stopped before the env was "
-                           "verified; run the same command again to finish it, or `tfgpu-install envs remove PATH`",
-                           "warn"))
-    blocks.append(Text(f"{len(rows)} env(s), {human_bytes(total)} on disk together (each file once); an env's "
-                       "size is its own bytes (what removing it frees) + what it shares with uv's cache or other "
-                       "envs; remove one with `tfgpu-install envs remove PATH`", "dim"))
-    return Result(data=data, blocks=blocks)
+    return EnvList(tuple(rows), sum(disk_usage(Path(r.path), seen) for r in rows if r.exists))
 
 
-def set_default(ctx: Context, given: str) -> Result:
+@dataclass(frozen=True)
+class DefaultSet:
+    """`envs default PATH`: the env now the default, the one before, whether its last verification passed."""
+
+    env: Path
+    previous: Optional[Path]
+    verified_ok: bool
+
+
+def set_default(ctx: Context, given: str) -> DefaultSet:
     """`envs default PATH`: one of this tool's live envs becomes the default (what every command
     without --env means). An env that is not ours, gone or rolled back is refused (exit 5)."""
     from tfgpu_install.env.layout import user_path
     from tfgpu_install.env.registry import default_env, live_envs, remember_env, verified_ok
     from tfgpu_install.errors import BadInputError
-    from tfgpu_install.guard.shellquote import command
 
     env = Path(os.path.abspath(str(user_path(given))))
     if not any(os.path.abspath(str(e)) == str(env) for e in live_envs(ctx)):
@@ -199,11 +177,4 @@ def set_default(ctx: Context, given: str) -> Result:
                             "`tfgpu-install envs` lists them", ref="env-not-ours")
     before = default_env(ctx)
     remember_env(ctx, env)
-    ok = verified_ok(ctx, env)
-    blocks: list[Block] = [Text(f"{env} is the default env now" + ("" if before is None or before == env
-                                                                   else f" (was {before})"), "ok")]
-    if not ok:
-        again = command(ctx, "tfgpu-install", "verify", "--env", str(env))
-        blocks.append(Text(f"its last verification did not pass: `{again}` checks it", "warn"))
-    return Result(data={"env": str(env), "default": True, "previous": str(before) if before else None,
-                        "verified_ok": ok}, blocks=blocks)
+    return DefaultSet(env, before, verified_ok(ctx, env))

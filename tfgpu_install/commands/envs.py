@@ -4,11 +4,15 @@ the arguments (tfgpu_install/app/env_list.py and env_remove.py do the work)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.guard.envpath import env_path_arg
-from tfgpu_install.report import Result
+from tfgpu_install.report import Block, Result, Text, human_bytes, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.env_list import DefaultSet, EnvList, EnvRow
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +40,61 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     if args.envs_command == "default":
         from tfgpu_install.app.env_list import set_default
 
-        return set_default(ctx, args.path)
+        return default_set(ctx, set_default(ctx, args.path))
     from tfgpu_install.app.env_list import list_envs
 
-    return list_envs(ctx, include_missing=bool(getattr(args, "all", False)))
+    return listed(list_envs(ctx, include_missing=bool(getattr(args, "all", False))))
+
+
+def _state(r: "EnvRow") -> str:
+    if r.incomplete:
+        return " (incomplete)" if r.exists else " (incomplete, not created yet)"
+    return "" if r.exists else " (gone)"
+
+
+def _size(r: "EnvRow") -> Optional[str]:
+    """An env's size as removing it would see it: its own bytes, then what it shares (uv's cache, other envs)."""
+    if not r.exists:
+        return None
+    return human_bytes(r.own_bytes) + (f" + {human_bytes(r.shared_bytes)} shared" if r.shared_bytes else "")
+
+
+def _verified(r: "EnvRow") -> str:
+    if r.verified is None:
+        return "never"
+    return f"{r.verified} ({'passed' if r.verified_ok else 'FAILED' if r.verified_ok is False else '?'})"
+
+
+def listed(found: "EnvList") -> Result:
+    rows = found.rows
+    data = {"envs": [r.to_json() for r in rows], "total_bytes": found.total_bytes}
+    if not rows:
+        return Result(data=data, blocks=[Text("no envs yet: tfgpu-install --profile stable makes one", "warn")])
+    blocks: list[Block] = [table(
+        "environments made by tfgpu-install (* = the default)",
+        ("", "path", "TF", "CUDA", "cuDNN", "Python", "last verified", "drift", "size"),
+        [("*" if r.default else "", r.path + _state(r), r.tensorflow, r.cuda, r.cudnn,
+          r.python, _verified(r), r.drift, _size(r)) for r in rows],
+    )]
+    stopped = [r for r in rows if r.incomplete]
+    if stopped:
+        blocks.append(Text(f"incomplete: {', '.join(r.path for r in stopped)}: a run stopped before the env was "
+                           "verified; run the same command again to finish it, or `tfgpu-install envs remove PATH`",
+                           "warn"))
+    blocks.append(Text(f"{len(rows)} env(s), {human_bytes(found.total_bytes)} on disk together (each file once); "
+                       "an env's size is its own bytes (what removing it frees) + what it shares with uv's cache or "
+                       "other envs; remove one with `tfgpu-install envs remove PATH`", "dim"))
+    return Result(data=data, blocks=blocks)
+
+
+def default_set(ctx: Context, done: "DefaultSet") -> Result:
+    from tfgpu_install.guard.shellquote import command
+
+    env, before = done.env, done.previous
+    blocks: list[Block] = [Text(f"{env} is the default env now" + ("" if before is None or before == env
+                                                                   else f" (was {before})"), "ok")]
+    if not done.verified_ok:
+        again = command(ctx, "tfgpu-install", "verify", "--env", str(env))
+        blocks.append(Text(f"its last verification did not pass: `{again}` checks it", "warn"))
+    return Result(data={"env": str(env), "default": True, "previous": str(before) if before else None,
+                        "verified_ok": done.verified_ok}, blocks=blocks)
