@@ -11,17 +11,17 @@ env's journal (`rollback` undoes it; the previous known-good stays in the snapsh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode, TfgpuError
 from tfgpu_install.guard.shellquote import command
-from tfgpu_install.report import Block, Bullets, Result, Text
 
 if TYPE_CHECKING:
     from tfgpu_install.plan.journaled import JournaledPlan
+    from tfgpu_install.verify.host import VerifyReport
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,27 @@ def not_acceptable(ctx: Context, env: Path, lines: list[str]) -> TfgpuError:
     )
 
 
-def accept(ctx: Context, req: AcceptRequest) -> Result:
+@dataclass(frozen=True)
+class Accepted:
+    """What `accept` did (commands/accept.py renders it): the verification run now; accepted or not; the
+    known-good snapshot before (kept when refused) and the one recorded now (None: refused, or none
+    found); what changed between them (now accepted), as lines and as the drift's JSON."""
+
+    env: Path
+    report: "VerifyReport"
+    accepted: bool
+    previous: Optional[str]  # its id
+    new: Optional[str] = None  # its id
+    changes: tuple[str, ...] = ()
+    drift: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing changed since the known-good: the same snapshot stands."""
+        return self.previous is not None and self.new is not None and self.previous == self.new
+
+
+def accept(ctx: Context, req: AcceptRequest) -> Accepted:
     from tfgpu_install.app.envs import existing_env
     from tfgpu_install.app.snapshot import _facts, installed_files, own_files_changed
     from tfgpu_install.engine.executor import Executor
@@ -62,9 +82,9 @@ def accept(ctx: Context, req: AcceptRequest) -> Result:
     with ex.lock(wait=req.wait):
         report, check_plan = _verify(ctx, env, req.timeout)
         if not report.ok:
-            return _refused(ctx, env, report, previous)
+            return Accepted(env, report, False, previous[1].id if previous else None)
         new = _record(ctx, ex, env, plan, check_plan.cpu_only, facts)
-    return _accepted(ctx, env, report, previous[1] if previous else None, new)
+    return _accepted(env, report, previous[1] if previous else None, new)
 
 
 def _verify(ctx: Context, env: Path, timeout: Optional[float]) -> tuple[Any, Any]:
@@ -103,49 +123,13 @@ def _record(ctx: Context, ex: Any, env: Path, plan: Optional["JournaledPlan"], c
     return found[1] if found else None
 
 
-def _refused(ctx: Context, env: Path, report: Any, previous: Any) -> Result:
-    from tfgpu_install.verify.host import report_blocks
-
-    bad = report.first_failure
-    what = f"layer {bad.layer} ({bad.name}): {bad.summary}" if bad else report.summary()
-    blocks: list[Block] = [Text(f"not accepted: the verification of {env} as it is now failed at {what}", "error"),
-                           *report_blocks(report)]
-    kept = previous[1].id if previous else None
-    if kept:
-        blocks.append(Text(f"the known-good snapshot is still {kept}: "
-                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', kept, '--env', str(env))}` "
-                           "returns the env to it", "dim"))
-    data = {"env": str(env), "accepted": False, "snapshot": kept, "verification": report.to_json()}
-    return Result(data, blocks, exit_code=int(ExitCode.VERIFY_FAILED))
-
-
-def _accepted(ctx: Context, env: Path, report: Any, previous: Any, new: Any) -> Result:
+def _accepted(env: Path, report: "VerifyReport", previous: Any, new: Any) -> Accepted:
     from tfgpu_install.snapshot.drift import compare, to_jsonable
 
     if previous is not None and new is not None and previous.id != new.id:
         d = compare((previous.packages, new.packages), (previous.files, new.files),
                     (previous.activation, new.activation), None)
-        changes = tuple(d.lines())
-        drift = to_jsonable(d)
+        changes, drift = tuple(d.lines()), to_jsonable(d)
     else:
         changes, drift = (), {}
-    same = previous is not None and new is not None and previous.id == new.id
-    data: dict[str, Any] = {
-        "env": str(env), "accepted": True, "snapshot": new.id if new else None,
-        "previous": previous.id if previous else None, "unchanged": same, "accepted_changes": list(changes),
-        "drift": drift, "gpu_verified": bool(report.gpu_verified), "verification": report.to_json(),
-    }
-    mode = "on the GPU" if report.gpu_verified else "on the CPU only (GPU not checked)"
-    if same:
-        blocks: list[Block] = [Text(f"{env} verified again now ({mode}); nothing changed since its known-good "
-                                    f"snapshot {previous.id}: nothing new to record", "ok")]
-        return Result(data, blocks)
-    blocks = [Text(f"accepted: {env} verified now ({mode}) and recorded as its known-good snapshot "
-                   f"{new.id if new else '?'}", "ok")]
-    if changes:
-        blocks.append(Bullets(f"what changed since {previous.id}, now accepted", changes))
-    if previous is not None:
-        blocks.append(Text(f"the previous known-good {previous.id} is kept: "
-                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', previous.id, '--env', str(env))}`"
-                           " returns to it", "dim"))
-    return Result(data, blocks)
+    return Accepted(env, report, True, previous.id if previous else None, new.id if new else None, changes, drift)
