@@ -308,7 +308,7 @@ def test_documents_are_typed_inside_the_code() -> None:
 OUTPUT_TYPES = frozenset({"Block", "Heading", "Text", "Table", "Bullets", "Result", "table"})
 APP_BUILDS_OUTPUT = frozenset({
     "additions", "confirm", "env_remove", "image", "install", "package_plan",
-    "provision", "restore", "rollback", "snapshot", "uninstall", "upgrade",
+    "provision", "restore", "snapshot", "uninstall", "upgrade",
 })
 
 

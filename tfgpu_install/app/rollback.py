@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, ExitCode
+from tfgpu_install.errors import BadInputError
 from tfgpu_install.guard.jsondoc import obj, text
-from tfgpu_install.report import Block, Heading, Result, Text, table
 
 if TYPE_CHECKING:
+    from tfgpu_install.engine.executor import ExecReport
     from tfgpu_install.steps.base import Step
 
 
@@ -28,7 +27,7 @@ class RollbackRequest:
     env: Optional[str] = None  # None: the last env installed
     to: Optional[str] = None  # a known-good snapshot (id, id prefix or file)
     wait: bool = False
-    yes: bool = False
+    yes: bool = False  # no question (the command asks it: commands/rollback.py)
 
 
 def journal_steps(ctx: Context, entries: list[Any]) -> list[Step]:
@@ -66,7 +65,28 @@ def _seq_of_snapshot(ctx: Context, entries: list[Any], ref: str) -> int:
     )
 
 
-def rollback(ctx: Context, req: RollbackRequest) -> Result:
+@dataclass(frozen=True)
+class Question:
+    """What a rollback is about to undo, asked before it does (commands/rollback.py words it)."""
+
+    env: Path
+    to: Optional[str]
+    steps: int  # journaled changes to undo
+    removes_env: bool  # the env itself goes (this tool created it)
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """`rollback`'s outcome: the steps undone (None: there was nothing to roll back)."""
+
+    env: Path
+    to: Optional[str]
+    undone: Optional[ExecReport]
+
+
+def rollback(ctx: Context, req: RollbackRequest, ask: Callable[[Question], None]) -> RolledBack:
+    """Undo the env's journaled changes (after the snapshot `req.to`); `ask` is called first and stops it by
+    raising (commands/rollback.py: the question on the terminal, or -y)."""
     from tfgpu_install.app.envs import target_env
     from tfgpu_install.engine.executor import Executor
     from tfgpu_install.env.journal import Journal, open_entries
@@ -79,32 +99,16 @@ def rollback(ctx: Context, req: RollbackRequest) -> Result:
         to_seq: Optional[int] = _seq_of_snapshot(ctx, entries, req.to) if req.to else None
         todo = [e for e in open_entries(entries) if to_seq is None or e.seq > to_seq]
         if not todo:
-            return Result(
-                data={"env": str(env), "undone": [], "changed": False},
-                blocks=[Text(f"nothing to roll back for {env}", "ok")],
-            )
-        confirm(ctx, req.yes, _question(env, req.to, todo))
+            return RolledBack(env, req.to, None)
+        ask(Question(env, req.to, len(todo), _creates_env(todo)))
         report = ex.rollback(journal_steps(ctx, entries), to_seq=to_seq)
     if to_seq is None or not env.exists():  # no longer one of ours: the default env moves on
         from tfgpu_install.env.registry import forget_env
 
         forget_env(ctx, env)
-    what = f"back to snapshot {req.to}" if req.to else "back to before the install"
-    return Result(
-        data={"env": str(env), "to": req.to, "undone": report.to_json(), "changed": True},
-        blocks=[
-            table(f"rolled back {env} {what}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
-            Text("rollback complete", "ok"),
-        ],
-        exit_code=int(ExitCode.OK),
-    )
+    return RolledBack(env, req.to, report)
 
 
-def _question(env: Path, to: Optional[str], todo: list[Any]) -> list[Block]:
-    created = any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
-                  for e in todo)
-    what = f"back to snapshot {to}" if to else "back to before the install"
-    blocks: list[Block] = [Heading(f"roll back {env} {what}: {len(todo)} step(s) to undo")]
-    if created:
-        blocks.append(Text(f"this removes the env {env} and everything installed in it", "warn"))
-    return blocks
+def _creates_env(todo: list[Any]) -> bool:
+    return any(e.event == "done" and e.step == "env.create" and (e.data.get("undo") or {}).get("created")
+               for e in todo)
