@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tfgpu_install.context import Context
+from tfgpu_install.env.disksize import TreeUsage
 from tfgpu_install.errors import BadInputError
 from tfgpu_install.guard.jsondoc import obj
-from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.engine.executor import ExecReport
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,29 @@ def not_the_env(entries: list[Any], env: Path) -> Optional[str]:
     return None if looks_like_env(env) else "it is not a venv or conda env directory"
 
 
-def remove_env(ctx: Context, req: RemoveRequest) -> Result:
+@dataclass(frozen=True)
+class Removal:
+    """What removing the env means, asked before it goes (commands/envs.py words it)."""
+
+    env: Path
+    size: TreeUsage  # its own bytes (freed) and those it shares (kept)
+    steps: int  # journaled changes to undo
+
+
+@dataclass(frozen=True)
+class EnvRemoved:
+    """`envs remove`'s outcome (undone None: a dry run, nothing changed)."""
+
+    removal: Removal
+    dry_run: bool
+    undone: Optional[ExecReport] = None
+    gone: bool = False  # the directory is not there any more
+    was_default: bool = False
+    freed: int = 0  # bytes
+
+
+def remove_env(ctx: Context, req: RemoveRequest, ask: Callable[[Removal], None]) -> EnvRemoved:
+    """Remove an env this tool made, through its journal; `ask` is called first and stops it by raising."""
     from tfgpu_install.app.rollback import journal_steps
     from tfgpu_install.engine.executor import Executor
     from tfgpu_install.env.disksize import tree_usage
@@ -86,21 +111,11 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
             raise BadInputError(f"{env} is not the env tfgpu-install made there: {why}; nothing was removed",
                                 "the env it made is gone; move this directory away yourself if it is not yours",
                                 ref="env-replaced")
-        todo = open_entries(entries)
         size = tree_usage(env)
-        kept = f"; {human_bytes(size.shared)} it shares with uv's cache or other envs stays" if size.shared else ""
-        blocks: list[Block] = [
-            Heading(f"remove {env}: frees {human_bytes(size.own)}{kept}; {len(todo)} journaled change(s) to undo"),
-            Text("the env, everything installed in it and its activation (shell rc block, ld.so.conf.d entry) go; "
-                 "its snapshots stay (`tfgpu-install snapshot restore` rebuilds it)", "warn"),
-        ]
-        data: dict[str, Any] = {"env": str(env), "size_bytes": size.total, "own_bytes": size.own,
-                                "shared_bytes": size.shared, "dry_run": req.dry_run}
+        removal = Removal(env, size, len(open_entries(entries)))
         if req.dry_run:
-            return Result(data={**data, "removed": False, "undone": []}, blocks=blocks)
-        from tfgpu_install.app.confirm import confirm
-
-        confirm(ctx, req.yes, blocks)
+            return EnvRemoved(removal, dry_run=True)
+        ask(removal)
         report = ex.rollback(journal_steps(ctx, entries))
     gone = not env.exists()
     # what went: its own bytes (every link of them was inside it), less any of them still there
@@ -110,9 +125,4 @@ def remove_env(ctx: Context, req: RemoveRequest) -> Result:
         last = last_env(ctx)
         was_default = last is not None and os.path.abspath(str(last)) == str(env)
         forget_env(ctx, env)
-    return Result(
-        data={**data, "removed": gone, "undone": report.to_json(), "was_default": was_default, "freed_bytes": freed},
-        blocks=[table(f"removed {env}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
-                Text(f"{env} removed: {human_bytes(freed)} freed{kept}" if gone
-                     else f"{env} is still there ({human_bytes(freed)} freed)", "ok" if gone else "warn")],
-    )
+    return EnvRemoved(removal, False, report, gone, was_default, freed)

@@ -152,7 +152,7 @@ def _remove(ctx: Context, req: UninstallRequest, targets: list[Target], made: li
     removed: list[str] = []
     if req.envs:
         for r in made:
-            remove_env(ctx, RemoveRequest(env=r.path, yes=True))
+            remove_env(ctx, RemoveRequest(env=r.path, yes=True), lambda _: None)  # asked already, for all
             removed.append(r.path)
     whole = {d: kind for kind, _, d in _dirs(ctx)}
     for t in targets:

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Optional
 from tfgpu_install.commands.common import non_empty
 from tfgpu_install.context import Context
 from tfgpu_install.guard.envpath import env_path_arg
-from tfgpu_install.report import Block, Result, Text, human_bytes, table
+from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
 
 if TYPE_CHECKING:
     from tfgpu_install.app.env_list import DefaultSet, EnvList, EnvRow
+    from tfgpu_install.app.env_remove import EnvRemoved, Removal
+    from tfgpu_install.env.disksize import TreeUsage
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,9 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     if args.envs_command == "remove":
+        from tfgpu_install.app.confirm import confirm
         from tfgpu_install.app.env_remove import RemoveRequest, remove_env
 
-        return remove_env(ctx, RemoveRequest(env=args.path, yes=args.yes, wait=args.wait, dry_run=args.dry_run))
+        def ask(removal: "Removal") -> None:
+            confirm(ctx, args.yes, removal_blocks(removal))
+
+        return env_removed(remove_env(ctx, RemoveRequest(env=args.path, yes=args.yes, wait=args.wait,
+                                                         dry_run=args.dry_run), ask))
     if args.envs_command == "default":
         from tfgpu_install.app.env_list import set_default
 
@@ -44,6 +51,37 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app.env_list import list_envs
 
     return listed(list_envs(ctx, include_missing=bool(getattr(args, "all", False))))
+
+
+def _kept(size: "TreeUsage") -> str:
+    return f"; {human_bytes(size.shared)} it shares with uv's cache or other envs stays" if size.shared else ""
+
+
+def removal_blocks(removal: "Removal") -> list[Block]:
+    """What removing the env means: the question `envs remove` asks, and its dry run's answer."""
+    env, size = removal.env, removal.size
+    return [
+        Heading(f"remove {env}: frees {human_bytes(size.own)}{_kept(size)}; {removal.steps} journaled change(s) "
+                "to undo"),
+        Text("the env, everything installed in it and its activation (shell rc block, ld.so.conf.d entry) go; "
+             "its snapshots stay (`tfgpu-install snapshot restore` rebuilds it)", "warn"),
+    ]
+
+
+def env_removed(done: "EnvRemoved") -> Result:
+    env, size = done.removal.env, done.removal.size
+    data = {"env": str(env), "size_bytes": size.total, "own_bytes": size.own, "shared_bytes": size.shared,
+            "dry_run": done.dry_run}
+    report = done.undone
+    if report is None:
+        return Result(data={**data, "removed": False, "undone": []}, blocks=removal_blocks(done.removal))
+    return Result(
+        data={**data, "removed": done.gone, "undone": report.to_json(), "was_default": done.was_default,
+              "freed_bytes": done.freed},
+        blocks=[table(f"removed {env}", ("step", "undone"), [(s.id, s.describe) for s in report.steps]),
+                Text(f"{env} removed: {human_bytes(done.freed)} freed{_kept(size)}" if done.gone
+                     else f"{env} is still there ({human_bytes(done.freed)} freed)", "ok" if done.gone else "warn")],
+    )
 
 
 def _state(r: "EnvRow") -> str:
