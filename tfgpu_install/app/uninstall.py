@@ -11,11 +11,10 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem
-from tfgpu_install.report import Block, Heading, Result, Text, human_bytes, table
 
 if TYPE_CHECKING:
     from tfgpu_install.app.env_list import EnvRow
@@ -128,23 +127,6 @@ def _remove_dir(kind: str, d: Path) -> None:
             pass
 
 
-def _plan_blocks(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept: list[EnvRow],
-                 total: int) -> list[Block]:
-    """What goes and what stays, shown before the confirmation."""
-    blocks: list[Block] = [Heading(f"uninstall tfgpu-install: {human_bytes(total)} to free")]
-    listed = [(t.what, str(t.path), human_bytes(t.size) if t.size else "-") for t in targets]
-    if req.envs:
-        listed += [("env (through its journal)", r.path, human_bytes(r.own_bytes)) for r in made]
-    blocks.append(table("what goes", ("what", "path", "size"), listed))
-    if kept:
-        blocks.append(Text(f"kept: {len(kept)} env(s), {human_bytes(sum(r.size_bytes for r in kept))} "
-                           + ("(not made by tfgpu-install)" if req.envs else "(pass --envs to remove them too)"),
-                           "warn"))
-    if not req.uv_cache:
-        blocks.append(Text("kept: your uv cache (pass --uv-cache to remove it too)", "dim"))
-    return blocks
-
-
 def _remove(ctx: Context, req: UninstallRequest, targets: list[Target], made: list[EnvRow]) -> list[str]:
     """Envs through their journals first, then the paths; returns what was removed."""
     from tfgpu_install.app.env_remove import RemoveRequest, remove_env
@@ -164,16 +146,35 @@ def _remove(ctx: Context, req: UninstallRequest, targets: list[Target], made: li
     return removed
 
 
-def _data(req: UninstallRequest, targets: list[Target], made: list[EnvRow], kept: list[EnvRow],
-          total: int) -> dict[str, Any]:
-    return {
-        "dry_run": req.dry_run, "total_bytes": total,
-        "remove": [{"what": t.what, "path": str(t.path), "size_bytes": t.size} for t in targets],
-        "envs": [r.path for r in made] if req.envs else [], "kept_envs": [r.path for r in kept],
-    }
+@dataclass(frozen=True)
+class Uninstall:
+    """What goes and what stays (asked before anything goes; commands/selfcmd.py words it)."""
+
+    targets: tuple[Target, ...]
+    made: tuple[EnvRow, ...]  # the envs this tool made
+    kept: tuple[EnvRow, ...]  # the envs that stay
+    total: int  # bytes freed
+    envs: bool  # --envs: the envs it made go too
+    uv_cache: bool  # --uv-cache: the user's uv cache goes too
+
+    @property
+    def nothing(self) -> bool:
+        """Nothing of this tool's is here."""
+        return not self.targets and not self.made
 
 
-def uninstall(ctx: Context, req: UninstallRequest) -> Result:
+@dataclass(frozen=True)
+class Uninstalled:
+    """`self uninstall`'s outcome: removed None when nothing was (a dry run, or nothing to remove)."""
+
+    plan: Uninstall
+    dry_run: bool
+    removed: Optional[tuple[str, ...]] = None
+
+
+def uninstall(ctx: Context, req: UninstallRequest, ask: Callable[[Uninstall], None]) -> Uninstalled:
+    """Remove what the tool keeps for itself (and the envs it made, with --envs); `ask` is called first and
+    stops it by raising."""
     from tfgpu_install.app.env_list import env_rows
     from tfgpu_install.app.env_remove import created_by_us
     from tfgpu_install.env.journal import Journal
@@ -187,19 +188,8 @@ def uninstall(ctx: Context, req: UninstallRequest) -> Result:
     # an env's own bytes: what it shares with uv's cache (kept) is not freed by removing it
     total = sum(t.size for t in targets) + (sum(r.own_bytes for r in outside) if req.envs else 0)
     kept = [r for r in rows if r not in made or not req.envs]
-    blocks = _plan_blocks(req, targets, made, kept, total)
-    data = _data(req, targets, made, kept, total)
+    plan = Uninstall(tuple(targets), tuple(made), tuple(kept), total, req.envs, req.uv_cache)
     if req.dry_run or not (targets or (req.envs and made)):
-        if not targets and not made:
-            blocks = [Text("nothing of tfgpu-install's is here", "ok")]
-        return Result(data={**data, "removed": []}, blocks=blocks)
-    from tfgpu_install.app.confirm import confirm
-
-    confirm(ctx, req.yes, blocks)
-    removed = _remove(ctx, req, targets, made)
-    done: list[Block] = [
-        Text(f"tfgpu-install uninstalled: {len(removed)} path(s) removed, {human_bytes(total)} freed", "ok"),
-        Text("installed with pip, pipx or `uv tool`? remove the package itself the same way "
-             "(`pipx uninstall tfgpu-install`, `uv tool uninstall tfgpu-install`)", "dim"),
-    ]
-    return Result(data={**data, "removed": removed}, blocks=done)
+        return Uninstalled(plan, req.dry_run)
+    ask(plan)
+    return Uninstalled(plan, req.dry_run, tuple(_remove(ctx, req, targets, made)))
