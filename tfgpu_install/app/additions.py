@@ -18,14 +18,17 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, DownloadError, TfgpuError, UnsatisfiableError, UsageError
 from tfgpu_install.plan import additions
 from tfgpu_install.plan.journaled import last_journaled_plan
 from tfgpu_install.plan.options import InstallOptions
-from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+
+if TYPE_CHECKING:
+    from tfgpu_install.engine.executor import ExecReport
+    from tfgpu_install.steps.package_changes import PackageChanges
 
 
 def added_requirements(ctx: Context, env: Path) -> tuple[str, ...]:
@@ -131,9 +134,38 @@ class AddRequest:
     progress: bool = False
 
 
-def add(ctx: Context, req: AddRequest) -> Result:
+@dataclass(frozen=True)
+class AddQuestion:
+    """What `add` is about to do, asked before it does (commands/add.py words it)."""
+
+    env: Path
+    added: tuple[str, ...]
+    preview: ExecReport  # each step's state
+    changes: Callable[[], Optional[PackageChanges]]  # uv's dry run: only when shown
+
+
+@dataclass(frozen=True)
+class Added:
+    """`add`'s outcome (commands/add.py renders it)."""
+
+    env: Path
+    added: tuple[str, ...]
+    with_requirements: tuple[str, ...]  # the env's own requirements now
+    dry_run: bool
+    ran: bool  # False: a dry run, or nothing to do (the env has them)
+    changed: bool
+    installed: tuple[str, ...]  # name==version, new in the env
+    moved: tuple[str, ...]  # "name: old -> new"
+    report: ExecReport  # the run's steps (not run: the preview's)
+    gpu_verified: Optional[bool]  # the verification this run ran (None: none ran)
+    changes: Optional[PackageChanges]  # what the packages step would do (when it is still to do)
+
+
+def add(ctx: Context, req: AddRequest, ask: Callable[[AddQuestion], None]) -> Added:
+    """Add the requirements to the env this tool installed, through its own plan; `ask` is called before
+    the first change and stops it by raising."""
     from tfgpu_install.app.envs import target_env
-    from tfgpu_install.app.package_plan import package_blocks, planned_changes
+    from tfgpu_install.app.package_plan import planned_changes
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.env.target import TargetEnv, env_python_version
     from tfgpu_install.plan.install import build_steps
@@ -173,39 +205,17 @@ def add(ctx: Context, req: AddRequest) -> Result:
     facts = _facts(ctx)
     steps = build_steps(resolution, options, facts, expected=known_builds(ctx.state_dir, env))
 
-    planned: dict[int, Any] = {}
-
-    def head(preview: Any) -> list[Block]:
-        # every package it adds, changes or removes, with versions, while the packages step is to do
-        planned[id(preview)] = changes = planned_changes(ctx, steps, preview)
-        return [Heading(f"add {', '.join(new)} to {env}"),
-                table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
-                *package_blocks(changes)]
-
     done = provision(ctx, ProvisionRequest(
-        env=env, steps=steps, plan=JournaledPlan(resolution, options).to_json(), head=head, facts=facts,
-        yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
+        env=env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
+        ask=lambda preview: ask(AddQuestion(env, tuple(new), preview, lambda: planned_changes(ctx, steps, preview))),
+        facts=facts, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
     ))
     report = done.report or done.preview
     after = installed_versions(target)
     moved = sorted(f"{n}: {v} -> {after.get(n)}" for n, v in have.items() if after.get(n) != v)
     verify = dict(done.results).get("verify.run")
-    data: dict[str, Any] = {
-        "env": str(env), "dry_run": req.dry_run, "added": list(new),
-        "with_requirements": list(options.with_requirements), "changed": bool(done.report and done.report.changed),
-        "installed": sorted(f"{n}=={v}" for n, v in after.items() if n not in have),
-        "moved": moved, "steps": report.to_json(),
-        "gpu_verified": (bool(verify.get("gpu_verified")) if isinstance(verify, dict) else None),
-    }
-    blocks: list[Block] = [*head(report)]
-    if req.dry_run:
-        changes = planned.get(id(report))
-        if changes is not None:
-            data["packages"] = changes.to_json()
-        blocks.append(Text("dry run: nothing was changed", "dim"))
-    elif done.report is None:
-        blocks.append(Text(f"{env} already has {', '.join(new)}: nothing to do", "ok"))
-    else:
-        blocks.append(Bullets("installed", tuple(data["installed"]) or ("(already there)",), "ok"))
-        blocks.append(Text("verified again after the add; recorded in a new known-good snapshot", "ok"))
-    return Result(data, blocks)
+    installed = tuple(sorted(f"{n}=={v}" for n, v in after.items() if n not in have))
+    return Added(
+        env, tuple(new), tuple(options.with_requirements), req.dry_run, done.report is not None,
+        bool(done.report and done.report.changed), installed, tuple(moved), report,
+        bool(verify.get("gpu_verified")) if isinstance(verify, dict) else None, planned_changes(ctx, steps, report))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tfgpu_install.app.confirm import confirm
 from tfgpu_install.app.envs import default_env_path
 from tfgpu_install.app.package_plan import (
     changed_in_env_blocks,
@@ -80,9 +81,9 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
-        head=lambda preview: _question(ctx, steps, preview, _plan_blocks(resolution, options, preview, before),
-                                       options.env),
-        facts=resolved.facts, yes=req.yes, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
+        ask=lambda preview: confirm(ctx, req.yes, lambda: _question(
+            ctx, steps, preview, _plan_blocks(resolution, options, preview, before), options.env)),
+        facts=resolved.facts, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
         make_default=True,
     ))
     head = _plan_blocks(resolution, options, done.preview, before)

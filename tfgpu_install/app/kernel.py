@@ -118,7 +118,8 @@ def install(ctx: Context, req: KernelRequest) -> Registered:
     tf = f"TensorFlow {choice.tensorflow}" if choice is not None and choice.tensorflow else "TF"
     step = RegisterKernel(env, kdir, f"{tf} ({env.name})")
     kernel_plan = replace(plan, restore=None, kernel=step.to_plan()).to_json()
-    done = provision(ctx, ProvisionRequest(env=env, steps=[step], plan=kernel_plan, yes=True))
+    # registering a kernel asks nothing (a file in the user's Jupyter dir, undone by `kernel remove`)
+    done = provision(ctx, ProvisionRequest(env=env, steps=[step], plan=kernel_plan, ask=lambda _: None))
     return Registered(env, name, kdir, done.report is not None,
                       (str(env / "bin" / "tfgpu-run"), str(env / "bin" / "python"), "-m", "ipykernel_launcher"))
 

@@ -18,13 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport, Executor
 from tfgpu_install.env.journal import Journal, step_states
 from tfgpu_install.env.registry import remember_env
 from tfgpu_install.errors import TfgpuError, VerifyFailed
-from tfgpu_install.report import Block
 from tfgpu_install.snapshot.envstate import site_packages
 from tfgpu_install.steps.base import Step
 
@@ -34,10 +32,10 @@ class ProvisionRequest:
     env: Path
     steps: Sequence[Step]
     plan: Mapping[str, object]  # the journaled plan: rollback rebuilds the same steps from it
-    # What the user confirms: the plan as blocks, made from the preview (each step's state).
-    head: Callable[[ExecReport], Sequence[Block]] = lambda preview: ()
+    # Asked before the first change, given the preview (each step's state): it stops the run by raising
+    # (the question on the terminal, app/confirm.py; or nothing to ask: -y, a kernel's registration).
+    ask: Callable[[ExecReport], None]
     facts: Any = None  # the probe's Facts, recorded by the snapshot step
-    yes: bool = False
     dry_run: bool = False
     wait: bool = False  # queue behind another run on the same env instead of exit 10
     progress: bool = False  # live progress on the terminal (never under --json)
@@ -74,7 +72,7 @@ def provision(ctx: Context, req: ProvisionRequest) -> Provisioned:
     if not any(s.status == "pending" for s in preview.steps):
         ex.mark_finished()  # a run killed after its last step: every check passes, so it ended
         return Provisioned(preview, None)
-    confirm(ctx, req.yes, lambda: list(req.head(preview)))
+    req.ask(preview)
     progress = None
     if req.progress:
         from tfgpu_install.console import Progress  # the console is the only printer

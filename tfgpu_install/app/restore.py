@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
@@ -232,7 +233,8 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     try:
         done = provision(ctx, ProvisionRequest(
             env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes, facts), plan=plan,
-            head=head, facts=facts, yes=req.yes, dry_run=req.dry_run, progress=req.progress,
+            ask=lambda preview: confirm(ctx, req.yes, lambda: head(preview)), facts=facts, dry_run=req.dry_run,
+            progress=req.progress,
             undo_on_failure=True, make_default=True,
         ))
     except TfgpuError as err:
