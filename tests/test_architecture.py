@@ -308,7 +308,7 @@ def test_documents_are_typed_inside_the_code() -> None:
 OUTPUT_TYPES = frozenset({"Block", "Heading", "Text", "Table", "Bullets", "Result", "table"})
 APP_BUILDS_OUTPUT = frozenset({
     "confirm", "image", "install", "package_plan",
-    "restore", "snapshot", "upgrade",
+    "restore", "upgrade",
 })
 
 

@@ -313,7 +313,7 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
         ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
         theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
         d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
-    from tfgpu_install.app.snapshot import _files_json, builds_line, installed_files
+    from tfgpu_install.app.snapshot import builds_line, files_json, installed_files
 
     # every file against its RECORD, and each RECORD against the snapshot's build record
     files = installed_files(ctx, env, full=True, expected=snap.builds(), trusted_since=closing.started_ns,
@@ -344,7 +344,7 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
         code = ExitCode.VERIFY_FAILED
     blocks.append(Text(builds_line(files, snap) + f"; {_read(files)}", "dim"))
     data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": identical, "drift": to_jsonable(d), "installed_files": _files_json(files, snap),
+            "identical": identical, "drift": to_jsonable(d), "installed_files": files_json(files, snap),
             "builds_unknown": unknown, "warnings": warnings, "checked": list(verdict.checked),
             "gpu": verdict.gpu, "recorded": recorded}
     return Result(data, blocks, exit_code=int(code))

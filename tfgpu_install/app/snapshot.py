@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
-from tfgpu_install.errors import BadInputError, ExitCode, TfgpuError, UsageError
+from tfgpu_install.errors import BadInputError, TfgpuError, UsageError
 from tfgpu_install.guard.shellquote import command
-from tfgpu_install.report import Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
 from tfgpu_install.snapshot.document import Verification
+
+if TYPE_CHECKING:
+    from tfgpu_install.env.integrity import InstalledCheck
+    from tfgpu_install.snapshot.drift import Drift
 
 
 def _facts(ctx: Context) -> Any:
@@ -42,7 +45,17 @@ class ExportRequest:
     index_url: Optional[str] = None
 
 
-def export(ctx: Context, req: ExportRequest) -> Result:
+@dataclass(frozen=True)
+class Exported:
+    """`snapshot export`'s outcome (commands/snapshot.py renders it)."""
+
+    env: Path
+    snap: snap_mod.Snapshot
+    format: str
+    path: Path  # where it was written
+
+
+def export(ctx: Context, req: ExportRequest) -> Exported:
     from tfgpu_install.plan.journaled import recorded_plan
     from tfgpu_install.snapshot.build import build
     from tfgpu_install.snapshot.exports import FORMATS
@@ -71,74 +84,38 @@ def export(ctx: Context, req: ExportRequest) -> Result:
 
         out = Path(req.output)
         atomic_write(out, form.render(ctx, snap, req.index_url))
-    data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
-            "files": len(snap.files), "notes": list(snap.notes)}
-    blocks: list[Any] = [Text(f"snapshot {snap.id} of {env} written to {out} ({fmt}, {len(snap.packages)} packages, "
-                   f"{len(snap.files)} library files)", "ok")]
-    if snap.notes:
-        blocks.append(Bullets("notes", snap.notes, "warn"))
-    return Result(data, blocks)
+    return Exported(env, snap, fmt, out)
 
 
-def list_(ctx: Context) -> Result:
-    from tfgpu_install.snapshot.contract import choice_of
-
-    store = snap_mod.scan(ctx.state_dir)
-    stored = store.snapshots
-    rows = [
-        (s.id, s.kind, s.created, s.env.path, choice_of(s).tensorflow or None,
-         "yes" if s.verification is not None and s.verification.ok else "-")
-        for _, s in stored
-    ]
-    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.path,
-                           "tensorflow": choice_of(s).tensorflow or None, "path": str(p)} for p, s in stored]}
-    blocks: list[Any] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
-    if not stored:
-        blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
-    return _with_skipped(Result(data, blocks), store)
+def list_(ctx: Context) -> snap_mod.Store:
+    """The store: its readable snapshots and its damaged files (commands/snapshot.py lists them)."""
+    return snap_mod.scan(ctx.state_dir)
 
 
-def _with_skipped(result: Result, store: snap_mod.Store) -> Result:
-    """Damaged files in the store: a warning (and `skipped` in --json), never a failed command."""
-    if store.damaged:
-        result.data["skipped"] = list(store.damaged)
-        result.blocks.append(Bullets("warnings", tuple(store.warnings()), "warn"))
-    return result
+def show(ctx: Context, ref: str) -> tuple[Path, snap_mod.Snapshot]:
+    """One snapshot, by id, unique id prefix or file: where it is, and it."""
+    return snap_mod.find(ctx.state_dir, ref)
 
 
-def show(ctx: Context, ref: str) -> Result:
-    """One snapshot, by id, unique id prefix or file."""
-    path, snap = snap_mod.find(ctx.state_dir, ref)
-    from tfgpu_install.snapshot.contract import choice_of
+@dataclass(frozen=True)
+class Compared:
+    """Two snapshots and what differs between them."""
 
-    d = snap.to_dict()
-    res = choice_of(snap)
-    blocks: list[Any] = [
-        Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
-        Text(f"env: {snap.env.path} ({snap.env.backend}, Python {snap.env.python})"),
-        Text(f"TensorFlow {res.tensorflow or '?'}, CUDA {res.cuda or '-'}, cuDNN {res.cudnn or '-'}"),
-        Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
-             f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
-                 f"{g.get('name')} (cc {g.get('compute_capability')})" for g in snap.host.gpus) or "none")),
-        table("packages", ("name", "version", "hashes"), [(p.name, p.version, len(p.hashes)) for p in snap.packages]),
-    ]
-    return Result({**d, "path": str(path)}, blocks)
+    a: snap_mod.Snapshot
+    b: snap_mod.Snapshot
+    drift: Drift
 
 
-def diff(ctx: Context, ref_a: str, ref_b: str) -> Result:
-    """Two snapshots compared: exit 0 when the same, 11 (DRIFT) when they differ (diff(1)'s 0/1).
+def diff(ctx: Context, ref_a: str, ref_b: str) -> Compared:
+    """Two snapshots compared (the command exits 0 when the same, 11 (DRIFT) when they differ: diff(1)'s 0/1).
     Activation is compared as what it sets (the env's own path taken out)."""
-    from tfgpu_install.snapshot.drift import compare, relative_activation, to_jsonable
+    from tfgpu_install.snapshot.drift import compare, relative_activation
 
     _, a = snap_mod.find(ctx.state_dir, ref_a)
     _, b = snap_mod.find(ctx.state_dir, ref_b)
     activation = (relative_activation(a.activation, a.env.path),
                   relative_activation(b.activation, b.env.path))
-    d = compare((a.packages, b.packages), (a.files, b.files), activation, (a.host, b.host))
-    blocks: list[Any] = [Heading(f"{a.id} -> {b.id}")]
-    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))
-    code = ExitCode.OK if d.clean else ExitCode.DRIFT
-    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
+    return Compared(a, b, compare((a.packages, b.packages), (a.files, b.files), activation, (a.host, b.host)))
 
 
 def installed_files(ctx: Context, env: Path, full: bool = False, *, expected: Optional[Any] = None,
@@ -190,7 +167,7 @@ def builds_line(files: Any, snap: snap_mod.Snapshot) -> str:
     return line
 
 
-def _files_json(files: Any, snap: snap_mod.Snapshot) -> dict[str, Any]:
+def files_json(files: Any, snap: snap_mod.Snapshot) -> dict[str, Any]:
     data: dict[str, Any] = files.to_json()
     data["builds"]["unknown"] = [n for n in data["builds"]["unknown"] if n not in snap_mod.SEEDED]
     data["builds"]["recorded"] = snap.builds() is not None
@@ -223,13 +200,29 @@ def own_files_changed(ctx: Context, env: Path) -> list[str]:
     return out
 
 
-def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: bool = False) -> Result:
+@dataclass(frozen=True)
+class Checked:
+    """`check`'s findings (commands/check.py renders them): the env against its known-good snapshot `good`
+    (drift), its installed files against their records, the tool's own files that changed."""
+
+    env: Path
+    good: snap_mod.Snapshot
+    drift: Drift
+    files: InstalledCheck
+    own_changed: tuple[str, ...]
+    full: bool  # every file hashed
+    store: snap_mod.Store  # its damaged files are warnings
+
+    @property
+    def clean(self) -> bool:
+        return self.drift.clean and self.files.clean and not self.own_changed
+
+
+def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: bool = False) -> Checked:
     """Drift between the live env and its last known-good snapshot, and its installed files
-    against their records (exit DRIFT when either differs)."""
-    from tfgpu_install.env.hashing import workers
-    from tfgpu_install.report import human_bytes
+    against their records (the command exits DRIFT when either differs)."""
     from tfgpu_install.snapshot.build import host_contract
-    from tfgpu_install.snapshot.drift import compare, to_jsonable
+    from tfgpu_install.snapshot.drift import compare
     from tfgpu_install.snapshot.envstate import capture
 
     env = _env_path(ctx, env_given)
@@ -253,35 +246,4 @@ def check(ctx: Context, env_given: Optional[str], full: bool = False, progress: 
         (good.host, host) if host is not None else None,
     )
     files = installed_files(ctx, env, full, expected=good.builds(), progress=progress)
-    own = own_files_changed(ctx, env)
-    data = {"env": str(env), "snapshot": good.id, **to_jsonable(d), "installed_files": _files_json(files, good),
-            "own_files_changed": own}
-    data["clean"] = d.clean and files.clean and not own
-    what = (f"{files.files} installed files of {files.dists} distributions ("
-            + (f"every file hashed: {human_bytes(files.read_bytes)} read on {workers()} threads" if full
-               else f"sizes; sha256 of the {files.hashed} shared libraries") + ")")
-    if data["clean"]:
-        said = (f"{env} matches its known-good snapshot {good.id}" if good.builds() is not None else
-                f"{env} matches its known-good snapshot {good.id} in packages, versions and files against "
-                "their RECORDs; the builds are unknown")
-        return _with_skipped(Result(data, [Text(said, "ok"), Text(f"checked {what}", "dim"),
-                                           Text(builds_line(files, good), "dim")]), store)
-    blocks: list[Any] = [
-        Text(f"{env} drifted from its known-good snapshot {good.id}" if not d.clean
-             else f"{env}: installed files differ from what was installed", "warn"),
-        Bullets("", tuple(d.lines()) + tuple(files.lines()) + tuple(f"tool file changed: {o}" for o in own), "warn"),
-        Text(f"checked {what}", "dim"),
-        Text(builds_line(files, good), "dim"),
-    ]
-    if not files.clean or own:
-        blocks.append(Text("to repair: run the same install again (it reinstalls the damaged distributions), or "
-                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
-    else:
-        # a change the user made on purpose (a `pip install`): keep it, or go back
-        accept = command(ctx, 'tfgpu-install', 'accept', '--env', str(env))
-        data["accept"] = accept
-        blocks.append(Text(f"to keep these changes: `{accept}` (verifies the env as it is, then records it as the "
-                           "new known-good)"))
-        blocks.append(Text("to go back: "
-                           f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', good.id, '--env', str(env))}`"))
-    return _with_skipped(Result(data, blocks, exit_code=int(ExitCode.DRIFT)), store)
+    return Checked(env, good, d, files, tuple(own_files_changed(ctx, env)), full, store)

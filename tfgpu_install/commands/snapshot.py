@@ -8,14 +8,21 @@ restore exits 12 (INCOMPATIBLE_HOST) when this host does not meet the snapshot's
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfgpu_install.commands.common import add_assume_flags, add_env_flag, assume_flags, non_empty
 from tfgpu_install.context import Context
-from tfgpu_install.errors import UsageError
+from tfgpu_install.errors import ExitCode, UsageError
 from tfgpu_install.guard import argtypes
 from tfgpu_install.guard.envpath import env_path_arg
-from tfgpu_install.report import Result
+from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot.exports import FORMATS
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.snapshot import Compared, Exported
+    from tfgpu_install.snapshot.document import Snapshot
+    from tfgpu_install.snapshot.model import Store
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,13 +96,76 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
                                        base_layout=args.base_layout, tag=args.tag, index_url=args.index_url,
                                        bundle=args.bundle))
     if args.snapshot_command == "export":
-        return snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
+        return exported(snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
             env=args.env, output=args.output, format=args.format, no_hashes=args.no_hashes, index_url=args.index_url,
-        ))
+        )))
     if args.snapshot_command == "list":
-        return snapshot_cmds.list_(ctx)
+        return listed(snapshot_cmds.list_(ctx))
     if args.snapshot_command == "show":
-        return snapshot_cmds.show(ctx, args.id)
+        return shown(*snapshot_cmds.show(ctx, args.id))
     if args.snapshot_command == "diff":
-        return snapshot_cmds.diff(ctx, args.a, args.b)
+        return compared(snapshot_cmds.diff(ctx, args.a, args.b))
     raise UsageError("snapshot needs an action", "export, restore, list, show, diff, bundle or image")
+
+
+def exported(done: "Exported") -> Result:
+    snap, out, fmt = done.snap, done.path, done.format
+    data = {"id": snap.id, "format": fmt, "path": str(out), "packages": len(snap.packages),
+            "files": len(snap.files), "notes": list(snap.notes)}
+    blocks: list[Block] = [Text(f"snapshot {snap.id} of {done.env} written to {out} ({fmt}, "
+                                f"{len(snap.packages)} packages, {len(snap.files)} library files)", "ok")]
+    if snap.notes:
+        blocks.append(Bullets("notes", snap.notes, "warn"))
+    return Result(data, blocks)
+
+
+def listed(store: "Store") -> Result:
+    from tfgpu_install.snapshot.contract import choice_of
+
+    stored = store.snapshots
+    rows = [
+        (s.id, s.kind, s.created, s.env.path, choice_of(s).tensorflow or None,
+         "yes" if s.verification is not None and s.verification.ok else "-")
+        for _, s in stored
+    ]
+    data = {"snapshots": [{"id": s.id, "kind": s.kind, "created": s.created, "env": s.env.path,
+                           "tensorflow": choice_of(s).tensorflow or None, "path": str(p)} for p, s in stored]}
+    blocks: list[Block] = [table("snapshots", ("id", "kind", "created", "env", "tensorflow", "verified"), rows)]
+    if not stored:
+        blocks = [Text("no snapshots yet: an install records one, or run `tfgpu-install snapshot export`")]
+    return with_skipped(Result(data, blocks), store)
+
+
+def with_skipped(result: Result, store: "Store") -> Result:
+    """Damaged files in the store: a warning (and `skipped` in --json), never a failed command."""
+    if store.damaged:
+        result.data["skipped"] = list(store.damaged)
+        result.blocks.append(Bullets("warnings", tuple(store.warnings()), "warn"))
+    return result
+
+
+def shown(path: Path, snap: "Snapshot") -> Result:
+    from tfgpu_install.snapshot.contract import choice_of
+
+    d = snap.to_dict()
+    res = choice_of(snap)
+    blocks: list[Block] = [
+        Heading(f"snapshot {snap.id} ({snap.kind}, {snap.created})"),
+        Text(f"env: {snap.env.path} ({snap.env.backend}, Python {snap.env.python})"),
+        Text(f"TensorFlow {res.tensorflow or '?'}, CUDA {res.cuda or '-'}, cuDNN {res.cudnn or '-'}"),
+        Text(f"host: driver {snap.host.driver or '-'} (CUDA <= {snap.host.max_cuda or '-'}), glibc "
+             f"{snap.host.glibc or '-'}, GPUs: " + (", ".join(
+                 f"{g.get('name')} (cc {g.get('compute_capability')})" for g in snap.host.gpus) or "none")),
+        table("packages", ("name", "version", "hashes"), [(p.name, p.version, len(p.hashes)) for p in snap.packages]),
+    ]
+    return Result({**d, "path": str(path)}, blocks)
+
+
+def compared(done: "Compared") -> Result:
+    from tfgpu_install.snapshot.drift import to_jsonable
+
+    a, b, d = done.a, done.b, done.drift
+    blocks: list[Block] = [Heading(f"{a.id} -> {b.id}")]
+    blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))
+    code = ExitCode.OK if d.clean else ExitCode.DRIFT
+    return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
