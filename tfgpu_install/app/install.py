@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from tfgpu_install.app.confirm import confirm
 from tfgpu_install.app.envs import default_env_path
@@ -266,7 +266,7 @@ def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecRe
     return blocks
 
 
-def _gpu_verified(resolution: Resolution, options: InstallOptions, results: dict[str, Any]) -> bool:
+def _gpu_verified(resolution: Resolution, options: InstallOptions, results: Mapping[str, object]) -> bool:
     if resolution.cpu_only:
         return False
     verify = results.get("verify.run")
@@ -282,7 +282,7 @@ def _result(
     report: ExecReport,
     head: list[Block],
     dry_run: bool,
-    results: dict[str, Any],
+    results: Mapping[str, object],  # step id -> its record this run (or verified_before: a no-op's)
 ) -> Result:
     blocks = list(head)
     if dry_run:

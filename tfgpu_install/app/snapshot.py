@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import BadInputError, TfgpuError, UsageError
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.snapshot import model as snap_mod
 from tfgpu_install.snapshot.document import Verification
@@ -167,10 +168,12 @@ def builds_line(files: Any, snap: snap_mod.Snapshot) -> str:
     return line
 
 
-def files_json(files: Any, snap: snap_mod.Snapshot) -> dict[str, Any]:
-    data: dict[str, Any] = files.to_json()
-    data["builds"]["unknown"] = [n for n in data["builds"]["unknown"] if n not in snap_mod.SEEDED]
-    data["builds"]["recorded"] = snap.builds() is not None
+def files_json(files: InstalledCheck, snap: snap_mod.Snapshot) -> JSONObject:
+    """The file check's JSON, its builds said against this snapshot (the seeded tools left out)."""
+    data = files.to_json()
+    data["builds"] = {"checked": files.builds_checked,
+                      "unknown": [n for n in files.builds_unknown if n not in snap_mod.SEEDED],
+                      "recorded": snap.builds() is not None}
     return data
 
 
