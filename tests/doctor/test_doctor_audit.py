@@ -163,5 +163,42 @@ def print_report(name: str, every: list[dict[str, Any]]) -> None:
         print(f"  {variant}: {len(every) - got}/{len(every)}")
 
 
+def labelled_set_problems(directory: Path, new_rule_names: set[str]) -> dict[str, list[str]]:
+    """An audit set's cases with something wrong in their source or label (at least 40 cases, ids unique)."""
+    cases = audit_cases(directory)
+    assert len(cases) >= 40
+    assert len({c["id"] for c in cases}) == len(cases)
+    return {c["id"]: p for c in cases if (p := label_problems(c, new_rule_names))}
+
+
+def assert_disjoint(directory: Path, other_sets: tuple[str, ...]) -> None:
+    """Not one thread, and not one repository, that another set used; one log per repository."""
+    others = earlier_sources(other_sets)
+    other_repos = {repository(s) for s in others} - {""}
+    cases = audit_cases(directory)
+    for case in cases:
+        assert case["source"] not in others, case["id"]
+        assert repository(case["source"]) not in other_repos, (case["id"], case["source"])
+    assert len({repository(c["source"]) for c in cases}) == len(cases)
+
+
+def measure_and_print(name: str, directory: Path) -> None:
+    """The figure an audit module reports, printed, never asserted against a floor."""
+    cases = audit_cases(directory)
+    posted, n, misses_posted = score(cases, mutations=False)
+    right, total, _ = score(cases, mutations=True)
+    print(f"{name}: {posted}/{n} as posted, {right}/{total} with the six mutations; misses as posted: "
+          f"{misses_posted}")
+    assert n == len(cases) and total == n * (1 + len(MUTATIONS))
+
+
+def report_main(name: str, directory: Path) -> None:
+    """`python -m` of an audit module: the report, then every miss of a mutated variant."""
+    print_report(name, audit_cases(directory))
+    for line in score(audit_cases(directory), mutations=True)[2]:
+        if " (as posted)" not in line:
+            print("  miss (mutated):", line)
+
+
 if __name__ == "__main__":
     print_report("logs-audit", audit_cases())

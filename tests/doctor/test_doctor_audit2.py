@@ -15,14 +15,15 @@ from __future__ import annotations
 from tests.conftest import FIXTURES
 from tests.doctor.test_doctor_audit import (
     EARLIER_SETS,
+    assert_disjoint,
     audit_cases,
     earlier_sources,
     label_problems,
-    print_report,
+    labelled_set_problems,
+    measure_and_print,
+    report_main,
     repository,
-    score,
 )
-from tests.support.logmutate import MUTATIONS
 
 AUDIT2 = FIXTURES / "logs-audit2"
 # Decisive causes no rule of profiles/errors.yaml covered when this set was labelled: the name each would need.
@@ -32,23 +33,13 @@ OTHER_SETS = (*EARLIER_SETS, "logs-audit")
 
 
 def test_the_set_is_sourced_and_labelled() -> None:
-    cases = audit_cases(AUDIT2)
-    assert len(cases) >= 40
-    assert len({c["id"] for c in cases}) == len(cases)
-    problems = {c["id"]: p for c in cases if (p := label_problems(c, NEW_RULE_NAMES_2))}
-    assert problems == {}
+    assert labelled_set_problems(AUDIT2, NEW_RULE_NAMES_2) == {}
 
 
 def test_the_set_is_disjoint_from_every_other_set() -> None:
     """Not one thread, and not one repository, that another set used; one log per repository."""
     assert "logs-kinds" in OTHER_SETS and "logs-audit" in OTHER_SETS
-    others = earlier_sources(OTHER_SETS)
-    other_repos = {repository(s) for s in others} - {""}
-    cases = audit_cases(AUDIT2)
-    for case in cases:
-        assert case["source"] not in others, case["id"]
-        assert repository(case["source"]) not in other_repos, (case["id"], case["source"])
-    assert len({repository(c["source"]) for c in cases}) == len(cases)
+    assert_disjoint(AUDIT2, OTHER_SETS)
 
 
 def test_the_checks_catch_a_bad_case() -> None:
@@ -68,16 +59,8 @@ def test_the_checks_catch_a_bad_case() -> None:
 
 def test_audit2_figure_is_measured_and_printed() -> None:
     """The figure docs/guides/doctor.md reports. Printed, never asserted against a floor."""
-    cases = audit_cases(AUDIT2)
-    posted, n, misses_posted = score(cases, mutations=False)
-    right, total, _ = score(cases, mutations=True)
-    print(f"audit2: {posted}/{n} as posted, {right}/{total} with the six mutations; misses as posted: "
-          f"{misses_posted}")
-    assert n == len(cases) and total == n * (1 + len(MUTATIONS))
+    measure_and_print("audit2", AUDIT2)
 
 
 if __name__ == "__main__":
-    print_report("logs-audit2", audit_cases(AUDIT2))
-    for line in score(audit_cases(AUDIT2), mutations=True)[2]:
-        if " (as posted)" not in line:
-            print("  miss (mutated):", line)
+    report_main("logs-audit2", AUDIT2)
