@@ -17,8 +17,8 @@ import yaml
 
 from tests.conftest import FIXTURES
 from tests.doctor.test_doctor_audit import EARLIER_SETS, audit_cases, repository
-from tests.doctor.wild import kind_mutation_misses
-from tfgpu_install.doctor.classify import CAUSE, classify
+from tests.doctor.wild import assert_kind_log, assert_kind_mutations
+from tfgpu_install.doctor.classify import classify
 from tfgpu_install.doctor.rules import load_rules
 
 RULES = load_rules()
@@ -82,17 +82,13 @@ def test_the_logs_come_from_threads_and_repositories_no_other_set_uses() -> None
 @pytest.mark.parametrize("case", MINE, ids=lambda c: c["id"])
 def test_kind_log_as_posted(case: dict[str, Any]) -> None:
     """Catches the rule's absence (the log read 'unknown', or illegal-instruction-avx for an ARM board)."""
-    d = classify(case["verbatim"], RULES)
-    assert d.status == CAUSE and d.primary is not None and d.primary.rule_id == case["expected"]["rule"], d.to_json()
-    assert d.primary.evidence and "?" not in d.primary.cause and "?" not in d.primary.fix
+    assert_kind_log(case, RULES)
 
 
 def test_kind_logs_survive_most_mutations() -> None:
     """Wrapped, prefixed, coloured, Windows-pathed, noise in front: the same cause. Cut-headline misses are
     counted (the ARM logs' first line is the one naming the board)."""
-    right, total, misses = kind_mutation_misses(MINE, RULES)
-    assert right / total >= 0.95, misses
-    assert all(m.endswith("(cut-headline)") for m in misses), misses
+    assert_kind_mutations(MINE, RULES)
 
 
 def _expected(rule: str) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from tests.support.logmutate import MUTATIONS
-from tfgpu_install.doctor.classify import Diagnosis, classify
+from tfgpu_install.doctor.classify import CAUSE, Diagnosis, classify
 from tfgpu_install.doctor.rules import RuleSet
 
 WILD = Path(__file__).resolve().parent.parent / "fixtures" / "logs-wild"
@@ -59,3 +59,18 @@ def kind_mutation_misses(kinds: list[dict[str, Any]], rules: RuleSet) -> tuple[i
             else:
                 misses.append(f"{case['id']} ({name})")
     return right, total, misses
+
+
+def assert_kind_log(case: dict[str, Any], rules: RuleSet) -> None:
+    """A logs-kinds case as posted: a cause, its expected rule, with evidence and a fully rendered text."""
+    d = classify(case["verbatim"], rules)
+    assert d.status == CAUSE and d.primary is not None and d.primary.rule_id == case["expected"]["rule"], d.to_json()
+    assert d.primary.evidence and "?" not in d.primary.cause and "?" not in d.primary.fix
+
+
+def assert_kind_mutations(kinds: list[dict[str, Any]], rules: RuleSet) -> None:
+    """>= 95% of every logs-kinds case's mutations keep the expected rule, and only cut-headline may miss."""
+    right, total, misses = kind_mutation_misses(kinds, rules)
+    assert right / total >= 0.95, misses
+    assert all(m.endswith("(cut-headline)") for m in misses), misses
+
