@@ -33,7 +33,7 @@ class ProvisionRequest:
     steps: Sequence[Step]
     plan: Mapping[str, object]  # the journaled plan: rollback rebuilds the same steps from it
     # Asked before the first change, given the preview (each step's state): it stops the run by raising
-    # (the question on the terminal, app/confirm.py; or nothing to ask: -y, a kernel's registration).
+    # (the question on the terminal, commands/confirm.py; or nothing to ask: -y, a kernel's registration).
     ask: Callable[[ExecReport], None]
     facts: Any = None  # the probe's Facts, recorded by the snapshot step
     dry_run: bool = False

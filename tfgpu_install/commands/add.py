@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app.additions import AddRequest, add
-    from tfgpu_install.app.confirm import confirm
+    from tfgpu_install.commands.confirm import confirm
 
     def ask(q: "AddQuestion") -> None:
         confirm(ctx, args.yes, lambda: head(q.env, q.added, q.preview, q.changes()))

@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     if args.envs_command == "remove":
-        from tfgpu_install.app.confirm import confirm
         from tfgpu_install.app.env_remove import RemoveRequest, remove_env
+        from tfgpu_install.commands.confirm import confirm
 
         def ask(removal: "Removal") -> None:
             confirm(ctx, args.yes, removal_blocks(removal))

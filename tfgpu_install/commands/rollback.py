@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.app.confirm import confirm
     from tfgpu_install.app.rollback import RollbackRequest, rollback
+    from tfgpu_install.commands.confirm import confirm
 
     def ask(q: "Question") -> None:
         confirm(ctx, args.yes, question(q))

@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.app.confirm import confirm
     from tfgpu_install.app.uninstall import UninstallRequest, uninstall
+    from tfgpu_install.commands.confirm import confirm
 
     def ask(plan: "Uninstall") -> None:
         confirm(ctx, args.yes, plan_blocks(plan))
