@@ -58,7 +58,7 @@ def test_pip_is_in_every_env_unless_no_pip(tmp_path: Path, two_envs: dict[str, A
     assert done.returncode == 0, done.stderr
     assert subprocess.run([str(first / "bin" / "python"), "-c", "import by_pip"], capture_output=True).returncode == 0
     assert not (second / "bin" / "pip").exists()
-    from tfgpu_install.app.install import add_packages_hint
+    from tfgpu_install.commands.install import add_packages_hint
 
     assert "`pip install PACKAGE`" in add_packages_hint(first)
     assert "no pip" in add_packages_hint(second) and f"--python {second}/bin/python" in add_packages_hint(second)

@@ -11,30 +11,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from tfgpu_install.app.confirm import confirm
 from tfgpu_install.app.envs import default_env_path
-from tfgpu_install.app.package_plan import (
-    changed_in_env_blocks,
-    changes_made,
-    package_blocks,
-    planned_changes,
-    target_python,
-    uv_links,
-)
+from tfgpu_install.app.package_plan import changes_made, planned_changes, target_python, uv_links
 from tfgpu_install.app.provision import ProvisionRequest, provision
 from tfgpu_install.app.resolution import Resolved, ResolveRequest, require_choice, resolve_machine
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
 from tfgpu_install.env.verification import BadRecord, gpu_verified, read_record
-from tfgpu_install.errors import EnvironmentProblem, ExitCode, UsageError
-from tfgpu_install.guard.shellquote import activate_command, command, shell_of
-from tfgpu_install.plan.options import InstallOptions, options_to_json
-from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
+from tfgpu_install.errors import EnvironmentProblem, UsageError
+from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.resolver.model import Resolution
 from tfgpu_install.steps.package_changes import PackageChanges
+
+if TYPE_CHECKING:
+    from tfgpu_install.fetch.wheelsizes import Sizes
+    from tfgpu_install.verify.host import VerifyReport
 
 
 @dataclass(frozen=True)
@@ -53,16 +47,87 @@ class InstallRequest:
     conda_channel: Optional[str] = None  # conda backend: channel for Python and cudatoolkit/cudnn
     cuda_source: str = "default"  # "default" | "redist" (NVIDIA's archives), for TF <= 2.13
     cuda_mirror: Optional[str] = None
-    yes: bool = False
+    yes: bool = False  # no question (the command asks it: commands/install.py)
     dry_run: bool = False
     wait: bool = False
-    progress: bool = False  # live progress on the terminal
+    progress: bool = False  # live progress on the terminal (a dry run's download sizes: read by a person)
     with_requirements: tuple[str, ...] = ()  # --with REQ...: the user's own, resolved with TF's pins
     with_files: tuple[str, ...] = ()  # --with-file requirements.txt | pylock.toml | pyproject.toml
     with_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> hashes (upgrade's carry)
 
 
-def install(ctx: Context, req: InstallRequest) -> Result:
+@dataclass(frozen=True)
+class InstallPlan:
+    """What an install is about to do: the choice, where it goes, and the TensorFlow the env has now."""
+
+    resolution: Resolution
+    options: InstallOptions
+    before: Optional[str]  # the TensorFlow installed in the env before this run (None: none)
+
+
+@dataclass(frozen=True)
+class FreeSpace:
+    """The free space where the env goes (measured when asked)."""
+
+    at: Path  # the env, or its nearest parent that exists
+    free: int  # bytes
+
+
+@dataclass(frozen=True)
+class Download:
+    """What the run fetches from the package index (fetch/wheelsizes.py's sizes, as the index states them)."""
+
+    sizes: Optional[Sizes]  # None: nothing from an index (--no-index), the size on disk unknown
+
+
+@dataclass(frozen=True)
+class Details:
+    """What only a person reads before a run (the question): worked out only when asked."""
+
+    changes: Optional[PackageChanges]  # every package it adds, changes or removes (uv's dry run)
+    space: Optional[FreeSpace]  # None: not measurable
+    download: Optional[Download]  # None: the packages step has nothing to do
+
+
+@dataclass(frozen=True)
+class InstallQuestion:
+    """What an install is about to do, asked before the first change (commands/install.py words it)."""
+
+    plan: InstallPlan
+    preview: ExecReport  # each step's state
+    details: Callable[[], Details]  # sizes and package changes: only when shown
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the env's verification record says, for the last screen after a run that changed the env."""
+
+    report: Optional[VerifyReport]  # None: a record of another shape (not_understood says why)
+    not_understood: Optional[str] = None  # the error reading it, as repr()
+
+
+@dataclass(frozen=True)
+class Installed:
+    """`install`'s outcome (commands/install.py renders it)."""
+
+    plan: InstallPlan
+    report: ExecReport  # the run's steps (not run: the preview's)
+    dry_run: bool
+    ran: bool  # False: a dry run, or nothing was pending
+    gpu_verified: Optional[bool]  # None: a dry run
+    # A dry run: what the packages step would add, change and remove; a run: what it did to them.
+    changes: Optional[PackageChanges]
+    download: Optional[Download]  # a dry run read by a person (progress): what it would fetch
+    findings: Optional[Findings]  # a run that changed the env: what its verification found (None: nothing)
+
+    @property
+    def env(self) -> Path:
+        return self.plan.options.env
+
+
+def install(ctx: Context, req: InstallRequest, ask: Callable[[InstallQuestion], None]) -> Installed:
+    """Probe, resolve and provision the env; `ask` is called before the first change and stops it by
+    raising (commands/install.py: the question on the terminal, or -y)."""
     from tfgpu_install.plan.additions import gather_pinned
     from tfgpu_install.plan.install import build_steps
     from tfgpu_install.plan.journaled import JournaledPlan
@@ -78,31 +143,28 @@ def install(ctx: Context, req: InstallRequest) -> Result:
     from tfgpu_install.snapshot.model import known_builds
 
     steps = build_steps(resolution, options, resolved.facts, expected=known_builds(ctx.state_dir, options.env))
-    before = installed_tensorflow(options.env)  # read before anything changes: the plan says old -> new
+    # read before anything changes: the plan says old -> new
+    plan = InstallPlan(resolution, options, installed_tensorflow(options.env))
     done = provision(ctx, ProvisionRequest(
         env=options.env, steps=steps, plan=JournaledPlan(resolution, options).to_json(),
-        ask=lambda preview: confirm(ctx, req.yes, lambda: _question(
-            ctx, steps, preview, _plan_blocks(resolution, options, preview, before), options.env)),
+        ask=lambda preview: ask(InstallQuestion(plan, preview, lambda: _details(ctx, steps, preview, options.env))),
         facts=resolved.facts, dry_run=req.dry_run, wait=req.wait, progress=req.progress,
         make_default=True,
     ))
-    head = _plan_blocks(resolution, options, done.preview, before)
     changes = planned_changes(ctx, steps, done.preview) if req.dry_run else None
-    if req.dry_run and req.progress:  # a dry run read by a person (never --json): the same sizes as the question
-        head[-1:-1] = _download(ctx, steps, done.preview, changes, options.env) + package_blocks(changes)
+    # a dry run read by a person (never --json): the same sizes as the question
+    download = _download(ctx, steps, done.preview, changes, options.env) if req.dry_run and req.progress else None
     if done.report is None:
-        results = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
-        out = _result(ctx, resolution, options, done.preview, head, dry_run=req.dry_run, results=results)
+        report = done.preview
+        results: Mapping[str, object] = {} if done.pending else {"verified_before": _verified_before(ctx, options.env)}
     else:
-        out = _result(ctx, resolution, options, done.report, head, dry_run=False, results=dict(done.results))
+        report = done.report
+        results = dict(done.results)
         changes = changes_made(done.results)
-        out.blocks[-2:-2] = changed_in_env_blocks(changes)
-    if changes is not None:
-        out.data["packages"] = changes.to_json()
-    assert resolution.choice is not None
-    if before is not None and before != resolution.choice.tensorflow:
-        out.data["tensorflow_change"] = {"from": before, "to": resolution.choice.tensorflow}
-    return out
+    dry_run = req.dry_run and done.report is None
+    findings = read_findings(ctx, options.env) if not dry_run and report.changed else None
+    return Installed(plan, report, dry_run, done.report is not None,
+                     None if dry_run else _gpu_verified(resolution, results), changes, download, findings)
 
 
 # --- the pieces before execution ------------------------------------------------------------
@@ -243,30 +305,8 @@ def _verified_before(ctx: Context, env: Path) -> bool:
 
 # --- the result ---------------------------------------------------------------------------
 
-_MARK = {"done": "done", "unchanged": "unchanged", "applied": "applied", "pending": "to do"}
 
-
-def _plan_blocks(resolution: Resolution, options: InstallOptions, report: ExecReport,
-                 before: Optional[str] = None) -> list[Block]:
-    choice = resolution.choice
-    assert choice is not None
-    cuda = f"CUDA {choice.cuda}, cuDNN {choice.cudnn}" if choice.cuda else "CPU build"
-    blocks: list[Block] = [
-        Heading(f"TensorFlow {choice.tensorflow} ({cuda}) on Python {choice.python}"),
-        Text(f"env: {options.env} ({options.backend})"),
-    ]
-    if before is not None and before != choice.tensorflow:
-        blocks.append(Text(f"TensorFlow in this env: {before} → {choice.tensorflow} (installed now → planned)", "warn"))
-    if resolution.cpu_only:
-        blocks.append(Text("no usable GPU: TensorFlow will be verified on the CPU (gpu_verified: false)", "warn"))
-    if resolution.warnings:
-        blocks.append(Bullets("warnings", tuple(resolution.warnings), "warn"))
-    blocks.append(table("steps", ("step", "state", "what"),
-                        [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps]))
-    return blocks
-
-
-def _gpu_verified(resolution: Resolution, options: InstallOptions, results: Mapping[str, object]) -> bool:
+def _gpu_verified(resolution: Resolution, results: Mapping[str, object]) -> bool:
     if resolution.cpu_only:
         return False
     verify = results.get("verify.run")
@@ -275,43 +315,7 @@ def _gpu_verified(resolution: Resolution, options: InstallOptions, results: Mapp
     return bool(results.get("verified_before"))
 
 
-def _result(
-    ctx: Context,
-    resolution: Resolution,
-    options: InstallOptions,
-    report: ExecReport,
-    head: list[Block],
-    dry_run: bool,
-    results: Mapping[str, object],  # step id -> its record this run (or verified_before: a no-op's)
-) -> Result:
-    blocks = list(head)
-    if dry_run:
-        pending = sum(1 for s in report.steps if s.status == "pending")
-        blocks[-1] = table("steps (dry run: nothing was changed)", ("step", "state", "what"),
-                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
-        blocks.append(Text(f"{pending} step(s) would run", "dim"))
-    elif report.changed:
-        blocks[-1] = table("steps", ("step", "state", "what"),
-                           [(s.id, _MARK.get(s.status, s.status), s.describe) for s in report.steps])
-        blocks += verification_findings(ctx, options.env)
-        blocks.append(Text(f"done: activate with `{activate_command(ctx, str(options.env), options.backend)}`, "
-                           f"or run anything through `{command(ctx, str(options.env / 'bin' / 'tfgpu-run'))}`", "ok"))
-        blocks.append(Text(add_packages_hint(options.env, shell_of(ctx.environ)), "dim"))
-    else:
-        blocks = [Text(noop_message(options.env), "ok")]
-    data: dict[str, Any] = {
-        "env": str(options.env),
-        "dry_run": dry_run,
-        "changed": report.changed,
-        "resolution": resolution.to_json(),
-        "options": options_to_json(options),
-        "steps": report.to_json(),
-        "gpu_verified": None if dry_run else _gpu_verified(resolution, options, results),
-    }
-    return Result(data=data, blocks=blocks, exit_code=int(ExitCode.OK))
-
-
-def _space(env: Path) -> list[Block]:
+def _free_space(env: Path) -> Optional[FreeSpace]:
     """For the confirmation: the free space where the env goes (measured now)."""
     import shutil
 
@@ -319,30 +323,27 @@ def _space(env: Path) -> list[Block]:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     try:
-        free = shutil.disk_usage(probe).free
+        return FreeSpace(probe, shutil.disk_usage(probe).free)
     except OSError:
-        return []
-    from tfgpu_install.report import human_bytes
-
-    return [Text(f"disk: {human_bytes(free)} free at {probe}", "dim")]
+        return None
 
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
 
-def _question(ctx: Context, steps: list[Any], preview: ExecReport, plan: list[Block], env: Path) -> list[Block]:
-    """What the confirmation shows: the plan, the free space, the download and what it takes on disk (counting
-    what uv's cache holds), and every package it adds, changes or removes (uv's dry run, asked once)."""
+def _details(ctx: Context, steps: list[Any], preview: ExecReport, env: Path) -> Details:
+    """What the confirmation shows beside the plan: every package it adds, changes or removes (uv's dry run,
+    asked once), the free space, the download and what it takes on disk (counting what uv's cache holds)."""
     changes = planned_changes(ctx, steps, preview)
-    return plan + _space(env) + _download(ctx, steps, preview, changes, env) + package_blocks(changes)
+    return Details(changes, _free_space(env), _download(ctx, steps, preview, changes, env))
 
 
 def _download(ctx: Context, steps: list[Any], preview: ExecReport, changes: Optional[PackageChanges] = None,
-              env: Optional[Path] = None) -> list[Block]:
+              env: Optional[Path] = None) -> Optional[Download]:
     """For the confirmation only (never the no-op path or --json): the download size as the index states
     it and an estimate of the size on disk (fetch/wheelsizes.py). With uv's dry run (`changes`): every wheel
     the run installs, less those in uv's cache, on disk less what uv links from its cache; else the pinned
-    requirements' wheels as if none were cached."""
+    requirements' wheels as if none were cached. None: the packages step has nothing to do."""
     from tfgpu_install.fetch.trust import ssl_context
     from tfgpu_install.fetch.wheelsizes import estimate, lookup
     from tfgpu_install.steps.packages import InstallPackages, index_flags
@@ -350,10 +351,10 @@ def _download(ctx: Context, steps: list[Any], preview: ExecReport, changes: Opti
     pending = {s.id for s in preview.steps if s.status == "pending"}
     step = next((s for s in steps if isinstance(s, InstallPackages)), None)
     if step is None or step.id not in pending:
-        return []
+        return None
     flags = index_flags(ctx, "uv", step.index_url, step.extra_index_urls, no_index=step.no_index)
     if "--no-index" in flags:
-        return [Text("download: none from an index (--no-index); size on disk unknown", "dim")]
+        return Download(None)
     index = flags[flags.index("--index-url") + 1] if "--index-url" in flags else PYPI_SIMPLE
     trust = ssl_context(ctx.environ)
     if changes is not None and changes.uncached is not None and not changes.unknown and env is not None:
@@ -362,7 +363,7 @@ def _download(ctx: Context, steps: list[Any], preview: ExecReport, changes: Opti
         sizes = estimate(sorted(fetch), cached, uv_links(ctx, env), index, target_python(steps), context=trust)
     else:
         sizes = lookup(step.requirements, index, target_python(steps), context=trust)
-    return [Text(sizes.line(), "dim")]
+    return Download(sizes)
 
 
 def installed_tensorflow(env: Path) -> Optional[str]:
@@ -375,55 +376,15 @@ def installed_tensorflow(env: Path) -> Optional[str]:
     return None
 
 
-def add_packages_hint(env: Path, shell: str = "sh") -> str:
-    """How to add packages to the env, as it is now (pip only when the env has it), quoted for `shell`."""
-    uv = f"`{command(shell, 'uv', 'pip', 'install', '--python', str(env / 'bin' / 'python'), 'PACKAGE')}`"
-    if (env / "bin" / "pip").exists():
-        return f"add packages: `pip install PACKAGE` in the activated env, or {uv}"
-    return f"add packages: {uv} (this env has no pip: installed with --no-pip)"
-
-
-def noop_message(env: Path) -> str:
-    """The whole answer on a complete env (also what the no-op fast path, app/noop.py, prints)."""
-    return f"{env} is already installed and verified: nothing to do"
-
-
-def verification_findings(ctx: Context, env: Path) -> list[Block]:
-    """What verification found, for the last screen: per GPU its name, compute capability, the
-    layers passed, matmul GFLOP/s and speed-up, mixed precision; or that only the CPU was checked."""
+def read_findings(ctx: Context, env: Path) -> Optional[Findings]:
+    """What verification found, from the env's record (None: no record, or a damaged one: no findings is
+    no reason to fail); a record of another shape is said so."""
     from tfgpu_install.verify.host import VerifyReport
 
     try:
         doc = read_record(ctx, env)
-        report = VerifyReport.from_json(doc.report.raw if doc and doc.report else {})
-    except BadRecord:  # no findings is no reason to fail
-        return []
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:  # a record of another shape: say so
-        return [Text(f"verification record for {env} not understood ({exc!r}): run `tfgpu-install verify`", "warn")]
-    if not report.layers:
-        return []
-    # Names, not "5 tensorflow": a number before a name reads as a count of layers passed.
-    passed = [lay.name for lay in report.layers if lay.status == "pass"]
-    unchecked = [lay.name for lay in report.layers if lay.status == "skip"]
-    items: list[str] = []
-    if not report.gpu_verified:
-        items.append("CPU only (--allow-cpu): GPU not checked; TensorFlow ran its matmul on the CPU")
-    else:
-        driver = report.layer("driver")
-        for dev in (driver.measured.get("devices") if driver else None) or []:
-            mem = f", {dev['memory_mib']} MiB" if dev.get("memory_mib") else ""
-            items.append(f"GPU {dev.get('index')}: {dev.get('name')} (compute capability "
-                         f"{dev.get('compute_capability') or '?'}{mem})")
-        six = report.layer("benchmark")
-        bench = six.measured.get("benchmark") if six else None
-        if bench and bench.get("sizes"):
-            top = bench["sizes"][-1]
-            items.append(f"matmul {top['n']}x{top['n']}: {top['gpu_gflops']} GFLOP/s on {bench.get('device')}, "
-                         f"{top['speedup']}x the CPU")
-        mp = report.extras.get("mixed_precision")
-        if mp:
-            items.append(f"mixed precision: {'eligible' if mp.get('eligible') else 'not recommended'}"
-                         + (f" ({mp['why']})" if mp.get("why") else ""))
-    items.append(f"layers passed: {', '.join(passed) or 'none'}"
-                 + (f"; not checked: {', '.join(unchecked)}" if unchecked else ""))
-    return [Bullets("Verification", tuple(items), "ok" if report.ok else "error")]
+        return Findings(VerifyReport.from_json(doc.report.raw if doc and doc.report else {}))
+    except BadRecord:
+        return None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return Findings(None, repr(exc))

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import EnvironmentProblem
 from tfgpu_install.guard.shellquote import command
-from tfgpu_install.report import Result, Text
 
 if TYPE_CHECKING:
-    from tfgpu_install.app.install import InstallRequest
+    from tfgpu_install.app.install import Installed, InstallQuestion, InstallRequest
     from tfgpu_install.app.origin import DirectOrigin
     from tfgpu_install.plan.options import InstallOptions
     from tfgpu_install.snapshot.model import Package
@@ -42,7 +41,26 @@ def _profile_of(recorded: object) -> str:
     return str(recorded or "stable").split(" (", 1)[0] or "stable"
 
 
-def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
+@dataclass(frozen=True)
+class Upgraded:
+    """`upgrade`'s outcome (commands/upgrade.py renders it): the old env, what was carried over and what not,
+    and the new env's install (None: the old env has the profile's current choice already)."""
+
+    old: Path
+    old_tensorflow: Optional[str]
+    profile: str
+    carried: tuple[str, ...]
+    not_carried: tuple[NotCarried, ...]
+    flags_from_record: tuple[str, ...]  # as a user would type them
+    installed: Optional[Installed]
+    tensorflow: Optional[str] = None  # the new choice's
+    old_env_kept: bool = True
+    is_default: bool = False  # the new env is the default now (never after a dry run)
+
+
+def upgrade(ctx: Context, req: UpgradeRequest, ask: Callable[[InstallQuestion], None]) -> Upgraded:
+    """The new env beside the old one (install's own work; `ask` is install's question before the first
+    change), made the default once it is verified."""
     from tfgpu_install.app.additions import added_requirements
     from tfgpu_install.app.envs import target_env
     from tfgpu_install.app.install import InstallRequest, install, installed_tensorflow
@@ -72,40 +90,22 @@ def upgrade(ctx: Context, req: UpgradeRequest) -> Result:
     choice = resolved.resolution.choice
     by_hand, not_carried = _from_an_index(old, added_packages(snap.packages, installed_packages(old)))
     carry = _carried(added_requirements(ctx, old), by_hand)
-    base = {"from": {"env": str(old), "tensorflow": old_tf}, "profile": profile, "carried": list(carry),
-            "not_carried": [n.to_json() for n in not_carried], "flags_from_record": from_record}
+    same = Upgraded(old, old_tf, profile, carry, tuple(not_carried), tuple(from_record), None)
     if choice is not None and old_tf == choice.tensorflow:
-        return Result(data={"upgrade": {**base, "to": None}, "changed": False},
-                      blocks=[Text(f"{old} already has TensorFlow {old_tf}, profile '{profile}''s current choice: "
-                                   "nothing to upgrade", "ok")])
+        return same
     from tfgpu_install.app.additions import added_hashes
 
-    result = install(ctx, replace(template, resolve=resolve, env=req.to,
-                                 with_requirements=template.with_requirements + carry,
-                                 with_hashes={**added_hashes(ctx, old), **template.with_hashes}))
-    new = Path(str(result.data.get("env")))
-    dry_run = bool(result.data.get("dry_run"))
+    done = install(ctx, replace(template, resolve=resolve, env=req.to,
+                                with_requirements=template.with_requirements + carry,
+                                with_hashes={**added_hashes(ctx, old), **template.with_hashes}), ask)
+    new = done.env
     # install made the new env the default once it was verified; a re-run that found it complete
     # (the first was killed after its verification) makes it so here. Killed or failed before
     # that, install raised: the default is still the old env, the new one resumes on a re-run.
-    if not dry_run and result.exit_code == 0 and verified_ok(ctx, new):
+    if not done.dry_run and verified_ok(ctx, new):
         remember_env(ctx, new)
-    result.data["upgrade"] = {**base, "to": {"env": str(new), "tensorflow": choice.tensorflow if choice else None},
-                              "old_env_kept": old.is_dir()}
-    blocks = list(result.blocks)
-    if from_record:
-        blocks.append(Text(f"as {old} was installed: {' '.join(from_record)}", "dim"))
-    if carry:
-        blocks.append(Text(f"carried over from {old}: {', '.join(carry)}", "dim"))
-    blocks += [Text(n.line(ctx, new), "warn") for n in not_carried]
-    if not dry_run and default_env(ctx) == new:
-        blocks.append(Text(f"{new} is now the default; the old env {old} is kept "
-                           f"(`{command(ctx, 'tfgpu-install', 'envs', 'remove', str(old))}` when you no longer "
-                           "need it)", "ok"))
-    elif not dry_run:
-        blocks.append(Text(f"{new} is not verified: the default is still {old}", "warn"))
-    result.blocks = blocks
-    return result
+    return replace(same, installed=done, tensorflow=choice.tensorflow if choice else None, old_env_kept=old.is_dir(),
+                   is_default=not done.dry_run and default_env(ctx) == new)
 
 
 def _recorded_options(ctx: Context, env: Path) -> Optional["InstallOptions"]:
@@ -154,15 +154,6 @@ class NotCarried:
         return {"package": self.requirement, "from": self.origin.url, "sha256": self.origin.sha256,
                 "why": "not installed from a package index: installing it by name could take another "
                        "project's package of that name from the index"}
-
-    def line(self, ctx: Context, new: Path) -> str:
-        head = (f"not carried over: {self.requirement}, installed from {self.origin.url}, not from an index "
-                "(by name, the index could give another project's package of that name)")
-        path = self.origin.local_file()
-        if self.file_ok and path is not None:
-            cmd = command(ctx, "uv", "pip", "install", "--python", str(new / "bin" / "python"), str(path))
-            return head + f"; its file is still there with the same sha256: `{cmd}` adds it"
-        return head + "; install it again from where you got it"
 
 
 def _from_an_index(env: Path, found: list[str]) -> tuple[list[str], list[NotCarried]]:
