@@ -1,5 +1,6 @@
-"""The package changes of an install or `add`, for people: before (the dry run, the confirmation: what uv
-says it would add, change and remove) and after (what the run did to the packages the env had)."""
+"""The package changes of an install or `add`: before (the dry run, the confirmation: what uv says it would
+add, change and remove) and after (what the run did to the packages the env had); commands/package_plan.py
+words them for people."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
-from tfgpu_install.report import Block, Bullets, Text, table
 from tfgpu_install.steps.package_changes import PackageChanges
 
 
@@ -24,21 +24,6 @@ def planned_changes(ctx: Context, steps: Sequence[Any], preview: ExecReport) -> 
     return step.preview_changes(ctx, target_python(steps))
 
 
-def package_blocks(changes: Optional[PackageChanges]) -> list[Block]:
-    """Every package the run will add, change or remove, with versions; what it changes of the packages
-    the env has now (a user's own among them) said first, as a warning."""
-    if changes is None:
-        return []
-    if changes.unknown or changes.empty:
-        return [Text(changes.summary(), "dim")]
-    blocks: list[Block] = []
-    mine = changes.of_installed()
-    if not mine.empty:
-        blocks.append(Bullets("this changes packages the env has now", tuple(mine.described()), "warn"))
-    blocks.append(table(changes.summary(), ("", "package", "now", "then"), changes.rows()))
-    return blocks
-
-
 def changes_made(results: Mapping[str, Any]) -> Optional[PackageChanges]:
     """What this run's packages step did, from its record (the env's versions before and after)."""
     from tfgpu_install.steps.package_changes import between
@@ -49,13 +34,6 @@ def changes_made(results: Mapping[str, Any]) -> Optional[PackageChanges]:
     before = record.get("before")
     was = {str(k): str(v) for k, v in before.items()} if isinstance(before, dict) else {}
     return between(was, {str(k): str(v) for k, v in record["after"].items()})
-
-
-def changed_in_env_blocks(changes: Optional[PackageChanges]) -> list[Block]:
-    """After a run: the packages the env had that it changed or removed (with -y nobody was asked first)."""
-    if changes is None or changes.of_installed().empty:
-        return []
-    return [Bullets("changed packages the env had", tuple(changes.of_installed().described()), "warn")]
 
 
 def target_python(steps: Sequence[Any]) -> Optional[str]:

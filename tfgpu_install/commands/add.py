@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
 
 def head(env: object, new: tuple[str, ...], report: "ExecReport", changes: Optional["PackageChanges"]) -> list[Block]:
     """The steps, and every package it adds, changes or removes, with versions, while the packages step is to do."""
-    from tfgpu_install.app.package_plan import package_blocks
+    from tfgpu_install.commands.package_plan import package_blocks
 
     return [Heading(f"add {', '.join(new)} to {env}"),
             table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]),

@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from tfgpu_install.app.package_plan import changed_in_env_blocks, package_blocks
 from tfgpu_install.commands.common import add_assume_flags, add_profile_flag, assume_flags, non_empty
+from tfgpu_install.commands.package_plan import changed_in_env_blocks, package_blocks
 from tfgpu_install.context import Context
 from tfgpu_install.errors import ExitCode
 from tfgpu_install.guard import argtypes
