@@ -474,6 +474,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
     p.add_argument("--check", action="store_true", help="only say whether this machine can run the demo")
     a = p.parse_args(argv)
+    fd.with_sbin_on_path()  # slurmctld, slurmd, munged, iptables, chroot: root's tools in sbin
     reason = why_not()
     if a.check:
         print(reason or "ok")

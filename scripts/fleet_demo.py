@@ -99,6 +99,17 @@ releases:
 """
 
 
+# Root's tools (chroot, sshd, iptables, debootstrap) live in the sbin dirs, which a user's plain PATH leaves
+# out (`env -i PATH=/usr/bin:/bin scripts/test` ran the demo and its sshd's `exec chroot` was "not found").
+# The demo runs as root and looks there too, as sudo's secure_path would.
+SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def with_sbin_on_path() -> None:
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    os.environ["PATH"] = os.pathsep.join(dirs + [d for d in SBIN_DIRS if d not in dirs])
+
+
 def log(msg: str) -> None:
     sys.stderr.write(f"[fleet-demo] {msg}\n")
     sys.stderr.flush()
@@ -671,6 +682,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="one clean `fleet install` on N identical hosts (1-20): wall_s, upstream_bytes, served_bytes, "
                    "hosts[].seconds (scripts of BENCHMARKS.md's fleet table)")
     a = p.parse_args(argv)
+    with_sbin_on_path()
     reason = why_not()
     if a.check:
         print(reason or "ok")

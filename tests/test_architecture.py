@@ -228,7 +228,7 @@ def _is_any_dict(node: ast.AST, heads: tuple[str, ...]) -> bool:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError):  # a NUL: ValueError on Debian bookworm's 3.11.2, SyntaxError on 3.11.7
             return False
     if not isinstance(node, ast.Subscript):
         return False

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.install_kit import REPO, run_cli
+from tests.support.registry import registry_cli_env
 from tfgpu_install.knowledge.load import load_knowledge
 
 pytestmark = [
@@ -33,25 +34,11 @@ source: "tests/commands/test_install_cu11_real.py"
 """
 
 
-def _registry_env(tmp_env: dict[str, str]) -> dict[str, str]:
-    env = dict(tmp_env, PYTHONPATH=str(REPO))
-    # The user's uv cache and mirror settings: a CI rerun does not download the wheels again.
-    for var, value in os.environ.items():
-        if var.startswith(("UV_", "PIP_", "SSL_CERT_")) or var.lower().endswith("_proxy") or var in (
-            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"
-        ):
-            env[var] = value
-    if env.get("PIP_CERT") and not env.get("SSL_CERT_FILE"):
-        env["SSL_CERT_FILE"] = env["PIP_CERT"]
-    env.setdefault("UV_CACHE_DIR", str(Path(os.environ.get("HOME", "/tmp")) / ".cache" / "uv"))
-    return env
-
-
 @pytest.mark.parametrize("line", ["2.12", "2.11"])
 def test_tf_with_the_cu11_wheels_for_real(line: str, tmp_path: Path, tmp_env: dict[str, str]) -> None:
     profile = tmp_path / f"tf{line}.yaml"
     profile.write_text(POLICY.format(name=f"tf{line}", line=line))
-    env = _registry_env(tmp_env)
+    env = registry_cli_env(tmp_env, REPO)
     env_dir = tmp_path / "data" / f"tf{line}"
     release = next(r for r in load_knowledge().releases if r.tensorflow.startswith(line + "."))
     # The tool picks a Python the release supports (TF 2.11: <= 3.10) among those here, pyenv's too.

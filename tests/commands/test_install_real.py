@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.install_kit import REPO, run_cli
+from tests.support.registry import registry_cli_env
 from tfgpu_install.files import tree_digest
 
 pytestmark = [
@@ -31,16 +32,7 @@ def _machine(base: Path) -> dict[str, dict[str, str]]:
 
 
 def test_stable_profile_on_the_cpu_for_real(tmp_path: Path, tmp_env: dict[str, str]) -> None:
-    env = dict(tmp_env, PYTHONPATH=str(REPO))
-    # Keep the user's uv cache (and mirror settings) so a CI rerun does not download 3 GB again.
-    for var, value in os.environ.items():
-        if var.startswith(("UV_", "PIP_", "SSL_CERT_")) or var.lower().endswith("_proxy") or var in (
-            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"
-        ):
-            env[var] = value
-    if env.get("PIP_CERT") and not env.get("SSL_CERT_FILE"):
-        env["SSL_CERT_FILE"] = env["PIP_CERT"]  # a TLS-intercepting proxy: uv needs its CA too
-    env.setdefault("UV_CACHE_DIR", str(Path(os.environ.get("HOME", "/tmp")) / ".cache" / "uv"))
+    env = registry_cli_env(tmp_env, REPO)  # the made-up machine gets this one's CA store
     pristine = _machine(tmp_path)
     args = ["--profile", "stable", "--allow-cpu", "-y", "--json"]
 

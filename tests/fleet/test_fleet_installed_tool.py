@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.registry import trusted_env
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # a wheel build and an install of ansible-core from the registry (a minute)
@@ -32,7 +34,8 @@ def tool(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     venv = tmp / "tool-venv"
     for argv in ([str(uv), "venv", "-q", "--python", sys.executable, str(venv)],
                  [str(uv), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), f"{wheel}[fleet]"]):
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        # the test's own uv fetches ansible-core from the registry: the system CA store, as the tool's uv
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=trusted_env())
         assert done.returncode == 0, done.stderr[-3000:]
     return {"tmp": tmp, "wheel": wheel, "venv": venv}
 
