@@ -1,9 +1,9 @@
 """Shell completion from the parser itself, through argcomplete (bash, zsh, fish).
 
-`tfgpu-install completion SHELL` prints argcomplete's own script for the shell. On each TAB that script
-runs `tfgpu-install` with argcomplete's variables set (_ARGCOMPLETE, COMP_LINE, COMP_POINT); cli.main
-sees them and answers from the same parser `--help` shows (build_parser), so a new command, action or
-flag completes with no table to keep. Values come from completers (VALUES: one row per argument):
+`tfgpu-install completion SHELL` prints argcomplete's own script for the shell (app/completion.py). On
+each TAB that script runs `tfgpu-install` with argcomplete's variables set (_ARGCOMPLETE, COMP_LINE,
+COMP_POINT); cli.main sees them and answers from the same parser `--help` shows (build_parser), so a new
+command, action or flag completes with no table to keep. Values come from completers (VALUES: one row per argument):
 profile names, `--tensorflow` release lines from the knowledge tables, the envs this tool made, stored
 snapshot ids; a path argument falls back to file names.
 
@@ -23,16 +23,7 @@ if TYPE_CHECKING:
 
     from tfgpu_install.context import Context
 
-PROG = "tfgpu-install"
-SHELLS = ("bash", "fish", "zsh")
 GLOBAL_FLAGS = ("--json", "--debug")
-
-
-def script(shell: str) -> str:
-    """argcomplete's completion script for `shell`, registered for tfgpu-install."""
-    from argcomplete.shell_integration import shellcode
-
-    return str(shellcode([PROG], shell=shell))
 
 
 def implied_install(words: Sequence[str], prefix: str, top_options: Iterable[str],

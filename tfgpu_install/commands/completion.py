@@ -1,13 +1,17 @@
-"""`tfgpu-install completion bash|zsh|fish`: print the shell's completion script (argcomplete's; the
-answers come from the parser itself: tfgpu_install/completion.py)."""
+"""`tfgpu-install completion bash|zsh|fish`: print the shell's completion script (argcomplete's, made by
+app/completion.py; the answers come from the parser itself: tfgpu_install/completion.py)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from tfgpu_install.completion import SHELLS, script
+from tfgpu_install.app.completion import SHELLS
 from tfgpu_install.context import Context
 from tfgpu_install.report import Result, Text
+
+if TYPE_CHECKING:
+    from tfgpu_install.app.completion import Script
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,6 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    text = script(args.shell)
-    return Result(data={"shell": args.shell, "script": text},
-                  blocks=[Text(line) for line in text.rstrip("\n").split("\n")])
+    from tfgpu_install.app.completion import script
+
+    return render(script(args.shell))
+
+
+def render(made: "Script") -> Result:
+    return Result(data={"shell": made.shell, "script": made.text},
+                  blocks=[Text(line) for line in made.text.rstrip("\n").split("\n")])
