@@ -142,3 +142,22 @@ def test_an_empty_file_argument_is_a_usage_error(tmp_env: dict[str, str], args: 
     """#39: `fleet restore -i INV ''` exited 1 (internal error)."""
     code, doc = run_json(["fleet", *args], tmp_env, capsys)
     assert (code, doc["error"]) == (2, "usage") and "empty file name" in doc["message"]
+
+
+def test_an_interrupted_run_shows_the_hosts_so_far_and_exits_130() -> None:
+    """Ctrl-C mid-run (app/fleet.py returns the report so far, interrupted): every row that arrived, marked
+    interrupted, exit 130; the same rows without the mark when the run was not cut off."""
+    from tfgpu_install.app.fleet import FleetRun
+    from tfgpu_install.commands.fleet import render
+    from tfgpu_install.errors import ExitCode
+    from tfgpu_install.fleet.results import host_result
+    from tfgpu_install.fleet.run import FleetReport
+
+    report = FleetReport("ansible-playbook 2.19", "status", [host_result("n1", {"result": {"changed": False}})], 0,
+                         "/dev/null")
+    cut = render(FleetRun(report, interrupted=True))
+    assert cut.exit_code == ExitCode.INTERRUPTED
+    assert cut.data["interrupted"] is True and [h["name"] for h in cut.data["hosts"]] == ["n1"]
+    whole = render(FleetRun(report, interrupted=False))
+    assert "interrupted" not in whole.data and whole.exit_code != ExitCode.INTERRUPTED
+    assert whole.blocks == cut.blocks

@@ -18,6 +18,7 @@ from tfgpu_install.guard.jsondoc import texts
 from tfgpu_install.report import Block, Bullets, Result, Text, table
 
 if TYPE_CHECKING:  # the fleet modules load in run(): building the parser stays light (start-up budget)
+    from tfgpu_install.app.fleet import FleetRun
     from tfgpu_install.fleet.results import HostResult
     from tfgpu_install.fleet.run import FleetReport, FleetRequest
 
@@ -59,11 +60,9 @@ def _request(args: argparse.Namespace) -> "FleetRequest":
 
 
 def run(args: argparse.Namespace, ctx: Context) -> Result:
-    from tfgpu_install.fleet.run import FleetInterrupted, fleet_install, fleet_restore, fleet_snapshot, fleet_status
+    from tfgpu_install.app.fleet import fleet
     from tfgpu_install.fleet.table import LiveTable
 
-    by_mode = {"install": fleet_install, "status": fleet_status, "snapshot": fleet_snapshot,
-               "restore": fleet_restore}
     req = _request(args)
     live = LiveTable(None if args.json else sys.stderr)
     live.start(f"fleet {req.mode}: {req.inventory}")
@@ -71,13 +70,16 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     def on_result(r: "HostResult") -> None:
         live.add(r)
 
-    try:
-        report = by_mode[req.mode](ctx, req, on_result)
-    except FleetInterrupted as stop:  # Ctrl-C: the rows so far, the rest "not finished"; exit 130
-        done = _result(stop.report)
-        done.data["interrupted"] = True
-        return Result(done.data, done.blocks, exit_code=int(ExitCode.INTERRUPTED))
-    return _result(report)
+    return render(fleet(ctx, req, on_result))
+
+
+def render(done: "FleetRun") -> Result:
+    shown = _result(done.report)
+    if not done.interrupted:
+        return shown
+    # Ctrl-C: the rows so far, the rest "not finished"; exit 130
+    shown.data["interrupted"] = True
+    return Result(shown.data, shown.blocks, exit_code=int(ExitCode.INTERRUPTED))
 
 
 def _result(report: "FleetReport") -> Result:
