@@ -338,6 +338,68 @@ def test_the_output_check_sees_an_import(tmp_path: Path) -> None:
     assert output_imports(tmp_path) == {"a": {"Text"}}
 
 
+# Each command module (the command table's, and an early answer's) calls into app/: the work is an app
+# function's, the command parses and renders (design.md: commands/ -> app/).
+def app_functions(module: str, root: Path = ROOT) -> set[str]:
+    """The functions an app module defines at its top (`tfgpu_install.app.x` -> {"x", ...})."""
+    path = root / Path(*module.split(".")).with_suffix(".py")
+    if not path.is_file():
+        return set()
+    return {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+
+
+def calls_into_app(path: Path, root: Path = ROOT) -> bool:
+    """Whether the module calls a function of an app module: `from tfgpu_install.app.x import f` then `f(...)`,
+    or `from tfgpu_install.app import x` then `x.f(...)` (a request's class or a constant is not a call into
+    the app)."""
+    tree = ast.parse(path.read_text())
+    funcs: set[str] = set()
+    mods: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(f"{NAME}.app")):
+            continue
+        for alias in node.names:
+            sub = f"{node.module}.{alias.name}"
+            if (root / Path(*sub.split("."))).with_suffix(".py").is_file():
+                mods[alias.asname or alias.name] = app_functions(sub, root)
+            elif alias.name in app_functions(node.module, root):
+                funcs.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in funcs:
+                return True
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in mods.get(f.value.id, ()):
+                return True
+    return False
+
+
+def commands_without_app(root: Path = ROOT) -> list[str]:
+    from tfgpu_install.commands import COMMANDS
+
+    names = {c.module for c in COMMANDS.values()} | {c.early for c in COMMANDS.values() if c.early}
+    return sorted(n for n in names if not calls_into_app(root / NAME / "commands" / f"{n}.py", root))
+
+
+def test_every_command_calls_into_app() -> None:
+    assert commands_without_app() == [], "give the command an app function that returns data; render it here"
+
+
+def test_the_app_call_check_sees_a_call(tmp_path: Path) -> None:
+    (tmp_path / NAME / "app").mkdir(parents=True)
+    (tmp_path / NAME / "app" / "thing.py").write_text("class ThingRequest: ...\nLIMIT = 3\ndef thing(r): ...\n")
+    cmd = tmp_path / "cmd.py"
+    cases = {
+        "from tfgpu_install.app.thing import thing, ThingRequest\ndef run(): return thing(ThingRequest())\n": True,
+        "from tfgpu_install.app import thing as t\ndef run(): return t.thing(t.ThingRequest())\n": True,
+        "from tfgpu_install.app.thing import ThingRequest, LIMIT\ndef run(): return ThingRequest(), LIMIT\n": False,
+        "from tfgpu_install.app.thing import thing\ndef run(): return thing\n": False,
+    }
+    for source, calls in cases.items():
+        cmd.write_text(source)
+        assert calls_into_app(cmd, tmp_path) is calls, source
+
+
 def test_the_any_dict_count_sees_each_form(tmp_path: Path) -> None:
     """Each spelling and an alias's every use counts (a count that missed them could be met by renaming)."""
     (tmp_path / NAME).mkdir()

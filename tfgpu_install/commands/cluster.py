@@ -19,6 +19,7 @@ from tfgpu_install.guard import argtypes
 from tfgpu_install.report import Block, Bullets, Result, Text, table
 
 if TYPE_CHECKING:
+    from tfgpu_install.app.cluster import Manifests
     from tfgpu_install.cluster.flow import ClusterReport
 
 COLUMNS = ("type", "nodes", "partition", "TF", "CUDA", "state", "verified", "job", "reason")
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         return _kube(args, ctx)
     import shlex
 
-    from tfgpu_install.cluster.flow import SlurmRequest, TypeRow, cluster_slurm
+    from tfgpu_install.app.cluster import slurm
+    from tfgpu_install.cluster.flow import SlurmRequest, TypeRow
 
     if args.same and args.snapshot:
         raise UsageError("--same and --snapshot exclude each other", hint="a snapshot is already one combination")
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
         if stream is not None:
             stream.write(f"{row.type}: {row.state}\n")
 
-    return _result(cluster_slurm(ctx, req, on_row))
+    return _result(slurm(ctx, req, on_row))
 
 
 def _verified(row: Any) -> str:
@@ -132,31 +134,15 @@ def _result(report: "ClusterReport") -> Result:
 
 
 def _kube(args: argparse.Namespace, ctx: Context) -> Result:
-    import yaml
+    from tfgpu_install.app.cluster import KubeRequest, kube
 
-    from tfgpu_install.cluster import kube
-    from tfgpu_install.errors import BadInputError
-    from tfgpu_install.files import atomic_write
-    from tfgpu_install.snapshot.model import find
+    return written(kube(ctx, KubeRequest(snapshot=args.snapshot, image=args.image, products=tuple(args.product),
+                                         namespace=args.namespace, daemonset=not args.no_daemonset,
+                                         output=args.output)))
 
-    _, snap = find(ctx.state_dir, args.snapshot)
-    try:
-        docs = kube.manifests(snap, args.image, args.product, args.namespace, daemon=not args.no_daemonset)
-    except ValueError as exc:
-        raise UsageError(str(exc), hint="give --product as the GPU's name, e.g. 'NVIDIA A100-SXM4-40GB'") from exc
-    if not docs:
-        raise BadInputError(f"snapshot {snap.id} names no GPU and no --product was given",
-                            hint="give --product NAME for each GPU product the Jobs should cover")
-    problems = {name: kube.rules(doc) for name, doc in docs.items()}
-    bad = {n: p for n, p in problems.items() if p}
-    if bad:
-        raise UsageError("the manifests break our rules: " + "; ".join(f"{n}: {', '.join(p)}" for n, p in bad.items()),
-                         hint="pin --image to a tag or digest")
-    out = Path(args.output).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    for name, doc in docs.items():
-        atomic_write(out / name, yaml.safe_dump(doc, sort_keys=False))
-    data = {"snapshot": snap.id, "output": str(out), "files": sorted(docs), "image": args.image,
+
+def written(done: "Manifests") -> Result:
+    data = {"snapshot": done.snapshot, "output": str(done.output), "files": list(done.files), "image": done.image,
             "api_server": "not contacted: validate with `kubectl apply --dry-run=server` on your cluster"}
-    return Result(data, [Text(f"{len(docs)} manifest(s) for snapshot {snap.id} in {out}", "ok"),
+    return Result(data, [Text(f"{len(done.files)} manifest(s) for snapshot {done.snapshot} in {done.output}", "ok"),
                          Text("no API server was contacted: the manifests were checked against our rules only", "dim")])
