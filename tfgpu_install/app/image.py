@@ -16,12 +16,15 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from tfgpu_install.context import Context
 from tfgpu_install.errors import StepFailed, UsageError
 from tfgpu_install.files import atomic_write
-from tfgpu_install.report import Bullets, Result, Text
+from tfgpu_install.guard.jsondoc import JSONObject
+
+if TYPE_CHECKING:
+    from tfgpu_install.snapshot.image import ImageSpec
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,34 @@ class ImageRequest:
     bundle: Optional[str] = None  # an existing bundle to take the wheels from (--bundle DIR)
 
 
+@dataclass(frozen=True)
+class OciLayout:
+    """DIR/oci, the image written directly (--oci)."""
+
+    path: Path
+    layers: int  # in the image
+    base_layers: int  # of those, the base image's
+
+
+@dataclass(frozen=True)
+class Image:
+    """The build context as written (commands/snapshot.py renders it)."""
+
+    path: Path
+    snapshot: str  # its id
+    spec: ImageSpec  # the base, the TensorFlow, the image's env and its check
+    wheels: int  # in DIR/bundle
+    made_from: Optional[JSONObject]  # the bundle manifest's: where its wheels came from
+    tag: str
+    oci: Optional[OciLayout]  # None: a build context only
+
+
 def _layout_ref(text: str) -> tuple[Path, Optional[str]]:
     path, sep, tag = text.rpartition(":") if ":" in Path(text).name else (text, "", "")
     return Path(os.path.expanduser(path)).absolute(), (tag or None) if sep else None
 
 
-def image(ctx: Context, req: ImageRequest) -> Result:
+def image(ctx: Context, req: ImageRequest) -> Image:
     from tfgpu_install.snapshot import bundle, oci
     from tfgpu_install.snapshot import image as img
     from tfgpu_install.snapshot import model as snap_mod
@@ -77,7 +102,7 @@ def image(ctx: Context, req: ImageRequest) -> Result:
         for f in sorted(CHECK_SCRIPT.parent.glob("*.py")):
             shutil.copy2(f, checks / f.name)
         atomic_write(tmp / "Dockerfile", img.dockerfile(spec, snap.id))
-        layer_note = None
+        made: Optional[OciLayout] = None
         if base is not None:
             site = stage / img.SITE.lstrip("/")
             _pip_target(ctx, tmp / "bundle", site, spec.python, bundle.platform_tags(snap))
@@ -86,27 +111,12 @@ def image(ctx: Context, req: ImageRequest) -> Result:
                                 created_by=f"tfgpu-install snapshot image {snap.id}",
                                 labels={"org.tfgpu-install.snapshot": snap.id,
                                         "org.tfgpu-install.tensorflow": spec.tensorflow})
-            layer_note = f"{len(m['layers'])} layers ({len(base.layers)} from the base)"
+            made = OciLayout(out / "oci", len(m["layers"]), len(base.layers))
         shutil.rmtree(stage, ignore_errors=True)
         if out.is_dir():
             out.rmdir()
         os.replace(tmp, out)
-    data: dict[str, Any] = {"path": str(out), "snapshot": snap.id, "base": spec.base,
-                            "dockerfile": str(out / "Dockerfile"),
-                            "bundle": str(out / "bundle"), "wheels": len(manifest["files"]) - 2,
-                            "made_from": manifest.get("made_from"),
-                            "oci": str(out / "oci") if base is not None else None, "tag": req.tag,
-                            "env": spec.env(), "verify": spec.verify_argv()}
-    items = [f"build: podman build -t tf-{spec.tensorflow} {out}   (base {spec.base})"]
-    if base is not None:
-        items.append(f"OCI layout: {out / 'oci'}:{req.tag}, {layer_note}; "
-                     f"e.g. `skopeo copy oci:{out / 'oci'}:{req.tag} "
-                     "containers-storage:tf-snapshot`")
-    if spec.cuda_from_system and spec.base_is_default:
-        items.append(f"the base {spec.base} is derived from the snapshot's CUDA/cuDNN: check NVIDIA publishes "
-                     "it, or pass --base")
-    return Result(data, [Text(f"image build context for snapshot {snap.id} written to {out}", "ok"),
-                         Bullets("next", tuple(items))])
+    return Image(out, snap.id, spec, len(manifest["files"]) - 2, manifest.get("made_from"), req.tag, made)
 
 
 def _pip_target(ctx: Context, bundle_dir: Path, site: Path, python: str, platforms: list[str]) -> None:

@@ -20,6 +20,7 @@ from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot.exports import FORMATS
 
 if TYPE_CHECKING:
+    from tfgpu_install.app.image import Image
     from tfgpu_install.app.snapshot import Compared, Exported
     from tfgpu_install.snapshot.document import Snapshot
     from tfgpu_install.snapshot.model import Store
@@ -92,9 +93,9 @@ def run(args: argparse.Namespace, ctx: Context) -> Result:
     if args.snapshot_command == "image":
         from tfgpu_install.app.image import ImageRequest, image
 
-        return image(ctx, ImageRequest(file=args.file, output=args.output, base=args.base, oci=args.oci,
-                                       base_layout=args.base_layout, tag=args.tag, index_url=args.index_url,
-                                       bundle=args.bundle))
+        return imaged(image(ctx, ImageRequest(file=args.file, output=args.output, base=args.base, oci=args.oci,
+                                              base_layout=args.base_layout, tag=args.tag, index_url=args.index_url,
+                                              bundle=args.bundle)))
     if args.snapshot_command == "export":
         return exported(snapshot_cmds.export(ctx, snapshot_cmds.ExportRequest(
             env=args.env, output=args.output, format=args.format, no_hashes=args.no_hashes, index_url=args.index_url,
@@ -169,3 +170,20 @@ def compared(done: "Compared") -> Result:
     blocks.append(Bullets("", tuple(d.lines())) if not d.clean else Text("the same", "ok"))
     code = ExitCode.OK if d.clean else ExitCode.DRIFT
     return Result({"a": a.id, "b": b.id, **to_jsonable(d)}, blocks, exit_code=int(code))
+
+
+def imaged(done: "Image") -> Result:
+    out, spec, layout = done.path, done.spec, done.oci
+    data = {"path": str(out), "snapshot": done.snapshot, "base": spec.base, "dockerfile": str(out / "Dockerfile"),
+            "bundle": str(out / "bundle"), "wheels": done.wheels, "made_from": done.made_from,
+            "oci": str(layout.path) if layout is not None else None, "tag": done.tag,
+            "env": spec.env(), "verify": spec.verify_argv()}
+    items = [f"build: podman build -t tf-{spec.tensorflow} {out}   (base {spec.base})"]
+    if layout is not None:
+        items.append(f"OCI layout: {layout.path}:{done.tag}, {layout.layers} layers ({layout.base_layers} from the "
+                     f"base); e.g. `skopeo copy oci:{layout.path}:{done.tag} containers-storage:tf-snapshot`")
+    if spec.cuda_from_system and spec.base_is_default:
+        items.append(f"the base {spec.base} is derived from the snapshot's CUDA/cuDNN: check NVIDIA publishes "
+                     "it, or pass --base")
+    return Result(data, [Text(f"image build context for snapshot {done.snapshot} written to {out}", "ok"),
+                         Bullets("next", tuple(items))])
