@@ -303,12 +303,10 @@ def test_documents_are_typed_inside_the_code() -> None:
     assert len(any_mappings()) <= ANY_MAPPINGS_MAX
 
 
-# One shape per command (#36 item 2): app/ returns data, commands/ renders it. These app modules still
-# build output (report's blocks or Result); the list only shrinks: one converted leaves it.
+# One shape per command (#36 items 2, 3): app/ returns data, commands/ renders it. The app modules that
+# still built output (report's blocks or Result) were listed here and the list only shrank: it is empty now.
 OUTPUT_TYPES = frozenset({"Block", "Heading", "Text", "Table", "Bullets", "Result", "table"})
-APP_BUILDS_OUTPUT = frozenset({
-    "confirm", "restore",
-})
+APP_BUILDS_OUTPUT: frozenset[str] = frozenset()  # none left (#36 item 3): none may build output again
 
 
 def output_imports(root: Path = ROOT) -> dict[str, set[str]]:

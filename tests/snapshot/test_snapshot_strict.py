@@ -146,14 +146,16 @@ def test_a_conda_record_with_a_hostile_field_is_refused(key: str, value: str) ->
 
 def test_the_restore_command_it_suggests_is_shell_quoted(tmp_path: Path) -> None:
     from tfgpu_install.app.restore import _target_env
+    from tfgpu_install.commands.snapshot_restore import taken_at_line
     from tfgpu_install.context import build_context
     from tfgpu_install.resolver.model import Choice
 
     ctx = build_context({"TFGPU_DATA_DIR": str(tmp_path / "data"), "TFGPU_STATE_DIR": str(tmp_path / "s"),
                          "TFGPU_CACHE_DIR": str(tmp_path / "c"), "HOME": str(tmp_path)})
     snap = make(env={"path": "/envs/x; touch PWNED", "backend": "venv"})
-    _, line = _target_env(ctx, None, snap, Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11",
-                                                  jit_only=False))
+    _, taken = _target_env(ctx, None, snap, Choice(tensorflow="2.17.1", cuda="12.3", cudnn="8.9", python="3.11",
+                                                   jit_only=False))
+    line = taken_at_line(ctx, taken, env_given=False)
     assert "--env '/envs/x; touch PWNED'" in line, line
 
 

@@ -23,20 +23,25 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from tfgpu_install.app.confirm import confirm
 from tfgpu_install.context import Context
 from tfgpu_install.engine.executor import ExecReport
 from tfgpu_install.env.layout import user_path
-from tfgpu_install.errors import BadInputError, DownloadError, ExitCode, IncompatibleHost, TfgpuError
+from tfgpu_install.errors import BadInputError, DownloadError, IncompatibleHost, TfgpuError
 from tfgpu_install.facts.model import AssumeFlags
+from tfgpu_install.guard.jsondoc import JSONObject
 from tfgpu_install.guard.shellquote import command
 from tfgpu_install.plan.options import InstallOptions
 from tfgpu_install.plan.restore import conda_restore_extra, pinned_resolution, restore_steps
-from tfgpu_install.report import Block, Bullets, Heading, Result, Text, table
 from tfgpu_install.snapshot import model as snap_mod
 from tfgpu_install.snapshot.model import Snapshot
+
+if TYPE_CHECKING:
+    from tfgpu_install.env.integrity import InstalledCheck
+    from tfgpu_install.resolver.model import Choice
+    from tfgpu_install.snapshot.contract import Verdict
+    from tfgpu_install.snapshot.drift import Drift
 
 _HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-f]{64,128}$")
 _HASH_MISMATCH = ("Hash mismatch", "DO NOT MATCH THE HASHES", "hash mismatch")
@@ -155,7 +160,7 @@ class RestoreRequest:
     index_url: Optional[str] = None
     allow_cpu: bool = False
     assume: AssumeFlags = field(default_factory=AssumeFlags)
-    yes: bool = False
+    yes: bool = False  # no question (the command asks it: commands/snapshot.py)
     dry_run: bool = False
     progress: bool = False
 
@@ -167,7 +172,56 @@ class BundleRequest:
     index_url: Optional[str] = None
 
 
-def restore(ctx: Context, req: RestoreRequest) -> Result:
+@dataclass(frozen=True)
+class RestorePlan:
+    """What a restore is about to do, asked before its first change (commands/snapshot_restore.py words it);
+    also the head of its outcome."""
+
+    snapshot: Snapshot  # with the hashes it is checked against
+    env: Path
+    choice: Choice  # the snapshot's TensorFlow and Python
+    bundle: Optional[Path]  # offline from this bundle
+    taken_at: str  # where the snapshot was taken, when that is not env ("": it is, or unknown)
+    env_given: bool  # --env was given (else the plan says how to restore where it was taken)
+    warnings: tuple[str, ...]
+    preview: ExecReport  # each step's state
+
+
+@dataclass(frozen=True)
+class ClosingCheck:
+    """The restored env against the snapshot: its packages, library files and activation, every installed
+    file against its RECORD and each RECORD against the snapshot's record of the build."""
+
+    drift: Drift
+    files: InstalledCheck
+    builds_unknown: tuple[str, ...]  # packages whose build the snapshot does not record
+    packages: int  # in the env now
+    library_files: int  # in the env now
+    identical: Optional[bool]  # None: what could be compared matches, but some builds are unknown
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A restore that ran (not a dry run)."""
+
+    report: ExecReport  # the run's steps (nothing was pending: the preview's)
+    closing: ClosingCheck
+    recorded: Optional[str]  # the known-good snapshot recorded
+    rollback_point: Optional[str]  # the snapshot recorded before the first change
+
+
+@dataclass(frozen=True)
+class Restored:
+    """`snapshot restore`'s outcome (commands/snapshot_restore.py renders it)."""
+
+    plan: RestorePlan  # its preview: each step's state before the run
+    verdict: Verdict  # the host against the snapshot's contract (met: a refusal raises)
+    ran: Optional[Ran]  # None: a dry run
+
+
+def restore(ctx: Context, req: RestoreRequest, ask: Callable[[RestorePlan], None]) -> Restored:
+    """Rebuild the env `req.file` describes, after checking this host against its contract; `ask` is called
+    before the first change and stops it by raising (commands/snapshot.py: the question, or -y)."""
     from tfgpu_install.app.provision import ProvisionRequest, provision
     from tfgpu_install.facts.probe import assumptions, gather
     from tfgpu_install.knowledge.load import knowledge_dir, load_knowledge
@@ -216,55 +270,38 @@ def restore(ctx: Context, req: RestoreRequest) -> Result:
     plan = JournaledPlan(resolution, options,
                          RestoreRecord(snap.id, require_hashes, str(bundle_dir or ""), snap.packages)).to_json()
 
-    def head(preview: ExecReport) -> list[Block]:
-        blocks: list[Block] = [
-            Heading(f"restore snapshot {snap.id} into {env}"),
-            Text(f"TensorFlow {choice.tensorflow} on Python {choice.python}, "
-                 f"{len(snap.packages)} packages" + (f", offline from {bundle_dir}" if bundle_dir else "")),
-            *([Text(taken_at, "dim")] if taken_at else []),
-            table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in preview.steps]),
-            Text(closing_check_cost(snap), "dim"),
-        ]
-        if warnings:
-            blocks.append(Bullets("warnings", tuple(warnings), "warn"))
-        return blocks
+    def planned(preview: ExecReport) -> RestorePlan:
+        return RestorePlan(snap, env, choice, bundle_dir, taken_at, bool(req.env), tuple(warnings), preview)
 
     started_ns = time.time_ns()
     try:
         done = provision(ctx, ProvisionRequest(
             env=env, steps=restore_steps(resolution, options, snap.packages, require_hashes, facts), plan=plan,
-            ask=lambda preview: confirm(ctx, req.yes, lambda: head(preview)), facts=facts, dry_run=req.dry_run,
-            progress=req.progress,
+            ask=lambda preview: ask(planned(preview)), facts=facts, dry_run=req.dry_run, progress=req.progress,
             undo_on_failure=True, make_default=True,
         ))
     except TfgpuError as err:
         raise _hash_mismatch(err) from err
     if req.dry_run:
-        return Result({"env": str(env), "snapshot": snap.id, "taken_at": snap.env.path, "dry_run": True,
-                       "steps": done.preview.to_json(),
-                       "warnings": warnings, "checked": list(verdict.checked), "gpu": verdict.gpu},
-                      [*head(done.preview), Text("dry run: nothing was changed", "dim")])
-    report = done.report or done.preview
+        return Restored(planned(done.preview), verdict, None)
     recorded = done.results.get("snapshot.record") or {}
-    result = _result(ctx, snap, env, report, head(done.preview), verdict, warnings, recorded.get("id"),
-                     _Closing(started_ns, req.progress))
-    result.data["rollback_point"] = done.rollback_point
-    result.data["taken_at"] = snap.env.path
-    return result
+    closing = _closing_check(ctx, snap, env, _Closing(started_ns, req.progress))
+    return Restored(planned(done.preview), verdict,
+                    Ran(done.report or done.preview, closing, recorded.get("id"), done.rollback_point))
 
 
 def _target_env(ctx: Context, given: Optional[str], snap: Snapshot, choice: Any) -> tuple[Path, str]:
     """--env, else the default env location for the snapshot's combination (as install picks it).
     The path the snapshot was taken at is only shown: a snapshot from another machine or user
-    must not silently choose where this one writes. Returns (env, a line for the plan)."""
+    must not silently choose where this one writes. Returns (env, where the snapshot was taken when
+    that is elsewhere, else "")."""
     from tfgpu_install.app.envs import default_env_path
 
     env = user_path(given) if given else default_env_path(ctx, choice)
     taken = snap.env.path or ""
     if not taken or os.path.abspath(taken) == str(env):
         return env, ""
-    how = "" if given else f" (pass `{command(ctx, '--env', taken)}` to restore there)"  # a command: quoted
-    return env, f"snapshot was taken at {taken}{how}"
+    return env, taken
 
 
 def _hash_mismatch(err: TfgpuError) -> TfgpuError:
@@ -279,14 +316,6 @@ def _hash_mismatch(err: TfgpuError) -> TfgpuError:
     )
 
 
-def closing_check_cost(snap: Snapshot) -> str:
-    """The plan's line for the check after the steps (it reads gigabytes on a TensorFlow env)."""
-    hashed = sum(1 for p in snap.packages if p.hashes)
-    return ("then every installed file is hashed and compared with its RECORD, and each RECORD with the "
-            f"snapshot's record of the build; files the install writes from wheels it hash-checks ({hashed} of "
-            f"{len(snap.packages)} packages have a hash) are taken as written, the rest are read (seconds per GB)")
-
-
 @dataclass(frozen=True)
 class _Closing:
     started_ns: int  # when the restore began: what its install wrote since is trusted as written
@@ -298,9 +327,8 @@ def _builds_unknown(snap: Snapshot) -> list[str]:
     return [p.requirement() for p in snap.packages if not p.content and p.key not in snap_mod.SEEDED]
 
 
-def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Block], verdict: Any,
-            warnings: list[str], recorded: Optional[str], closing: _Closing) -> Result:
-    from tfgpu_install.snapshot.drift import compare, to_jsonable
+def _closing_check(ctx: Context, snap: Snapshot, env: Path, closing: _Closing) -> ClosingCheck:
+    from tfgpu_install.snapshot.drift import compare
     from tfgpu_install.snapshot.envstate import capture
 
     live = capture(env)
@@ -313,68 +341,39 @@ def _result(ctx: Context, snap: Snapshot, env: Path, report: Any, head: list[Blo
         ours = tuple(f for f in snap.files if "/site-packages/" in f.path)
         theirs = tuple(f for f in live.files if "/site-packages/" in f.path)
         d = compare((snap.packages, live.packages), (ours, theirs), (activation, live.activation))
-    from tfgpu_install.app.snapshot import builds_line, files_json, installed_files
+    from tfgpu_install.app.snapshot import installed_files
 
     # every file against its RECORD, and each RECORD against the snapshot's build record
     files = installed_files(ctx, env, full=True, expected=snap.builds(), trusted_since=closing.started_ns,
                             progress=closing.progress)
     unknown = _builds_unknown(snap)
-    blocks = list(head[:2])
-    blocks.append(table("steps", ("step", "state", "what"), [(s.id, s.status, s.describe) for s in report.steps]))
-    if warnings:
-        blocks.append(Bullets("warnings", tuple(warnings), "warn"))
-    if verdict.checked:
-        blocks.append(Bullets("host contract met", tuple(verdict.checked), "dim"))
-    code = ExitCode.OK
     identical: Optional[bool] = d.clean and files.clean
     if identical and unknown:
         identical = None  # what could be compared matches; whether these are the same builds is not known
-        blocks.append(Text(f"{env} matches snapshot {snap.id} in its {len(live.packages)} packages' names and "
-                           f"versions and {len(live.files)} library files; {files.files} installed files match "
-                           f"their RECORDs; the builds of {len(unknown)} package(s) are unknown: the snapshot "
-                           f"does not record them ({', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''})",
-                           "warn"))
-    elif identical:
-        blocks.append(Text(f"{env} matches snapshot {snap.id}: {len(live.packages)} packages (the same builds) and "
-                           f"{len(live.files)} library files identical; {files.files} installed files match "
-                           "their records", "ok"))
-    else:
-        blocks.append(Bullets(f"{env} differs from snapshot {snap.id}", tuple(d.lines()) + tuple(files.lines()),
-                              "error"))
-        code = ExitCode.VERIFY_FAILED
-    blocks.append(Text(builds_line(files, snap) + f"; {_read(files)}", "dim"))
-    data = {"env": str(env), "snapshot": snap.id, "changed": report.changed, "steps": report.to_json(),
-            "identical": identical, "drift": to_jsonable(d), "installed_files": files_json(files, snap),
-            "builds_unknown": unknown, "warnings": warnings, "checked": list(verdict.checked),
-            "gpu": verdict.gpu, "recorded": recorded}
-    return Result(data, blocks, exit_code=int(code))
-
-
-def _read(files: Any) -> str:
-    from tfgpu_install.report import human_bytes
-
-    kept = files.hashed - files.read_files
-    return (f"{files.hashed} files compared by sha256: {files.read_files} read ({human_bytes(files.read_bytes)})"
-            + (f", {kept} taken as this restore wrote them from hash-checked wheels" if kept else ""))
+    return ClosingCheck(d, files, tuple(unknown), len(live.packages), len(live.files), identical)
 
 
 # --- bundle -------------------------------------------------------------------------------
 
 
-def bundle(ctx: Context, req: BundleRequest) -> Result:
+@dataclass(frozen=True)
+class Bundled:
+    """The bundle as made (commands/snapshot_restore.py renders it)."""
+
+    path: Path
+    snapshot: str  # its id
+    wheels: tuple[str, ...]  # wheels/<file>, sorted
+    python: str
+    platforms: tuple[str, ...]
+    made_from: JSONObject  # where its wheels came from
+
+
+def bundle(ctx: Context, req: BundleRequest) -> Bundled:
     from tfgpu_install.snapshot import bundle as bundle_mod
 
     _, snap = snap_mod.find(ctx.state_dir, req.file)
     out = Path(os.path.abspath(req.output))
     manifest = bundle_mod.make(ctx, snap, out, index_url=req.index_url)
     wheels = sorted(k for k in manifest["files"] if k.startswith("wheels/"))
-    made = manifest.get("made_from") or {}
-    blocks: list[Block] = [
-        Text(f"bundle of snapshot {snap.id} in {out}: {len(wheels)} wheels for Python {manifest['python']} "
-             f"({', '.join(manifest['platforms'])})", "ok"),
-        Text(bundle_mod.sources_line(made), "dim"),
-        Text("on the offline machine: "
-             f"`{command(ctx, 'tfgpu-install', 'snapshot', 'restore', str(out), '--offline', str(out))}`"),
-    ]
-    return Result({"path": str(out), "snapshot": snap.id, "wheels": wheels, "manifest": str(out / "manifest.json"),
-                   "made_from": made}, blocks)
+    return Bundled(out, snap.id, tuple(wheels), manifest["python"], tuple(manifest["platforms"]),
+                   manifest.get("made_from") or {})

@@ -21,6 +21,7 @@ from tfgpu_install.snapshot.exports import FORMATS
 
 if TYPE_CHECKING:
     from tfgpu_install.app.image import Image
+    from tfgpu_install.app.restore import RestorePlan
     from tfgpu_install.app.snapshot import Compared, Exported
     from tfgpu_install.snapshot.document import Snapshot
     from tfgpu_install.snapshot.model import Store
@@ -82,14 +83,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> Result:
     from tfgpu_install.app import snapshot as snapshot_cmds
     from tfgpu_install.app.restore import BundleRequest, RestoreRequest, bundle, restore
+    from tfgpu_install.commands.snapshot_restore import bundled, head, restored
 
     if args.snapshot_command == "restore":
-        return restore(ctx, RestoreRequest(
+        from tfgpu_install.commands.confirm import confirm
+
+        def ask(plan: "RestorePlan") -> None:
+            confirm(ctx, args.yes, lambda: head(ctx, plan))
+
+        return restored(ctx, restore(ctx, RestoreRequest(
             file=args.file, env=args.env, offline=args.offline, index_url=args.index_url, allow_cpu=args.allow_cpu,
             assume=assume_flags(args), yes=args.yes, dry_run=args.dry_run, progress=not args.json,
-        ))
+        ), ask))
     if args.snapshot_command == "bundle":
-        return bundle(ctx, BundleRequest(file=args.file, output=args.output, index_url=args.index_url))
+        return bundled(ctx, bundle(ctx, BundleRequest(file=args.file, output=args.output, index_url=args.index_url)))
     if args.snapshot_command == "image":
         from tfgpu_install.app.image import ImageRequest, image
 
