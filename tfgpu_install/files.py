@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -49,6 +48,8 @@ def atomic_write(path: Path, data: Union[str, bytes], mode: Optional[int] = None
         mode = old.st_mode & 0o7777 if old is not None else 0o644
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # here: the no-op answer imports this module and writes nothing
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     except OSError as exc:
         if is_disk_full(exc):

@@ -9,15 +9,18 @@ No other module imports subprocess.
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import signal
-import subprocess
-import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Protocol, Sequence
 
 from tfgpu_install.errors import RunnerError
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
+    from re import Pattern
+
+# subprocess, threading, signal, shutil and re are imported where a program is run: every command
+# builds a runner (the Context's), and install's no-op fast path answers without running one.
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class SubprocessRunner:
         self.log: list[tuple[str, ...]] = []
 
     def which(self, name: str) -> Optional[str]:
+        import shutil
+
         return shutil.which(name, path=self.path)
 
     def run(
@@ -93,6 +98,8 @@ class SubprocessRunner:
         self.log.append(args)
         if on_line is not None:
             return self._streamed(args, env, timeout, cwd, input, desc, on_line, terminal)
+        import subprocess
+
         full_env = None
         if env is not None or self.base_env is not None:
             full_env = dict(self.base_env if self.base_env is not None else os.environ)
@@ -132,6 +139,9 @@ class SubprocessRunner:
 
     def _stop(self, proc: "subprocess.Popen[str]", args: tuple[str, ...], why: str) -> Completed:
         """End the child's process group (SIGTERM, then SIGKILL), each wait bounded; say what would not end."""
+        import signal
+        import subprocess
+
         notes = [why]
         for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
             try:
@@ -182,6 +192,8 @@ class SubprocessRunner:
         """run() with stderr handed to `on_line` line by line as it comes. Both pipes are read by
         threads, so every wait stays bounded: the child's own (timeout), then the readers' (a
         detached grandchild may hold the pipes open long after the child is gone)."""
+        import threading
+
         proc, master = _launch_streamed(args, self._env(env), cwd, input, terminal)
         if proc is None:
             return Completed(args, NOT_FOUND, "", f"{args[0]}: command not found")
@@ -238,6 +250,8 @@ class SubprocessRunner:
     def _end_group(self, proc: "subprocess.Popen[str]", why: str, exited: threading.Event) -> list[str]:
         """SIGTERM, then SIGKILL to the child's group, each wait bounded; notes on what would not end.
         `exited` is set by the thread that reaps the child."""
+        import signal
+
         for sig, grace in ((signal.SIGTERM, self.term_grace), (signal.SIGKILL, self.kill_grace)):
             try:
                 os.killpg(proc.pid, sig)
@@ -272,6 +286,8 @@ def _launch_streamed(args: tuple[str, ...], env: Optional[Mapping[str, str]], cw
                      input: Optional[str], terminal: bool) -> "tuple[Optional[subprocess.Popen[str]], Optional[int]]":
     """The child of a streamed run, in a session of its own, and (terminal) the master of the pseudo-terminal
     its stderr is; (None, None) when the program does not exist."""
+    import subprocess
+
     fds = _open_pty() if terminal else None
     try:
         proc = subprocess.Popen(
@@ -344,8 +360,14 @@ def _read_fd(fd: int) -> "Iterator[str]":
 
 # What a program draws on a terminal: CSI sequences (colours, cursor moves, "erase line") and the
 # separators of one frame from the next (CR, LF, cursor up/down, erase line).
-_CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_FRAME_SEP = re.compile(r"\r|\n|\x1b\[\d*[ABK]|\x1b\[2K")
+_CSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]"
+_FRAME_SEP = r"\r|\n|\x1b\[\d*[ABK]|\x1b\[2K"
+
+
+def _pattern(regex: str) -> "Pattern[str]":
+    import re  # compiled once and cached by re itself
+
+    return re.compile(regex)
 
 
 class TerminalText:
@@ -362,7 +384,7 @@ class TerminalText:
         frames: list[str] = []
         lines: list[str] = []
         while True:
-            m = _FRAME_SEP.search(self._pending)
+            m = _pattern(_FRAME_SEP).search(self._pending)
             if m is None:
                 break
             segment = _plain(self._pending[:m.start()])
@@ -384,7 +406,7 @@ class TerminalText:
 
 
 def _plain(text: str) -> str:
-    return _CSI.sub("", text).rstrip()
+    return _pattern(_CSI).sub("", text).rstrip()
 
 
 @dataclass
