@@ -1,7 +1,8 @@
 """install's no-op fast path (tfgpu_install/app/noop.py), end to end as real subprocesses: a real
 install from the loopback index, then re-runs. The fast path answers exactly what the full
 path answers, without importing the step machinery; a changed driver, changed flags, a
-changed env, an edited rc file or a damaged stamp each take the full path again."""
+changed env (a package removed, a package's file edited in place), an edited rc file or a damaged
+stamp each take the full path again."""
 
 from __future__ import annotations
 
@@ -88,6 +89,16 @@ def test_noop_fast_path_answers_as_the_full_path_and_steps_aside_on_change(
     shutil.rmtree(dist)
     redone, full_ran = _traced(args, env)
     assert full_ran and redone["changed"] is True
+
+    # A package's file edited in place (its size changes, no directory's mtime does): the full path's
+    # check of the installed files sees it and reinstalls the package; the stamp must not answer.
+    _, full_ran = _traced(args, env)
+    assert not full_ran
+    module = next(env_dir.glob("lib/python*/site-packages/numpy/__init__.py"))
+    with open(module, "ab") as fh:
+        fh.write(b"# edited\n")
+    repaired, full_ran = _traced(args, env)
+    assert full_ran and repaired["changed"] is True and b"# edited" not in module.read_bytes()
 
     # The stored verification now says it failed: the full path verifies again.
     _, full_ran = _traced(args, env)

@@ -517,11 +517,13 @@ def written_since(path: Optional[Path], since_ns: int) -> dict[str, list[Any]]:
     return _entries(doc.get("files"), 2)
 
 
-def recorded_files(env: Path) -> list[str]:
+def recorded_files(env: Path, cache: Optional[Path] = None) -> list[str]:
     """Every file the env's records list (absolute paths), as check_installed reads them: what
-    scripts/bench.py stats and sha256sums beside `check`."""
+    scripts/bench.py stats and sha256sums beside `check`, and what install's no-op answer stats.
+    cache: the file check's memo (as for builds)."""
     env = Path(os.path.abspath(str(env)))
-    return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env), *_conda_dists(env)] for f in d.files]
+    memo = HashCache(cache) if cache is not None else None
+    return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env, memo), *_conda_dists(env)] for f in d.files]
 
 
 def builds(env: Path, cache: Optional[Path] = None) -> dict[str, tuple[str, str]]:
