@@ -149,14 +149,15 @@ def _site_digest(dirs: Sequence[str]) -> str:
     replaced or added changes its directory's mtime, and so does a directory added, removed or
     renamed in its parent (which is in the list: every directory is), so the answer is not given over
     a damaged env (install's check of the installed files then runs and repairs it). One stat per
-    directory, none per file, no listing."""
-    h = hashlib.sha256()
+    directory, no listing (a file edited in place: _files_digest). The stamp holds the list, so the
+    mtimes alone, in its order, say what changed (-1: cannot be stat()ed)."""
+    out = array("q")
     for d in dirs:
         try:
-            h.update(f"{d}:{os.stat(d).st_mtime_ns}\n".encode())
+            out.append(os.stat(d).st_mtime_ns)
         except OSError:
-            h.update(f"{d}:?\n".encode())
-    return h.hexdigest()
+            out.append(-1)
+    return hashlib.sha256(out.tobytes()).hexdigest()
 
 
 def recorded(ctx: Context, env: Path) -> list[list[Any]]:
