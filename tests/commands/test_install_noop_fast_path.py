@@ -50,6 +50,13 @@ def test_noop_fast_path_answers_as_the_full_path_and_steps_aside_on_change(
     fast, full_ran = _traced(args, env)
     assert not full_ran and fast["changed"] is False
     assert {s["status"] for s in fast["steps"]} <= {"done", "unchanged"}
+    # The answer runs no program and writes nothing: runner and files import subprocess and tempfile
+    # where they run or write, not on this path.
+    traced = subprocess.run([sys.executable, "-X", "importtime", "-m", "tfgpu_install", *args], env=env,
+                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines()
+                if line.startswith("import time")}
+    assert "tfgpu_install.app.noop" in imported and not {"subprocess", "tempfile", "threading"} & imported
     # The full path on the same complete env says the same, key for key.
     stamps[0].unlink()
     full, full_ran = _traced(args, env)
