@@ -280,7 +280,9 @@ def test_unreadable_rc_is_refused(env: Path) -> None:
         rc.write_bytes(b"secret\n")
         os.chown(rc, NOBODY, NOBODY)
         rc.chmod(0)
-        script = ("import os, sys; from pathlib import Path; from tfgpu_install.steps.shell_rc import "
+        # tempfile before the uid changes: the interpreter's standard library may be unreadable to
+        # nobody (pyenv's under /root), and read_rc imports it where it asks whether a file can be made
+        script = ("import os, sys, tempfile; from pathlib import Path; from tfgpu_install.steps.shell_rc import "
                   "validate_shell_rc;"
                   "from tfgpu_install.errors import TfgpuError\nos.setgid(65534); os.setuid(65534)\n"
                   f"try:\n    validate_shell_rc(Path({str(rc)!r}), Path({str(env)!r}))\n"
