@@ -163,8 +163,9 @@ def _site_digest(dirs: Sequence[str]) -> str:
 def recorded(ctx: Context, env: Path) -> list[list[Any]]:
     """Every file the env's records list when the stamp is written, what install's check of the
     installed files stats: [[env-relative directory, [file name, ...]], ...] (~1 MB of JSON for a
-    TF env where the full paths take ~3 MB, each read back on every answer). Its memo of parsed
-    RECORDs, fresh from this run, saves parsing ~45 RECORDs again."""
+    TF env where the full paths take ~3 MB, each read back on every answer). The check's memo of
+    parsed RECORDs saves parsing them again when nothing was installed (it takes back only RECORDs
+    unchanged for 2 s: after an install that wrote them, they are parsed again)."""
     from tfgpu_install.env.integrity import recorded_files
     from tfgpu_install.env.state import hash_cache
 
