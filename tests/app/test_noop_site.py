@@ -14,7 +14,6 @@ from typing import Any, Callable
 import pytest
 
 from tfgpu_install.app.noop import _files_digest, _site_digest, recorded, site_dirs
-from tfgpu_install.context import Context
 
 
 def _tree(tmp_path: Path) -> tuple[Path, Path]:
@@ -120,7 +119,7 @@ def _seen(env: Path, dirs: list[str], files: list[list[Any]]) -> tuple[str, str]
 
 
 @pytest.mark.parametrize("kind", list(FILE_CHANGES))
-def test_what_the_full_paths_file_check_notices_the_noop_notices(tmp_path: Path, ctx: Context, kind: str) -> None:
+def test_what_the_full_paths_file_check_notices_the_noop_notices(tmp_path: Path, kind: str) -> None:
     """Each change here makes install's check of the installed files call the distribution damaged
     (the full path reinstalls it); the no-op's stamp then must not answer. The bug this catches: a
     file edited in place changes no directory's mtime, and the stamp only stat()ed directories (a
@@ -129,7 +128,7 @@ def test_what_the_full_paths_file_check_notices_the_noop_notices(tmp_path: Path,
     from tfgpu_install.env.integrity import check_installed
 
     env, sp = _dist_env(tmp_path)
-    dirs, files = site_dirs(env), recorded(ctx, env)
+    dirs, files = site_dirs(env), recorded(env)
     assert sorted(name for _, names in files for name in names) == sorted(
         ["a.py", "b.py", "_x.so", "pkg-tool", "METADATA", "RECORD"])
     assert check_installed(env).clean

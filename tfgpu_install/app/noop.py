@@ -160,18 +160,15 @@ def _site_digest(dirs: Sequence[str]) -> str:
     return hashlib.sha256(out.tobytes()).hexdigest()
 
 
-def recorded(ctx: Context, env: Path) -> list[list[Any]]:
+def recorded(env: Path) -> list[list[Any]]:
     """Every file the env's records list when the stamp is written, what install's check of the
     installed files stats: [[env-relative directory, [file name, ...]], ...] (~1 MB of JSON for a
-    TF env where the full paths take ~3 MB, each read back on every answer). The check's memo of
-    parsed RECORDs saves parsing them again when nothing was installed (it takes back only RECORDs
-    unchanged for 2 s: after an install that wrote them, they are parsed again)."""
+    TF env where the full paths take ~3 MB, each read back on every answer)."""
     from tfgpu_install.env.integrity import recorded_files
-    from tfgpu_install.env.state import hash_cache
 
     start = len(os.path.abspath(str(env))) + 1
     by_dir: dict[str, list[str]] = {}
-    for f in recorded_files(env, hash_cache(ctx, env)):
+    for f in recorded_files(env):
         d, name = os.path.split(f[start:])
         by_dir.setdefault(d, []).append(name)
     return [[d, names] for d, names in by_dir.items()]
@@ -302,7 +299,7 @@ def remember(argv: Sequence[str], ctx: Context, data: Mapping[str, Any], message
         journal = Journal(env_state_dir(ctx, env) / "journal.jsonl")
         fingerprinted = {str(e.step) for e in current_epoch(journal.entries())
                          if e.event == "done" and e.data.get("fingerprint")}
-        dirs, files = site_dirs(env), recorded(ctx, env)
+        dirs, files = site_dirs(env), recorded(env)
         stamp = {"format": FORMAT, "key": key, "env": str(env), "site_dirs": dirs, "files": files,
                  "watch": watch(ctx, env, dirs, files), "data": noop_data(data, fingerprinted), "message": message}
         atomic_write(stamp_path(ctx, key), json.dumps(stamp, default=str).encode())

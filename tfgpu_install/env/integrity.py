@@ -156,9 +156,11 @@ def _inside(env: str, base: str, rel: str) -> Optional[str]:
     return out
 
 
-def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFiles]:
+def _pip_dists(env: Path, memo: Optional["HashCache"] = None, content: bool = True) -> Iterator[DistFiles]:
     """Each dist-info's record. memo: RECORDs parsed before, taken back while their RECORD and
-    METADATA are the same files (same identity) as then."""
+    METADATA are the same files (same identity) as then. content=False (no memo): the files only,
+    without the RECORD's content digest (a caller that lists or stats them needs no more)."""
+    assert content or memo is None  # what the memo remembers is whole
     envs = str(env)
     for sp in site_packages_dirs(env):
         sps = os.path.relpath(str(sp), envs)  # env-relative: lib/python3.11/site-packages
@@ -176,7 +178,7 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
             if dist is not None and memo is not None and got is not None:
                 memo.records_new[rel_record] = got
             elif dist is None:
-                dist = _parsed(envs, sp, sps, entry)
+                dist = _parsed(envs, sp, sps, entry, content)
                 if memo is not None:
                     memo.records_parsed += 1
                     if settled(key):
@@ -185,8 +187,8 @@ def _pip_dists(env: Path, memo: Optional["HashCache"] = None) -> Iterator[DistFi
             yield dist
 
 
-def _parsed(envs: str, sp: Path, sps: str, entry: str) -> DistFiles:
-    """One dist-info's METADATA and RECORD, read."""
+def _parsed(envs: str, sp: Path, sps: str, entry: str, content: bool = True) -> DistFiles:
+    """One dist-info's METADATA and RECORD, read (content: with the RECORD's content digest)."""
     from tfgpu_install.env.layout import _read_metadata
 
     meta = _read_metadata(sp / entry / "METADATA")
@@ -197,7 +199,7 @@ def _parsed(envs: str, sp: Path, sps: str, entry: str) -> DistFiles:
     if rows is None:
         dist.files.append(Expected(rel_record, None, None))  # the RECORD itself is missing
         return dist
-    dist.content = content_digest(rows)
+    dist.content = content_digest(rows) if content else None
     tops: set[str] = set()
     add = dist.files.append
     for row in rows:
@@ -453,7 +455,7 @@ def remember_installed(env: Path, cache: Path, since_ns: Optional[int] = None, v
     hashes = HashCache(cache)
     listed: dict[str, list[Any]] = {}
     n = 0
-    for dist in _pip_dists(env):
+    for dist in _pip_dists(env, content=False):
         fresh = since_ns is not None and _ctime(prefix + dist.record) >= since_ns
         trust = fresh and dist.name in verified and written is not None
         for f in dist.files:
@@ -517,13 +519,13 @@ def written_since(path: Optional[Path], since_ns: int) -> dict[str, list[Any]]:
     return _entries(doc.get("files"), 2)
 
 
-def recorded_files(env: Path, cache: Optional[Path] = None) -> list[str]:
+def recorded_files(env: Path) -> list[str]:
     """Every file the env's records list (absolute paths), as check_installed reads them: what
     scripts/bench.py stats and sha256sums beside `check`, and what install's no-op answer stats.
-    cache: the file check's memo (as for builds)."""
+    (The check's memo is not used: loading it took longer than parsing the RECORDs again.)"""
     env = Path(os.path.abspath(str(env)))
-    memo = HashCache(cache) if cache is not None else None
-    return [os.path.join(str(env), f.rel) for d in [*_pip_dists(env, memo), *_conda_dists(env)] for f in d.files]
+    rows = [*_pip_dists(env, content=False), *_conda_dists(env)]
+    return [os.path.join(str(env), f.rel) for d in rows for f in d.files]
 
 
 def builds(env: Path, cache: Optional[Path] = None) -> dict[str, tuple[str, str]]:
