@@ -164,12 +164,11 @@ def recorded(env: Path) -> list[list[Any]]:
     """Every file the env's records list when the stamp is written, what install's check of the
     installed files stats: [[env-relative directory, [file name, ...]], ...] (~1 MB of JSON for a
     TF env where the full paths take ~3 MB, each read back on every answer)."""
-    from tfgpu_install.env.integrity import recorded_files
+    from tfgpu_install.env.integrity import recorded_relative
 
-    start = len(os.path.abspath(str(env))) + 1
     by_dir: dict[str, list[str]] = {}
-    for f in recorded_files(env):
-        d, name = os.path.split(f[start:])
+    for rel in recorded_relative(env):
+        d, _, name = rel.rpartition("/")
         by_dir.setdefault(d, []).append(name)
     return [[d, names] for d, names in by_dir.items()]
 

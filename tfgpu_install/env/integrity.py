@@ -521,11 +521,16 @@ def written_since(path: Optional[Path], since_ns: int) -> dict[str, list[Any]]:
 
 def recorded_files(env: Path) -> list[str]:
     """Every file the env's records list (absolute paths), as check_installed reads them: what
-    scripts/bench.py stats and sha256sums beside `check`, and what install's no-op answer stats.
-    (The check's memo is not used: loading it took longer than parsing the RECORDs again.)"""
+    scripts/bench.py stats and sha256sums beside `check`."""
+    prefix = os.path.abspath(str(env)) + "/"
+    return [prefix + rel for rel in recorded_relative(env)]
+
+
+def recorded_relative(env: Path) -> list[str]:
+    """recorded_files, env-relative (what install's no-op answer stats). The check's memo is not
+    used: loading it took longer than parsing the RECORDs again."""
     env = Path(os.path.abspath(str(env)))
-    rows = [*_pip_dists(env, content=False), *_conda_dists(env)]
-    return [os.path.join(str(env), f.rel) for d in rows for f in d.files]
+    return [f.rel for d in [*_pip_dists(env, content=False), *_conda_dists(env)] for f in d.files]
 
 
 def builds(env: Path, cache: Optional[Path] = None) -> dict[str, tuple[str, str]]:
